@@ -1,0 +1,617 @@
+/* http_api.c: the HTTP/JSON edge: routes, JSON in and out, long-poll by suspend/resume. */
+#include "http_api.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <jansson.h>
+#include <microhttpd.h>
+#include <netinet/in.h>
+#include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "log.h"
+
+#define LOGC "http"
+#define MAX_TOPICS 64
+#define MAX_ACK_IDS 100000
+
+struct ks_http {
+    struct MHD_Daemon *d;
+    ks_engine_t *eng;
+    const ks_config_t *cfg;
+    int port;
+};
+
+typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
+
+/* One request. Two references while an engine command is out: libmicrohttpd's
+ * (dropped when the request completes) and the engine's (dropped in its callback). */
+typedef struct req {
+    atomic_int refs;
+    struct MHD_Connection *conn;
+    char *body;
+    size_t body_len, body_cap;
+    bool too_big;
+    bool submitted;
+
+    pthread_mutex_t lock; /* guards suspended, done, batch, acks */
+    bool suspended, done;
+    ks_batch_t *batch;
+    ks_ack_result_t *acks;
+    size_t ack_cnt;
+    char **ack_ids; /* what the ack results answer, in order */
+    value_fmt_t fmt;
+} req_t;
+
+static void req_unref(req_t *r)
+{
+    if (atomic_fetch_sub(&r->refs, 1) != 1)
+        return;
+    free(r->body);
+    ks_batch_free(r->batch);
+    free(r->acks);
+    if (r->ack_ids) {
+        for (size_t i = 0; i < r->ack_cnt; i++)
+            free(r->ack_ids[i]);
+        free(r->ack_ids);
+    }
+    pthread_mutex_destroy(&r->lock);
+    free(r);
+}
+
+/* ---- responses ---- */
+
+static int http_status_of(ks_status_t s)
+{
+    switch (s) {
+    case KS_OK:
+        return 200;
+    case KS_E_INVALID:
+        return 400;
+    case KS_E_NOT_FOUND:
+        return 404;
+    case KS_E_STALE:
+        return 409;
+    case KS_E_EXHAUSTED:
+        return 429;
+    case KS_E_UNAVAILABLE:
+        return 503;
+    case KS_E_PERMISSION:
+        return 403;
+    case KS_E_UNAUTH:
+        return 401;
+    case KS_E_INTERNAL:
+        break;
+    }
+    return 500;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Sends root (stolen) as the response body. */
+static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *root)
+{
+    char *text = json_dumps(root, JSON_COMPACT);
+    json_decref(root);
+    if (!text)
+        return MHD_NO;
+    size_t n = strlen(text);
+    char *withnl = realloc(text, n + 2);
+    if (!withnl) {
+        free(text);
+        return MHD_NO;
+    }
+    withnl[n] = '\n';
+    withnl[n + 1] = '\0';
+    return send_text(c, status, withnl);
+}
+
+static json_t *error_obj(ks_status_t st, const char *msg)
+{
+    return json_pack("{s:{s:s,s:s}}", "error", "code", ks_status_name(st), "message", msg);
+}
+
+static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    return send_json(c, http_status_of(st), error_obj(st, msg));
+}
+
+/* ---- records as JSON ---- */
+
+static json_t *b64(const void *data, size_t len)
+{
+    size_t cap = 4 * ((len + 2) / 3) + 1;
+    char *out = malloc(cap);
+    if (!out)
+        abort();
+    int n = EVP_EncodeBlock((unsigned char *)out, data, (int)len);
+    json_t *s = json_stringn_nocheck(out, (size_t)n);
+    free(out);
+    return s;
+}
+
+/* Sets obj[field] to the bytes as text when they are UTF-8 (and fmt allows),
+ * else base64, and obj[field_encoding] to which. NULL data is JSON null. */
+static void set_bytes(json_t *obj, const char *field, const char *enc_field, const void *data,
+                      size_t len, value_fmt_t fmt)
+{
+    if (!data) {
+        json_object_set_new(obj, field, json_null());
+        return;
+    }
+    json_t *v = fmt == FMT_AUTO ? json_stringn(data, len) : NULL;
+    if (v) {
+        json_object_set_new(obj, field, v);
+        json_object_set_new(obj, enc_field, json_string("text"));
+    } else {
+        json_object_set_new(obj, field, b64(data, len));
+        json_object_set_new(obj, enc_field, json_string("base64"));
+    }
+}
+
+static json_t *record_json(const ks_record_t *r, value_fmt_t fmt)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "topic", json_string(r->topic));
+    json_object_set_new(o, "partition", json_integer(r->partition));
+    json_object_set_new(o, "offset", json_integer(r->offset));
+    json_object_set_new(o, "timestamp", r->timestamp >= 0 ? json_integer(r->timestamp)
+                                                          : json_null());
+    set_bytes(o, "key", "key_encoding", r->key, r->key_len, fmt);
+    set_bytes(o, "value", "value_encoding", r->value, r->value_len, fmt);
+    json_t *hs = json_array();
+    for (size_t i = 0; i < r->header_cnt; i++) {
+        json_t *h = json_object();
+        json_t *name = json_string(r->headers[i].name);
+        json_object_set_new(h, "key", name ? name : b64(r->headers[i].name,
+                                                        strlen(r->headers[i].name)));
+        set_bytes(h, "value", "value_encoding", r->headers[i].value, r->headers[i].value_len, fmt);
+        json_array_append_new(hs, h);
+    }
+    json_object_set_new(o, "headers", hs);
+    json_object_set_new(o, "ack_id", json_string(r->ack_id));
+    json_object_set_new(o, "attempt", json_integer(r->attempt));
+    return o;
+}
+
+/* ---- engine callbacks (group loop threads) ---- */
+
+static void wake(req_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    r->done = true;
+    if (r->suspended) {
+        r->suspended = false;
+        MHD_resume_connection(r->conn);
+    }
+    pthread_mutex_unlock(&r->lock);
+    req_unref(r);
+}
+
+static void on_fetch(ks_batch_t *b, void *opaque)
+{
+    req_t *r = opaque;
+    r->batch = b;
+    wake(r);
+}
+
+static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    r->acks = res;
+    wake(r);
+}
+
+/* ---- handlers ---- */
+
+static enum MHD_Result reply_fetch(req_t *r)
+{
+    ks_batch_t *b = r->batch;
+    if (b->status)
+        return send_error(r->conn, b->status, "%s", b->message);
+    json_t *recs = json_array();
+    for (size_t i = 0; i < b->cnt; i++)
+        json_array_append_new(recs, record_json(&b->recs[i], r->fmt));
+    return send_json(r->conn, 200, json_pack("{s:o}", "records", recs));
+}
+
+static enum MHD_Result reply_ack(req_t *r)
+{
+    json_t *res = json_array();
+    size_t ok = 0;
+    ks_status_t first_bad = KS_OK;
+    const char *first_msg = NULL;
+    for (size_t i = 0; i < r->ack_cnt; i++) {
+        ks_ack_result_t *a = &r->acks[i];
+        json_array_append_new(res, json_pack("{s:s,s:s,s:s}", "ack_id", r->ack_ids[i], "status",
+                                             ks_status_name(a->status), "message", a->reason));
+        if (a->status == KS_OK)
+            ok++;
+        else if (first_bad == KS_OK) {
+            first_bad = a->status;
+            first_msg = a->reason;
+        }
+    }
+    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "acked", (json_int_t)ok,
+                             "rejected", (json_int_t)(r->ack_cnt - ok));
+    /* All rejected: the request as a whole failed, with the first reason's status. */
+    if (ok == 0 && first_bad != KS_OK) {
+        json_object_update(root, error_obj(first_bad, first_msg));
+        return send_json(r->conn, http_status_of(first_bad), root);
+    }
+    return send_json(r->conn, 200, root);
+}
+
+typedef struct {
+    const char *topics[MAX_TOPICS];
+    size_t topic_cnt;
+    bool too_many;
+    const char *max, *wait_ms, *format;
+    const char *unknown;
+} fetch_args_t;
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   const char *value)
+{
+    fetch_args_t *a = cls;
+    if (!strcmp(key, "topic")) {
+        if (a->topic_cnt == MAX_TOPICS)
+            a->too_many = true;
+        else
+            a->topics[a->topic_cnt++] = value ? value : "";
+    } else if (!strcmp(key, "max"))
+        a->max = value ? value : "";
+    else if (!strcmp(key, "wait_ms"))
+        a->wait_ms = value ? value : "";
+    else if (!strcmp(key, "format"))
+        a->format = value ? value : "";
+    else if (!a->unknown)
+        a->unknown = key;
+    return MHD_YES;
+}
+
+static int parse_int_arg(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+/* Suspends r until the engine answers, unless it already has. Returns true if the
+ * answer is already here and the caller should reply now. */
+static bool park(req_t *r)
+{
+    pthread_mutex_lock(&r->lock);
+    bool done = r->done;
+    if (!done) {
+        r->suspended = true;
+        MHD_suspend_connection(r->conn);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return done;
+}
+
+static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
+{
+    fetch_args_t a = {0};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    if (a.unknown)
+        return send_error(r->conn, KS_E_INVALID,
+                          "unknown query parameter \"%s\" (known: topic, max, wait_ms, format)",
+                          a.unknown);
+    if (a.too_many)
+        return send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
+    /* topic=a,b is the same as topic=a&topic=b. */
+    char *split_buf[MAX_TOPICS];
+    size_t split_cnt = 0;
+    const char *topics[MAX_TOPICS];
+    size_t tc = 0;
+    enum MHD_Result ret = MHD_YES;
+    for (size_t i = 0; i < a.topic_cnt; i++) {
+        char *copy = strdup(a.topics[i]), *save = NULL;
+        split_buf[split_cnt++] = copy;
+        char *tok = strtok_r(copy, ",", &save);
+        if (!tok)
+            topics[tc++] = ""; /* empty: let validation name it */
+        for (; tok && tc < MAX_TOPICS; tok = strtok_r(NULL, ",", &save))
+            topics[tc++] = tok;
+    }
+    long max = 100, wait = h->cfg->fetch_default_wait_ms;
+    if (tc == 0) {
+        ret = send_error(r->conn, KS_E_INVALID, "missing query parameter topic (e.g. ?topic=demo)");
+        goto out;
+    }
+    if (a.max && parse_int_arg(a.max, 1, h->cfg->fetch_max_records, &max) < 0) {
+        ret = send_error(r->conn, KS_E_INVALID,
+                         "max must be an integer from 1 to %d (fetch.max_records), got \"%s\"",
+                         h->cfg->fetch_max_records, a.max);
+        goto out;
+    }
+    if (a.wait_ms && parse_int_arg(a.wait_ms, 0, h->cfg->fetch_max_wait_ms, &wait) < 0) {
+        ret = send_error(r->conn, KS_E_INVALID,
+                         "wait_ms must be an integer from 0 to %d (fetch.max_wait_ms), got \"%s\"",
+                         h->cfg->fetch_max_wait_ms, a.wait_ms);
+        goto out;
+    }
+    r->fmt = FMT_AUTO;
+    if (a.format) {
+        if (!strcmp(a.format, "base64"))
+            r->fmt = FMT_BASE64;
+        else if (strcmp(a.format, "auto") && strcmp(a.format, "text")) {
+            ret = send_error(r->conn, KS_E_INVALID,
+                             "format must be auto, text or base64, got \"%s\"", a.format);
+            goto out;
+        }
+    }
+    char err[512];
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_fetch(h->eng, group, topics, tc, (int)max, (int)wait, on_fetch, r,
+                                     err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        ret = send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    if (park(r))
+        ret = reply_fetch(r);
+out:
+    for (size_t i = 0; i < split_cnt; i++)
+        free(split_buf[i]);
+    return ret;
+}
+
+static enum MHD_Result handle_ack(ks_http_t *h, req_t *r, const char *group)
+{
+    if (r->too_big)
+        return send_error(r->conn, KS_E_EXHAUSTED,
+                          "request body is larger than http.max_request_bytes (%lld)",
+                          (long long)h->cfg->max_request_bytes);
+    json_error_t jerr;
+    json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
+    if (!root)
+        return send_error(r->conn, KS_E_INVALID,
+                          "body is not valid JSON (%s); send {\"ack_ids\":[\"...\"]}",
+                          r->body ? jerr.text : "empty body");
+    json_t *ids = json_object_get(root, "ack_ids");
+    enum MHD_Result ret;
+    if (!json_is_object(root) || !json_is_array(ids)) {
+        ret = send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]}");
+        goto out;
+    }
+    size_t n = json_array_size(ids);
+    if (n == 0 || n > MAX_ACK_IDS) {
+        ret = send_error(r->conn, KS_E_INVALID, "ack_ids must hold 1 to %d ack ids, got %zu",
+                         MAX_ACK_IDS, n);
+        goto out;
+    }
+    r->ack_ids = calloc(n, sizeof(char *));
+    if (!r->ack_ids)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(ids, i);
+        if (!json_is_string(it)) {
+            ret = send_error(r->conn, KS_E_INVALID, "ack_ids[%zu] is not a string", i);
+            goto out;
+        }
+        r->ack_ids[i] = strdup(json_string_value(it));
+        r->ack_cnt = i + 1;
+    }
+    char err[512];
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_ack(h->eng, group, (const char *const *)r->ack_ids, n, on_ack, r,
+                                   err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        ret = send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    ret = park(r) ? reply_ack(r) : MHD_YES;
+out:
+    json_decref(root);
+    return ret;
+}
+
+/* Splits "/v1/groups/{g}/{rest}". Returns false if url is not of that shape. */
+static bool split_group_url(const char *url, char *group, size_t gsize, const char **rest)
+{
+    const char *p = url + strlen("/v1/groups/");
+    const char *slash = strchr(p, '/');
+    if (!slash || slash == p || (size_t)(slash - p) >= gsize)
+        return false;
+    memcpy(group, p, (size_t)(slash - p));
+    group[slash - p] = '\0';
+    *rest = slash + 1;
+    return true;
+}
+
+static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const char *url)
+{
+    if (!strcmp(url, "/healthz")) {
+        if (strcmp(method, "GET"))
+            return send_error(r->conn, KS_E_INVALID, "use GET for /healthz");
+        return send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
+    }
+    char group[512];
+    const char *rest;
+    if (!strncmp(url, "/v1/groups/", 11) && split_group_url(url, group, sizeof(group), &rest)) {
+        if (!strcmp(rest, "records")) {
+            if (strcmp(method, "GET"))
+                return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
+            return handle_fetch(h, r, group);
+        }
+        if (!strcmp(rest, "acks")) {
+            if (strcmp(method, "POST"))
+                return send_error(r->conn, KS_E_INVALID, "use POST for %s", url);
+            return handle_ack(h, r, group);
+        }
+    }
+    return send_error(r->conn, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version,
+                                  const char *upload_data, size_t *upload_data_size,
+                                  void **con_cls)
+{
+    ks_http_t *h = cls;
+    req_t *r = *con_cls;
+    if (!r) {
+        r = calloc(1, sizeof(*r));
+        if (!r)
+            return MHD_NO;
+        atomic_init(&r->refs, 1);
+        pthread_mutex_init(&r->lock, NULL);
+        r->conn = conn;
+        *con_cls = r;
+        return MHD_YES;
+    }
+    if (*upload_data_size) {
+        size_t n = *upload_data_size;
+        *upload_data_size = 0;
+        if (r->too_big || (int64_t)(r->body_len + n) > h->cfg->max_request_bytes) {
+            r->too_big = true;
+            return MHD_YES;
+        }
+        if (r->body_len + n + 1 > r->body_cap) {
+            r->body_cap = (r->body_len + n + 1) * 2;
+            r->body = realloc(r->body, r->body_cap);
+            if (!r->body)
+                abort();
+        }
+        memcpy(r->body + r->body_len, upload_data, n);
+        r->body_len += n;
+        r->body[r->body_len] = '\0';
+        return MHD_YES;
+    }
+    if (r->submitted) {
+        /* Resumed: the engine has answered. */
+        if (park(r))
+            return r->batch ? reply_fetch(r) : reply_ack(r);
+        return MHD_YES;
+    }
+    return route(h, r, method, url);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    req_t *r = *con_cls;
+    if (r)
+        req_unref(r);
+    *con_cls = NULL;
+}
+
+static void mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    char msg[512];
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    size_t n = strlen(msg);
+    while (n && msg[n - 1] == '\n')
+        msg[--n] = '\0';
+    ks_warn(LOGC, "%s", msg);
+}
+
+static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t errsize)
+{
+    const char *colon = strrchr(s, ':');
+    char host[256];
+    if (!colon || (size_t)(colon - s) >= sizeof(host))
+        goto bad;
+    memcpy(host, s, (size_t)(colon - s));
+    host[colon - s] = '\0';
+    long port;
+    if (parse_int_arg(colon + 1, 0, 65535, &port) < 0)
+        goto bad;
+    memset(sa, 0, sizeof(*sa));
+    sa->sin_family = AF_INET;
+    sa->sin_port = htons((uint16_t)port);
+    if (!strcmp(host, "localhost"))
+        snprintf(host, sizeof(host), "127.0.0.1");
+    if (!*host || !strcmp(host, "*"))
+        sa->sin_addr.s_addr = htonl(INADDR_ANY);
+    else if (inet_pton(AF_INET, host, &sa->sin_addr) != 1)
+        goto bad;
+    return 0;
+bad:
+    snprintf(err, errsize, "config key 'http.listen': expected IPv4-host:port, got \"%s\"", s);
+    return -1;
+}
+
+ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, size_t errsize)
+{
+    struct sockaddr_in sa;
+    if (parse_listen(cfg->http_listen, &sa, err, errsize) < 0)
+        return NULL;
+    ks_http_t *h = calloc(1, sizeof(*h));
+    if (!h)
+        abort();
+    h->eng = eng;
+    h->cfg = cfg;
+    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
+                                MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
+                            0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
+                            h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_completed, h,
+                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    if (!h->d) {
+        snprintf(err, errsize, "cannot listen for HTTP on %s: %s", cfg->http_listen,
+                 strerror(errno));
+        free(h);
+        return NULL;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : ntohs(sa.sin_port);
+    ks_info(LOGC, "listening on http://%s:%d", inet_ntoa(sa.sin_addr), h->port);
+    return h;
+}
+
+int ks_http_port(const ks_http_t *h)
+{
+    return h->port;
+}
+
+void ks_http_quiesce(ks_http_t *h)
+{
+    MHD_socket s = MHD_quiesce_daemon(h->d);
+    if (s != MHD_INVALID_SOCKET)
+        close(s);
+}
+
+void ks_http_stop(ks_http_t *h)
+{
+    if (!h)
+        return;
+    MHD_stop_daemon(h->d);
+    free(h);
+}

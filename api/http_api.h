@@ -1,0 +1,26 @@
+/* http_api.h: the HTTP/JSON edge (libmicrohttpd + jansson) over the engine's commands. */
+#ifndef KS_HTTP_API_H
+#define KS_HTTP_API_H
+
+#include <stddef.h>
+
+#include "config.h"
+#include "engine.h"
+
+typedef struct ks_http ks_http_t;
+
+/* Listens on cfg->http_listen ("host:port", port 0 picks one) and serves requests
+ * from libmicrohttpd's threads. eng and cfg are borrowed. Returns NULL with err. */
+ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, size_t errsize);
+
+/* The bound port. */
+int ks_http_port(const ks_http_t *h);
+
+/* Stops accepting connections; requests already in progress go on. */
+void ks_http_quiesce(ks_http_t *h);
+
+/* Closes every connection and frees h. Call after the engine has answered every
+ * fetch it accepted (ks_engine_stop_delivering) so no long-poll is left waiting. */
+void ks_http_stop(ks_http_t *h);
+
+#endif

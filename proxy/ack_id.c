@@ -1,0 +1,86 @@
+/* ack_id.c: the opaque ack id: "a1<instance><group hash>-<epoch>-<partition>-<offset>-<topic>". */
+#include "ack_id.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+
+uint32_t ks_ack_id_group_hash(const char *group)
+{
+    uint32_t h = 2166136261u;
+    for (const unsigned char *p = (const unsigned char *)group; *p; p++) {
+        h ^= *p;
+        h *= 16777619u;
+    }
+    return h;
+}
+
+size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
+{
+    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%s", id->instance, id->group_hash,
+                     id->epoch, id->partition, (long long)id->offset, id->topic);
+    return n < 0 ? 0 : (size_t)n;
+}
+
+/* Reads an unsigned decimal up to the next '-'. Returns the position after the '-'. */
+static const char *read_num(const char *p, unsigned long long max, unsigned long long *out)
+{
+    if (*p < '0' || *p > '9')
+        return NULL;
+    unsigned long long v = 0;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        v = v * 10 + (unsigned long long)(*p - '0');
+        if (v > max)
+            return NULL;
+    }
+    if (*p != '-')
+        return NULL;
+    *out = v;
+    return p + 1;
+}
+
+static int hex8(const char *p, uint32_t *out)
+{
+    uint32_t v = 0;
+    for (int i = 0; i < 8; i++) {
+        char c = p[i];
+        uint32_t d;
+        if (c >= '0' && c <= '9')
+            d = (uint32_t)(c - '0');
+        else if (c >= 'a' && c <= 'f')
+            d = (uint32_t)(c - 'a' + 10);
+        else
+            return -1;
+        v = v << 4 | d;
+    }
+    *out = v;
+    return 0;
+}
+
+int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
+{
+    if (strncmp(s, "a1", 2) != 0 || strnlen(s, KS_ACK_ID_MAX) >= KS_ACK_ID_MAX)
+        return -1;
+    const char *p = s + 2;
+    if (strnlen(p, 17) < 17 || hex8(p, &out->instance) < 0 || hex8(p + 8, &out->group_hash) < 0 ||
+        p[16] != '-')
+        return -1;
+    p += 17;
+    unsigned long long v;
+    if (!(p = read_num(p, UINT32_MAX, &v)))
+        return -1;
+    out->epoch = (uint32_t)v;
+    if (!(p = read_num(p, INT32_MAX, &v)))
+        return -1;
+    out->partition = (int32_t)v;
+    if (!(p = read_num(p, INT64_MAX, &v)))
+        return -1;
+    out->offset = (int64_t)v;
+    if (!ks_valid_kafka_name(p))
+        return -1;
+    snprintf(out->topic, sizeof(out->topic), "%s", p);
+    return 0;
+}

@@ -1,0 +1,28 @@
+/* ack_id.h: the opaque ack id that names one lease: group, partition, epoch and offset. */
+#ifndef KS_ACK_ID_H
+#define KS_ACK_ID_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KS_ACK_ID_MAX 320 /* longest id, with its NUL */
+
+typedef struct ks_ack_id {
+    uint32_t instance;   /* this process's random incarnation: ids die with it */
+    uint32_t group_hash; /* FNV-1a of the group name: an id works only in its group */
+    uint32_t epoch;      /* the partition assignment's epoch */
+    int32_t partition;
+    int64_t offset;
+    char topic[250];
+} ks_ack_id_t;
+
+/* Writes id as text into buf (KS_ACK_ID_MAX bytes suffice). Returns the length. */
+size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size);
+
+/* Parses text made by ks_ack_id_format. Returns 0, or -1 if s is not a well-formed id
+ * (out is then undefined). */
+int ks_ack_id_parse(const char *s, ks_ack_id_t *out);
+
+uint32_t ks_ack_id_group_hash(const char *group);
+
+#endif

@@ -1,0 +1,156 @@
+/* ack_window.c: one partition's window of uncommitted records and its contiguous commit point. */
+#include "ack_window.h"
+
+#include <assert.h>
+#include <stdlib.h>
+#include <string.h>
+
+const char *ks_rec_state_str(ks_rec_state_t s)
+{
+    static const char *names[] = {"READY", "LEASED", "ACKED"};
+    return s <= KS_REC_ACKED ? names[s] : "?";
+}
+
+void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg)
+{
+    memset(w, 0, sizeof(*w));
+    w->end_offset = -1;
+    w->free_msg = free_msg;
+}
+
+static inline ks_win_entry_t *at(const ks_ack_window_t *w, size_t i)
+{
+    return &w->ring[(w->head + i) & (w->cap - 1)];
+}
+
+ks_win_entry_t *ks_ack_window_at(ks_ack_window_t *w, size_t i)
+{
+    assert(i < w->count);
+    return at(w, i);
+}
+
+static void release(ks_ack_window_t *w, ks_win_entry_t *e)
+{
+    if (e->msg && w->free_msg)
+        w->free_msg(e->msg);
+    e->msg = NULL;
+}
+
+void ks_ack_window_destroy(ks_ack_window_t *w)
+{
+    for (size_t i = 0; i < w->count; i++)
+        release(w, at(w, i));
+    free(w->ring);
+    ks_win_free_fn *fn = w->free_msg;
+    ks_ack_window_init(w, fn);
+}
+
+/* Doubles the ring (capacity stays a power of two so indexing is a mask). */
+static void grow(ks_ack_window_t *w)
+{
+    size_t ncap = w->cap ? w->cap * 2 : 64;
+    ks_win_entry_t *n = malloc(ncap * sizeof(*n));
+    if (!n)
+        abort();
+    for (size_t i = 0; i < w->count; i++)
+        n[i] = *at(w, i);
+    free(w->ring);
+    w->ring = n;
+    w->cap = ncap;
+    w->head = 0;
+}
+
+int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void *msg)
+{
+    if (offset < 0 || (w->end_offset >= 0 && offset < w->end_offset))
+        return -1;
+    if (w->count == w->cap)
+        grow(w);
+    ks_win_entry_t *e = at(w, w->count);
+    e->offset = offset;
+    e->bytes = bytes;
+    e->attempts = 0;
+    e->state = KS_REC_READY;
+    e->msg = msg;
+    w->count++;
+    w->end_offset = offset + 1;
+    w->bytes += bytes;
+    return 0;
+}
+
+ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
+{
+    while (w->next_ready < w->count && at(w, w->next_ready)->state != KS_REC_READY)
+        w->next_ready++;
+    if (w->next_ready >= w->count)
+        return NULL;
+    ks_win_entry_t *e = at(w, w->next_ready++);
+    e->state = KS_REC_LEASED;
+    if (e->attempts < UINT16_MAX)
+        e->attempts++;
+    return e;
+}
+
+long ks_ack_window_find(const ks_ack_window_t *w, int64_t offset)
+{
+    size_t lo = 0, hi = w->count;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        int64_t o = at(w, mid)->offset;
+        if (o == offset)
+            return (long)mid;
+        if (o < offset)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return -1;
+}
+
+/* Drops acked entries from the bottom so the commit point can move. */
+static void pop_acked(ks_ack_window_t *w)
+{
+    while (w->count > 0 && at(w, 0)->state == KS_REC_ACKED) {
+        w->head = (w->head + 1) & (w->cap - 1);
+        w->count--;
+        if (w->next_ready > 0)
+            w->next_ready--;
+    }
+}
+
+ks_win_ack_t ks_ack_window_ack(ks_ack_window_t *w, int64_t offset)
+{
+    long i = ks_ack_window_find(w, offset);
+    if (i < 0) {
+        /* Below everything held: acked and committed past already. */
+        if (w->end_offset >= 0 && offset < w->end_offset &&
+            (w->count == 0 || offset < at(w, 0)->offset))
+            return KS_ACK_DUPLICATE;
+        return KS_ACK_UNKNOWN_OFFSET;
+    }
+    ks_win_entry_t *e = at(w, (size_t)i);
+    if (e->state == KS_REC_ACKED)
+        return KS_ACK_DUPLICATE;
+    if (e->attempts == 0)
+        return KS_ACK_NOT_DELIVERED;
+    e->state = KS_REC_ACKED;
+    w->bytes -= e->bytes;
+    release(w, e);
+    pop_acked(w);
+    return KS_ACK_OK;
+}
+
+int64_t ks_ack_window_commit_point(const ks_ack_window_t *w)
+{
+    if (w->count > 0)
+        return at(w, 0)->offset;
+    return w->end_offset;
+}
+
+size_t ks_ack_window_leased(const ks_ack_window_t *w)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < w->count; i++)
+        n += at(w, i)->state == KS_REC_LEASED;
+    return n;
+}

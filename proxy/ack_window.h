@@ -1,0 +1,88 @@
+/* ack_window.h: one partition's window of uncommitted records and its contiguous commit point. */
+#ifndef KS_ACK_WINDOW_H
+#define KS_ACK_WINDOW_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* A record's state in the window. */
+typedef enum {
+    KS_REC_READY = 0, /* fetched, not handed out */
+    KS_REC_LEASED,    /* handed to a client, not acked */
+    KS_REC_ACKED,     /* done; kept only until everything below it is done */
+} ks_rec_state_t;
+
+const char *ks_rec_state_str(ks_rec_state_t s);
+
+typedef struct ks_win_entry {
+    int64_t offset;
+    uint32_t bytes;    /* what the record costs against the window's byte bound */
+    uint16_t attempts; /* deliveries so far */
+    uint8_t state;     /* ks_rec_state_t */
+    void *msg;         /* the record itself, owned by the window until acked */
+} ks_win_entry_t;
+
+typedef void(ks_win_free_fn)(void *msg);
+
+/* Records are pushed in increasing offset order, with gaps allowed (compaction,
+ * transaction markers). The commit point is the offset of the lowest record not
+ * yet acked, or end_offset when every pushed record is acked: committing it never
+ * skips an unacked record.
+ * @locality one thread (the group loop); no locking inside. */
+typedef struct ks_ack_window {
+    ks_win_entry_t *ring;
+    size_t cap, head, count; /* ring of `count` entries starting at `head` */
+    size_t next_ready;       /* logical index of the first READY entry, or count */
+    int64_t end_offset;      /* last pushed offset + 1; -1 before the first push */
+    int64_t bytes;           /* bytes of entries not yet acked */
+    ks_win_free_fn *free_msg;
+} ks_ack_window_t;
+
+typedef enum {
+    KS_ACK_OK = 0,         /* was leased, now acked */
+    KS_ACK_DUPLICATE,      /* was already acked (maybe committed past) */
+    KS_ACK_NOT_DELIVERED,  /* in the window, but never handed out */
+    KS_ACK_UNKNOWN_OFFSET, /* no such record: a gap, or beyond what was fetched */
+} ks_win_ack_t;
+
+/* free_msg (may be NULL) releases an entry's msg when it is acked or dropped. */
+void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg);
+
+/* Frees every entry's msg and the ring. w may be initialised again. */
+void ks_ack_window_destroy(ks_ack_window_t *w);
+
+/* Appends a fetched record in READY state. Returns 0, or -1 (window unchanged)
+ * when offset is not above the last pushed offset. */
+int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void *msg);
+
+/* Returns the next READY record, now LEASED with attempts+1, or NULL when none. Borrowed. */
+ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w);
+
+/* Acks the record at offset. Its msg is freed at once; the entry leaves the window
+ * when everything below it is acked too. */
+ks_win_ack_t ks_ack_window_ack(ks_ack_window_t *w, int64_t offset);
+
+/* The commit point, or -1 if nothing was ever pushed. */
+int64_t ks_ack_window_commit_point(const ks_ack_window_t *w);
+
+/* Records held (any state) and bytes held (not yet acked). */
+static inline size_t ks_ack_window_count(const ks_ack_window_t *w)
+{
+    return w->count;
+}
+static inline int64_t ks_ack_window_bytes(const ks_ack_window_t *w)
+{
+    return w->bytes;
+}
+
+/* Number of records in LEASED state. O(count). */
+size_t ks_ack_window_leased(const ks_ack_window_t *w);
+
+/* Returns the entry at logical index i (0 = lowest offset). Borrowed. */
+ks_win_entry_t *ks_ack_window_at(ks_ack_window_t *w, size_t i);
+
+/* Returns the logical index of offset, or -1 if it is not held. O(log count). */
+long ks_ack_window_find(const ks_ack_window_t *w, int64_t offset);
+
+#endif

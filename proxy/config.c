@@ -1,0 +1,708 @@
+/* config.c: ksidecar's configuration: the key table, parsing and validation. */
+#include "config.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LIST, T_LEVEL, T_LOGFMT } ktype_t;
+
+typedef struct {
+    const char *name;
+    ktype_t type;
+    size_t off;
+    int64_t min, max;
+    const char *help;
+} key_t_;
+
+#define OFF(f) offsetof(ks_config_t, f)
+
+/* Every key ksidecar knows, besides kafka.*. The env name is KSIDECAR_ + the key
+ * upper-cased with '.' as '_'. */
+static const key_t_ keys[] = {
+    {"config", T_STR, OFF(config_file), 0, 0, "JSON config file to read first"},
+    {"dev", T_BOOL, OFF(dev), 0, 0, "start an in-process mock Kafka cluster with a demo topic"},
+    {"http.listen", T_STR, OFF(http_listen), 0, 0, "HTTP listen address host:port (empty: off)"},
+    {"grpc.listen", T_STR, OFF(grpc_listen), 0, 0, "gRPC listen address host:port (reserved)"},
+    {"log.level", T_LEVEL, OFF(log_level), 0, 0, "error, warn, info or debug"},
+    {"log.format", T_LOGFMT, OFF(log_json), 0, 0, "text or json"},
+    {"groups.allowed", T_LIST, OFF(group_patterns), 0, 0,
+     "glob patterns a group name must match (comma-separated as a flag)"},
+    {"commit.interval_ms", T_INT, OFF(commit_interval_ms), 10, 600000,
+     "how often acked offsets are committed"},
+    {"shutdown.grace_ms", T_INT, OFF(shutdown_grace_ms), 0, 600000,
+     "longest a clean shutdown may take"},
+    {"fetch.max_records", T_INT, OFF(fetch_max_records), 1, 1000000,
+     "largest max a fetch may ask for"},
+    {"fetch.default_wait_ms", T_INT, OFF(fetch_default_wait_ms), 0, 3600000,
+     "long-poll wait when a fetch gives no wait_ms"},
+    {"fetch.max_wait_ms", T_INT, OFF(fetch_max_wait_ms), 0, 3600000,
+     "longest long-poll wait a fetch may ask for"},
+    {"window.max_records", T_INT, OFF(window_max_records), 1, 10000000,
+     "per-partition bound on uncommitted records; the partition pauses there"},
+    {"window.max_bytes", T_I64, OFF(window_max_bytes), 1024, INT64_C(1) << 40,
+     "per-partition bound on uncommitted bytes"},
+    {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
+     "largest request body accepted"},
+    {"dev.topic", T_STR, OFF(dev_topic), 0, 0, "dev mode: the demo topic"},
+    {"dev.partitions", T_INT, OFF(dev_partitions), 1, 64, "dev mode: the demo topic's partitions"},
+    {"dev.rate", T_INT, OFF(dev_rate), 0, 100000, "dev mode: sample records produced per second"},
+};
+#define NKEYS (sizeof(keys) / sizeof(keys[0]))
+
+static char *xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
+static void free_list(char **list, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(list[i]);
+    free(list);
+}
+
+void ks_config_defaults(ks_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->http_listen = xstrdup("127.0.0.1:8080");
+    cfg->grpc_listen = xstrdup("127.0.0.1:50051");
+    cfg->log_level = KS_LOG_INFO;
+    cfg->group_patterns = calloc(1, sizeof(char *));
+    if (!cfg->group_patterns)
+        abort();
+    cfg->group_patterns[0] = xstrdup("*");
+    cfg->group_pattern_cnt = 1;
+    cfg->commit_interval_ms = 500;
+    cfg->shutdown_grace_ms = 10000;
+    cfg->fetch_max_records = 10000;
+    cfg->fetch_default_wait_ms = 5000;
+    cfg->fetch_max_wait_ms = 60000;
+    cfg->window_max_records = 10000;
+    cfg->window_max_bytes = INT64_C(64) << 20;
+    cfg->max_request_bytes = INT64_C(4) << 20;
+    cfg->dev_topic = xstrdup("demo");
+    cfg->dev_partitions = 3;
+    cfg->dev_rate = 3;
+}
+
+void ks_config_free(ks_config_t *cfg)
+{
+    free(cfg->config_file);
+    free(cfg->http_listen);
+    free(cfg->grpc_listen);
+    free_list(cfg->group_patterns, cfg->group_pattern_cnt);
+    free(cfg->dev_topic);
+    for (size_t i = 0; i < cfg->kafka_cnt; i++) {
+        free(cfg->kafka[i].key);
+        free(cfg->kafka[i].value);
+    }
+    free(cfg->kafka);
+    memset(cfg, 0, sizeof(*cfg));
+}
+
+static const key_t_ *find_key(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++)
+        if (strcmp(keys[i].name, name) == 0)
+            return &keys[i];
+    return NULL;
+}
+
+static bool is_kafka_key(const char *name)
+{
+    return strncmp(name, "kafka.", 6) == 0 && name[6] != '\0';
+}
+
+static void kafka_set(ks_config_t *cfg, const char *prop, const char *value)
+{
+    for (size_t i = 0; i < cfg->kafka_cnt; i++) {
+        if (strcmp(cfg->kafka[i].key, prop) == 0) {
+            free(cfg->kafka[i].value);
+            cfg->kafka[i].value = xstrdup(value);
+            return;
+        }
+    }
+    ks_kv_t *n = realloc(cfg->kafka, (cfg->kafka_cnt + 1) * sizeof(*n));
+    if (!n)
+        abort();
+    cfg->kafka = n;
+    cfg->kafka[cfg->kafka_cnt].key = xstrdup(prop);
+    cfg->kafka[cfg->kafka_cnt].value = xstrdup(value);
+    cfg->kafka_cnt++;
+}
+
+const char *ks_config_kafka_get(const ks_config_t *cfg, const char *name)
+{
+    for (size_t i = 0; i < cfg->kafka_cnt; i++)
+        if (strcmp(cfg->kafka[i].key, name) == 0)
+            return cfg->kafka[i].value;
+    return NULL;
+}
+
+static int parse_i64(const char *s, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(s, &end, 10);
+    if (errno || end == s || *end != '\0')
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_bool(const char *s, bool *out)
+{
+    if (!strcmp(s, "true") || !strcmp(s, "1") || !strcmp(s, "yes") || !strcmp(s, "on"))
+        *out = true;
+    else if (!strcmp(s, "false") || !strcmp(s, "0") || !strcmp(s, "no") || !strcmp(s, "off"))
+        *out = false;
+    else
+        return -1;
+    return 0;
+}
+
+static int set_int(ks_config_t *cfg, const key_t_ *k, int64_t v, char *err, size_t errsize)
+{
+    if (v < k->min || v > k->max) {
+        snprintf(err, errsize, "config key '%s': expected an integer from %lld to %lld, got %lld",
+                 k->name, (long long)k->min, (long long)k->max, (long long)v);
+        return -1;
+    }
+    if (k->type == T_INT)
+        *(int *)((char *)cfg + k->off) = (int)v;
+    else
+        *(int64_t *)((char *)cfg + k->off) = v;
+    return 0;
+}
+
+static void set_list(ks_config_t *cfg, const key_t_ *k, char **items, size_t n)
+{
+    /* The only list key today is groups.allowed. */
+    (void)k;
+    free_list(cfg->group_patterns, cfg->group_pattern_cnt);
+    cfg->group_patterns = items;
+    cfg->group_pattern_cnt = n;
+}
+
+int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
+{
+    if (is_kafka_key(key)) {
+        kafka_set(cfg, key + 6, value);
+        return 0;
+    }
+    const key_t_ *k = find_key(key);
+    if (!k) {
+        snprintf(err, errsize, "unknown config key '%s' (see --help for the keys)", key);
+        return -1;
+    }
+    void *field = (char *)cfg + k->off;
+    switch (k->type) {
+    case T_STR:
+        free(*(char **)field);
+        *(char **)field = xstrdup(value);
+        return 0;
+    case T_INT:
+    case T_I64: {
+        int64_t v;
+        if (parse_i64(value, &v) < 0) {
+            snprintf(err, errsize, "config key '%s': expected an integer, got \"%s\"", key, value);
+            return -1;
+        }
+        return set_int(cfg, k, v, err, errsize);
+    }
+    case T_BOOL:
+        if (parse_bool(value, (bool *)field) < 0) {
+            snprintf(err, errsize, "config key '%s': expected true or false, got \"%s\"", key,
+                     value);
+            return -1;
+        }
+        return 0;
+    case T_LEVEL:
+        if (ks_log_level_parse(value, (ks_log_level_t *)field) < 0) {
+            snprintf(err, errsize,
+                     "config key '%s': expected one of error, warn, info, debug, got \"%s\"", key,
+                     value);
+            return -1;
+        }
+        return 0;
+    case T_LOGFMT:
+        if (strcmp(value, "text") && strcmp(value, "json")) {
+            snprintf(err, errsize, "config key '%s': expected text or json, got \"%s\"", key,
+                     value);
+            return -1;
+        }
+        *(bool *)field = strcmp(value, "json") == 0;
+        return 0;
+    case T_LIST: {
+        size_t n = 0;
+        char **items = NULL;
+        char *copy = xstrdup(value), *save = NULL;
+        for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
+            while (isspace((unsigned char)*tok))
+                tok++;
+            if (!*tok)
+                continue;
+            char **ni = realloc(items, (n + 1) * sizeof(char *));
+            if (!ni)
+                abort();
+            items = ni;
+            items[n++] = xstrdup(tok);
+        }
+        free(copy);
+        if (n == 0) {
+            snprintf(err, errsize, "config key '%s': expected at least one pattern", key);
+            free(items);
+            return -1;
+        }
+        set_list(cfg, k, items, n);
+        return 0;
+    }
+    }
+    return -1;
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char *err,
+                            size_t errsize)
+{
+    if (is_kafka_key(name)) {
+        char buf[64];
+        const char *s;
+        if (json_is_string(v))
+            s = json_string_value(v);
+        else if (json_is_integer(v)) {
+            snprintf(buf, sizeof(buf), "%lld", (long long)json_integer_value(v));
+            s = buf;
+        } else if (json_is_boolean(v))
+            s = json_is_true(v) ? "true" : "false";
+        else {
+            snprintf(err, errsize,
+                     "config key '%s': expected a string, integer or boolean, got %s", name,
+                     json_type_name(v));
+            return -1;
+        }
+        kafka_set(cfg, name + 6, s);
+        return 0;
+    }
+    const key_t_ *k = find_key(name);
+    if (!k) {
+        snprintf(err, errsize, "unknown config key '%s' (see --help for the keys)", name);
+        return -1;
+    }
+    switch (k->type) {
+    case T_STR:
+    case T_LEVEL:
+    case T_LOGFMT:
+        if (!json_is_string(v))
+            goto wrong_type;
+        return ks_config_set(cfg, name, json_string_value(v), err, errsize);
+    case T_INT:
+    case T_I64:
+        if (!json_is_integer(v))
+            goto wrong_type;
+        return set_int(cfg, k, json_integer_value(v), err, errsize);
+    case T_BOOL:
+        if (!json_is_boolean(v))
+            goto wrong_type;
+        *(bool *)((char *)cfg + k->off) = json_is_true(v);
+        return 0;
+    case T_LIST: {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            goto wrong_type;
+        size_t n = json_array_size(v);
+        char **items = calloc(n, sizeof(char *));
+        if (!items)
+            abort();
+        for (size_t i = 0; i < n; i++) {
+            json_t *it = json_array_get(v, i);
+            if (!json_is_string(it) || !*json_string_value(it)) {
+                free_list(items, i);
+                goto wrong_type;
+            }
+            items[i] = xstrdup(json_string_value(it));
+        }
+        set_list(cfg, k, items, n);
+        return 0;
+    }
+    }
+wrong_type:;
+    static const char *expected[] = {"a string",  "an integer",
+                                     "an integer", "a boolean",
+                                     "a non-empty array of strings",
+                                     "a string (error, warn, info or debug)",
+                                     "a string (text or json)"};
+    snprintf(err, errsize, "config key '%s': expected %s, got %s", name, expected[k->type],
+             json_type_name(v));
+    return -1;
+}
+
+/* Walks a JSON object; nested objects extend the dotted prefix, except for keys that
+ * take an object-free value themselves. */
+static int apply_object(ks_config_t *cfg, const char *prefix, json_t *obj, char *err,
+                        size_t errsize)
+{
+    const char *k;
+    json_t *v;
+    json_object_foreach(obj, k, v)
+    {
+        char name[512];
+        if (*prefix)
+            snprintf(name, sizeof(name), "%s.%s", prefix, k);
+        else
+            snprintf(name, sizeof(name), "%s", k);
+        int rc;
+        if (json_is_object(v) && !find_key(name))
+            rc = apply_object(cfg, name, v, err, errsize);
+        else
+            rc = apply_json_value(cfg, name, v, err, errsize);
+        if (rc < 0)
+            return rc;
+    }
+    return 0;
+}
+
+int ks_config_load_json(ks_config_t *cfg, const char *text, const char *origin, char *err,
+                        size_t errsize)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(text, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        snprintf(err, errsize, "%s: line %d column %d: %s", origin, jerr.line, jerr.column,
+                 jerr.text);
+        return -1;
+    }
+    if (!json_is_object(root)) {
+        snprintf(err, errsize, "%s: expected a JSON object at the top level", origin);
+        json_decref(root);
+        return -1;
+    }
+    char inner[400];
+    int rc = apply_object(cfg, "", root, inner, sizeof(inner));
+    if (rc < 0)
+        snprintf(err, errsize, "%s: %s", origin, inner);
+    json_decref(root);
+    return rc;
+}
+
+int ks_config_load_file(ks_config_t *cfg, const char *path, char *err, size_t errsize)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        snprintf(err, errsize, "config file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    json_error_t jerr;
+    json_t *root = json_loadf(f, JSON_REJECT_DUPLICATES, &jerr);
+    fclose(f);
+    if (!root) {
+        snprintf(err, errsize, "config file %s: line %d column %d: %s", path, jerr.line,
+                 jerr.column, jerr.text);
+        return -1;
+    }
+    char *text = json_dumps(root, 0);
+    json_decref(root);
+    char origin[300];
+    snprintf(origin, sizeof(origin), "config file %s", path);
+    int rc = ks_config_load_json(cfg, text, origin, err, errsize);
+    free(text);
+    return rc;
+}
+
+/* Env name for a key: KSIDECAR_ + upper-case, '.' → '_'. */
+static void env_name(const char *key, char *out, size_t outsize)
+{
+    size_t n = (size_t)snprintf(out, outsize, "KSIDECAR_");
+    for (; *key && n + 1 < outsize; key++)
+        out[n++] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
+    out[n] = '\0';
+}
+
+int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize)
+{
+    for (char **e = envp; e && *e; e++) {
+        if (strncmp(*e, "KSIDECAR_", 9) != 0)
+            continue;
+        const char *eq = strchr(*e, '=');
+        if (!eq)
+            continue;
+        char name[256];
+        size_t nl = (size_t)(eq - *e);
+        if (nl >= sizeof(name))
+            nl = sizeof(name) - 1;
+        memcpy(name, *e, nl);
+        name[nl] = '\0';
+        const char *value = eq + 1;
+
+        if (strncmp(name, "KSIDECAR_KAFKA_", 15) == 0 && name[15]) {
+            /* librdkafka properties are dotted lower-case names. */
+            char prop[256];
+            size_t i;
+            for (i = 0; name[15 + i] && i + 1 < sizeof(prop); i++) {
+                char c = name[15 + i];
+                prop[i] = c == '_' ? '.' : (char)tolower((unsigned char)c);
+            }
+            prop[i] = '\0';
+            kafka_set(cfg, prop, value);
+            continue;
+        }
+        /* Variables the test tooling uses are not config. */
+        if (strncmp(name, "KSIDECAR_TEST_", 14) == 0 || strcmp(name, "KSIDECAR_CACHE") == 0)
+            continue;
+        const key_t_ *k = NULL;
+        for (size_t i = 0; i < NKEYS; i++) {
+            char en[256];
+            env_name(keys[i].name, en, sizeof(en));
+            if (strcmp(en, name) == 0) {
+                k = &keys[i];
+                break;
+            }
+        }
+        if (!k) {
+            snprintf(err, errsize, "environment variable %s is not a ksidecar config key", name);
+            return -1;
+        }
+        char inner[400];
+        if (ks_config_set(cfg, k->name, value, inner, sizeof(inner)) < 0) {
+            snprintf(err, errsize, "environment variable %s: %s", name, inner);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    if (cfg->fetch_default_wait_ms > cfg->fetch_max_wait_ms) {
+        snprintf(err, errsize,
+                 "config key 'fetch.default_wait_ms' (%d) must not exceed 'fetch.max_wait_ms' "
+                 "(%d)",
+                 cfg->fetch_default_wait_ms, cfg->fetch_max_wait_ms);
+        return -1;
+    }
+    if (*cfg->http_listen && !strrchr(cfg->http_listen, ':')) {
+        snprintf(err, errsize, "config key 'http.listen': expected host:port, got \"%s\"",
+                 cfg->http_listen);
+        return -1;
+    }
+    if (!ks_valid_kafka_name(cfg->dev_topic)) {
+        snprintf(err, errsize, "config key 'dev.topic': \"%s\" is not a valid topic name",
+                 cfg->dev_topic);
+        return -1;
+    }
+    if (!cfg->dev && !ks_config_kafka_get(cfg, "bootstrap.servers")) {
+        snprintf(err, errsize,
+                 "config key 'kafka.bootstrap.servers' is required (or run with --dev)");
+        return -1;
+    }
+    return 0;
+}
+
+/* Splits "--key=value" / "--key value" / "--flag". Returns the number of argv
+ * entries used, or -1 with err. */
+static int take_flag(int argc, char **argv, int i, char *key, size_t keysize, const char **value,
+                     char *err, size_t errsize)
+{
+    const char *a = argv[i] + 2;
+    const char *eq = strchr(a, '=');
+    if (eq) {
+        snprintf(key, keysize, "%.*s", (int)(eq - a), a);
+        *value = eq + 1;
+        return 1;
+    }
+    snprintf(key, keysize, "%s", a);
+    const key_t_ *k = find_key(key);
+    if (k && k->type == T_BOOL) {
+        if (i + 1 < argc && (strcmp(argv[i + 1], "true") == 0 || strcmp(argv[i + 1], "false") == 0)) {
+            *value = argv[i + 1];
+            return 2;
+        }
+        *value = "true";
+        return 1;
+    }
+    if (i + 1 >= argc) {
+        snprintf(err, errsize, "flag --%s needs a value", key);
+        return -1;
+    }
+    *value = argv[i + 1];
+    return 2;
+}
+
+int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
+                        ks_config_action_t *action, char *err, size_t errsize)
+{
+    char key[256];
+    const char *value;
+    *action = KS_CONFIG_RUN;
+    ks_config_defaults(cfg);
+
+    /* Pass 1: actions, and the config file (from a flag, else the environment). */
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            *action = KS_CONFIG_HELP;
+            return 0;
+        }
+        if (!strcmp(argv[i], "--version")) {
+            *action = KS_CONFIG_VERSION;
+            return 0;
+        }
+        if (!strcmp(argv[i], "--print-config")) {
+            *action = KS_CONFIG_PRINT;
+            continue;
+        }
+        if (strncmp(argv[i], "--", 2) != 0) {
+            snprintf(err, errsize, "unexpected argument \"%s\" (flags look like --key=value)",
+                     argv[i]);
+            return -1;
+        }
+        int used = take_flag(argc, argv, i, key, sizeof(key), &value, err, errsize);
+        if (used < 0)
+            return -1;
+        if (!strcmp(key, "config"))
+            file = value;
+        i += used - 1;
+    }
+    if (!file)
+        file = getenv("KSIDECAR_CONFIG");
+    if (file) {
+        if (ks_config_load_file(cfg, file, err, errsize) < 0)
+            return -1;
+        free(cfg->config_file);
+        cfg->config_file = xstrdup(file);
+    }
+    if (ks_config_apply_env(cfg, envp, err, errsize) < 0)
+        return -1;
+
+    /* Pass 2: flags win. */
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--print-config"))
+            continue;
+        int used = take_flag(argc, argv, i, key, sizeof(key), &value, err, errsize);
+        if (used < 0)
+            return -1;
+        char inner[400];
+        if (ks_config_set(cfg, key, value, inner, sizeof(inner)) < 0) {
+            snprintf(err, errsize, "flag --%s: %s", key, inner);
+            return -1;
+        }
+        i += used - 1;
+    }
+    return ks_config_validate(cfg, err, errsize);
+}
+
+static bool is_secret(const char *prop)
+{
+    static const char *words[] = {"password", "secret", "token", "sasl.oauthbearer.config",
+                                  "ssl.key.pem", "ssl_key", "private"};
+    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
+        if (strstr(prop, words[i]))
+            return true;
+    return false;
+}
+
+char *ks_config_dump(const ks_config_t *cfg)
+{
+    json_t *root = json_object();
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &keys[i];
+        const void *field = (const char *)cfg + k->off;
+        json_t *v = NULL;
+        switch (k->type) {
+        case T_STR: {
+            const char *s = *(char *const *)field;
+            v = s ? json_string(s) : json_null();
+            break;
+        }
+        case T_INT:
+            v = json_integer(*(const int *)field);
+            break;
+        case T_I64:
+            v = json_integer(*(const int64_t *)field);
+            break;
+        case T_BOOL:
+            v = json_boolean(*(const bool *)field);
+            break;
+        case T_LEVEL:
+            v = json_string(ks_log_level_str(*(const ks_log_level_t *)field));
+            break;
+        case T_LOGFMT:
+            v = json_string(*(const bool *)field ? "json" : "text");
+            break;
+        case T_LIST:
+            v = json_array();
+            for (size_t j = 0; j < cfg->group_pattern_cnt; j++)
+                json_array_append_new(v, json_string(cfg->group_patterns[j]));
+            break;
+        }
+        json_object_set_new(root, k->name, v);
+    }
+    for (size_t i = 0; i < cfg->kafka_cnt; i++) {
+        char name[300];
+        snprintf(name, sizeof(name), "kafka.%s", cfg->kafka[i].key);
+        json_object_set_new(root, name,
+                            json_string(is_secret(cfg->kafka[i].key) ? "********"
+                                                                     : cfg->kafka[i].value));
+    }
+    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    return out;
+}
+
+void ks_config_usage(void *file)
+{
+    FILE *f = file;
+    fprintf(f, "usage: ksidecar [--config FILE] [--dev] [--KEY=VALUE ...]\n"
+               "       ksidecar --help | --version | --print-config\n\n"
+               "ksidecar serves a Kafka consumer group to clients over HTTP/JSON and\n"
+               "commits their acks as contiguous offsets.\n\n"
+               "Every key can be set in the JSON config file, as --KEY=VALUE, or as the\n"
+               "environment variable KSIDECAR_<KEY> (upper case, '.' as '_'). Flags win over\n"
+               "the environment, which wins over the file.\n\nKeys:\n");
+    for (size_t i = 0; i < NKEYS; i++) {
+        char en[128];
+        env_name(keys[i].name, en, sizeof(en));
+        fprintf(f, "  --%-24s %s\n  %-26s (env %s)\n", keys[i].name, keys[i].help, "", en);
+    }
+    fprintf(f, "  --kafka.<property>         any librdkafka property, passed through\n"
+               "                             (env KSIDECAR_KAFKA_<PROPERTY>, '.' as '_')\n");
+}
+
+bool ks_valid_kafka_name(const char *name)
+{
+    size_t n = strlen(name);
+    if (n == 0 || n > 249 || !strcmp(name, ".") || !strcmp(name, ".."))
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!(isalnum((unsigned char)c) || c == '.' || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}

@@ -1,0 +1,91 @@
+/* config.h: ksidecar's configuration: defaults, JSON file, environment and flags. */
+#ifndef KS_CONFIG_H
+#define KS_CONFIG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "log.h"
+
+typedef struct ks_kv {
+    char *key; /* librdkafka property name, e.g. "bootstrap.servers" */
+    char *value;
+} ks_kv_t;
+
+typedef struct ks_config {
+    char *config_file;
+    bool dev;
+    char *http_listen; /* "host:port"; empty disables HTTP */
+    char *grpc_listen; /* reserved for the gRPC listener */
+    ks_log_level_t log_level;
+    bool log_json;
+    char **group_patterns; /* fnmatch(3) patterns a group name must match */
+    size_t group_pattern_cnt;
+    int commit_interval_ms;
+    int shutdown_grace_ms;
+    int fetch_max_records;
+    int fetch_default_wait_ms;
+    int fetch_max_wait_ms;
+    int window_max_records;
+    int64_t window_max_bytes;
+    int64_t max_request_bytes;
+    char *dev_topic;
+    int dev_partitions;
+    int dev_rate;
+    ks_kv_t *kafka; /* pass-through librdkafka properties, in the order set */
+    size_t kafka_cnt;
+} ks_config_t;
+
+typedef enum {
+    KS_CONFIG_RUN = 0,
+    KS_CONFIG_HELP,
+    KS_CONFIG_VERSION,
+    KS_CONFIG_PRINT,
+} ks_config_action_t;
+
+/* Fills cfg with the defaults. Never fails. */
+void ks_config_defaults(ks_config_t *cfg);
+
+/* Frees what cfg owns. cfg may then be filled again. */
+void ks_config_free(ks_config_t *cfg);
+
+/* Sets one key from text, as a flag or an environment variable gives it. `key` is a
+ * dotted name ("commit.interval_ms", "kafka.bootstrap.servers"). Returns 0, or -1 with a
+ * message in err that names the key and what was expected; cfg is then unchanged. */
+int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize);
+
+/* Applies a JSON config file (nested objects or dotted keys). Returns 0 or -1 with err. */
+int ks_config_load_file(ks_config_t *cfg, const char *path, char *err, size_t errsize);
+
+/* Applies a JSON text, as ks_config_load_file does. `origin` names it in messages. */
+int ks_config_load_json(ks_config_t *cfg, const char *text, const char *origin, char *err,
+                        size_t errsize);
+
+/* Applies every KSIDECAR_* variable of envp: KSIDECAR_COMMIT_INTERVAL_MS for
+ * commit.interval_ms, KSIDECAR_KAFKA_BOOTSTRAP_SERVERS for kafka.bootstrap.servers.
+ * An unknown KSIDECAR_ variable is an error. Returns 0 or -1 with err. */
+int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize);
+
+/* Full start-up resolution: defaults, then the --config file, then the environment,
+ * then flags. Flags win. Returns 0 with *action set, or -1 with err. */
+int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
+                        ks_config_action_t *action, char *err, size_t errsize);
+
+/* Checks values that depend on each other. Returns 0 or -1 with err. */
+int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize);
+
+/* Returns the value of a pass-through librdkafka property, or NULL. Borrowed. */
+const char *ks_config_kafka_get(const ks_config_t *cfg, const char *name);
+
+/* Returns the effective config as JSON text, secrets masked. Caller frees. */
+char *ks_config_dump(const ks_config_t *cfg);
+
+/* Writes the usage text, with every key, to f. */
+void ks_config_usage(void *file);
+
+/* True if name is a valid Kafka group id or topic name: 1-249 of [A-Za-z0-9._-],
+ * not "." or "..". */
+bool ks_valid_kafka_name(const char *name);
+
+#endif

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs whatever ksidecar needs to build and test that is not already here.
+# Idempotent: a second run on a ready machine installs nothing and takes a second.
+set -euo pipefail
+
+APT_PKGS=(
+  build-essential cmake pkg-config git curl ca-certificates
+  librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+  libmicrohttpd-dev libjansson-dev libssl-dev libcmocka-dev
+  clang-format openssl maven openjdk-17-jre-headless python3 procps
+)
+
+missing=()
+for p in "${APT_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# Java or Maven may come from outside Debian (the machine image ships both); accept those.
+if command -v mvn >/dev/null 2>&1; then missing=("${missing[@]/maven}"); fi
+if command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
+  missing=("${missing[@]/openjdk-17-jre-headless}")
+fi
+todo=()
+for p in "${missing[@]}"; do [ -n "$p" ] && todo+=("$p"); done
+
+if [ "${#todo[@]}" -gt 0 ]; then
+  echo "install-deps: installing ${todo[*]}" >&2
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null
+fi
