@@ -17,8 +17,8 @@
 
 #include "log.h"
 
-#define LOGC "http"
-#define MAX_TOPICS 64
+#define LOGC        "http"
+#define MAX_TOPICS  64
 #define MAX_ACK_IDS 100000
 
 struct ks_http {
@@ -177,16 +177,16 @@ static json_t *record_json(const ks_record_t *r, value_fmt_t fmt)
     json_object_set_new(o, "topic", json_string(r->topic));
     json_object_set_new(o, "partition", json_integer(r->partition));
     json_object_set_new(o, "offset", json_integer(r->offset));
-    json_object_set_new(o, "timestamp", r->timestamp >= 0 ? json_integer(r->timestamp)
-                                                          : json_null());
+    json_object_set_new(o, "timestamp",
+                        r->timestamp >= 0 ? json_integer(r->timestamp) : json_null());
     set_bytes(o, "key", "key_encoding", r->key, r->key_len, fmt);
     set_bytes(o, "value", "value_encoding", r->value, r->value_len, fmt);
     json_t *hs = json_array();
     for (size_t i = 0; i < r->header_cnt; i++) {
         json_t *h = json_object();
         json_t *name = json_string(r->headers[i].name);
-        json_object_set_new(h, "key", name ? name : b64(r->headers[i].name,
-                                                        strlen(r->headers[i].name)));
+        json_object_set_new(h, "key",
+                            name ? name : b64(r->headers[i].name, strlen(r->headers[i].name)));
         set_bytes(h, "value", "value_encoding", r->headers[i].value, r->headers[i].value_len, fmt);
         json_array_append_new(hs, h);
     }
@@ -254,8 +254,8 @@ static enum MHD_Result reply_ack(req_t *r)
             first_msg = a->reason;
         }
     }
-    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "acked", (json_int_t)ok,
-                             "rejected", (json_int_t)(r->ack_cnt - ok));
+    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "acked", (json_int_t)ok, "rejected",
+                             (json_int_t)(r->ack_cnt - ok));
     /* All rejected: the request as a whole failed, with the first reason's status. */
     if (ok == 0 && first_bad != KS_OK) {
         json_object_update(root, error_obj(first_bad, first_msg));
@@ -479,9 +479,8 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_data_size,
-                                  void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
 {
     ks_http_t *h = cls;
     req_t *r = *con_cls;
@@ -579,9 +578,8 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, si
     h->cfg = cfg;
     h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
                                 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log,
-                            h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, h,
+                            0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+                            MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
                             MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
                             MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
     if (!h->d) {

@@ -20,8 +20,8 @@ uint32_t ks_ack_id_group_hash(const char *group)
 
 size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%s", id->instance, id->group_hash,
-                     id->epoch, id->partition, (long long)id->offset, id->topic);
+    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%s", id->instance, id->group_hash, id->epoch,
+                     id->partition, (long long)id->offset, id->topic);
     return n < 0 ? 0 : (size_t)n;
 }
 

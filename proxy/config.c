@@ -303,9 +303,8 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
         } else if (json_is_boolean(v))
             s = json_is_true(v) ? "true" : "false";
         else {
-            snprintf(err, errsize,
-                     "config key '%s': expected a string, integer or boolean, got %s", name,
-                     json_type_name(v));
+            snprintf(err, errsize, "config key '%s': expected a string, integer or boolean, got %s",
+                     name, json_type_name(v));
             return -1;
         }
         kafka_set(cfg, name + 6, s);
@@ -353,8 +352,10 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
     }
     }
 wrong_type:;
-    static const char *expected[] = {"a string",  "an integer",
-                                     "an integer", "a boolean",
+    static const char *expected[] = {"a string",
+                                     "an integer",
+                                     "an integer",
+                                     "a boolean",
                                      "a non-empty array of strings",
                                      "a string (error, warn, info or debug)",
                                      "a string (text or json)"};
@@ -472,8 +473,9 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
             kafka_set(cfg, prop, value);
             continue;
         }
-        /* Variables the test tooling uses are not config. */
-        if (strncmp(name, "KSIDECAR_TEST_", 14) == 0 || strcmp(name, "KSIDECAR_CACHE") == 0)
+        /* Variables of the build and test scripts are not config. */
+        if (strncmp(name, "KSIDECAR_TEST_", 14) == 0 || strncmp(name, "KSIDECAR_BUILD_", 15) == 0 ||
+            strcmp(name, "KSIDECAR_CACHE") == 0)
             continue;
         const key_t_ *k = NULL;
         for (size_t i = 0; i < NKEYS; i++) {
@@ -539,7 +541,8 @@ static int take_flag(int argc, char **argv, int i, char *key, size_t keysize, co
     snprintf(key, keysize, "%s", a);
     const key_t_ *k = find_key(key);
     if (k && k->type == T_BOOL) {
-        if (i + 1 < argc && (strcmp(argv[i + 1], "true") == 0 || strcmp(argv[i + 1], "false") == 0)) {
+        if (i + 1 < argc &&
+            (strcmp(argv[i + 1], "true") == 0 || strcmp(argv[i + 1], "false") == 0)) {
             *value = argv[i + 1];
             return 2;
         }
@@ -619,7 +622,7 @@ int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
 
 static bool is_secret(const char *prop)
 {
-    static const char *words[] = {"password", "secret", "token", "sasl.oauthbearer.config",
+    static const char *words[] = {"password",    "secret",  "token",  "sasl.oauthbearer.config",
                                   "ssl.key.pem", "ssl_key", "private"};
     for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
         if (strstr(prop, words[i]))
@@ -666,9 +669,9 @@ char *ks_config_dump(const ks_config_t *cfg)
     for (size_t i = 0; i < cfg->kafka_cnt; i++) {
         char name[300];
         snprintf(name, sizeof(name), "kafka.%s", cfg->kafka[i].key);
-        json_object_set_new(root, name,
-                            json_string(is_secret(cfg->kafka[i].key) ? "********"
-                                                                     : cfg->kafka[i].value));
+        json_object_set_new(
+            root, name,
+            json_string(is_secret(cfg->kafka[i].key) ? "********" : cfg->kafka[i].value));
     }
     char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);

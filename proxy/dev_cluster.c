@@ -50,8 +50,8 @@ static void *produce_main(void *arg)
     return NULL;
 }
 
-ks_dev_t *ks_dev_start(const char *topic, int partitions, int rate, char *bootstraps,
-                       size_t bsize, char *err, size_t errsize)
+ks_dev_t *ks_dev_start(const char *topic, int partitions, int rate, char *bootstraps, size_t bsize,
+                       char *err, size_t errsize)
 {
     char e[512];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();

@@ -258,8 +258,7 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
         } else if (ks_log_enabled(KS_LOG_DEBUG)) {
             for (int i = 0; i < l->cnt; i++)
                 ks_dbg(g->log_name, "commit %s[%d] @ %lld%s", l->elems[i].topic,
-                       l->elems[i].partition, (long long)l->elems[i].offset,
-                       sync ? " (sync)" : "");
+                       l->elems[i].partition, (long long)l->elems[i].offset, sync ? " (sync)" : "");
         }
     }
     rd_kafka_topic_partition_list_destroy(l);
@@ -720,9 +719,10 @@ static void *loop_main(void *arg)
 
 static void rk_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
-    ks_log_level_t l = level <= 3 ? KS_LOG_ERROR : level <= 5 ? KS_LOG_WARN
-                                               : level <= 6   ? KS_LOG_INFO
-                                                              : KS_LOG_DEBUG;
+    ks_log_level_t l = level <= 3   ? KS_LOG_ERROR
+                       : level <= 5 ? KS_LOG_WARN
+                       : level <= 6 ? KS_LOG_INFO
+                                    : KS_LOG_DEBUG;
     ks_log(l, "rdkafka", "%s: %s: %s", rd_kafka_name(rk), fac, buf);
 }
 
@@ -740,6 +740,16 @@ static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
         return -1;
     }
     return 0;
+}
+
+int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    int rc = 0;
+    for (size_t i = 0; i < cfg->kafka_cnt && rc == 0; i++)
+        rc = conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize);
+    rd_kafka_conf_destroy(conf);
+    return rc;
 }
 
 ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t instance, char *err,

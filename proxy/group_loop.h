@@ -14,6 +14,10 @@ typedef struct ks_group ks_group_t;
 ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t instance, char *err,
                            size_t errsize);
 
+/* Checks that librdkafka accepts every kafka.* property. Returns 0, or -1 with err
+ * naming the key. */
+int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize);
+
 const char *ks_group_name(const ks_group_t *g);
 
 /* Posts a fetch to the loop. Any thread. topics are copied. Returns KS_OK (cb will run

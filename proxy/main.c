@@ -60,6 +60,11 @@ int main(int argc, char **argv)
     case KS_CONFIG_RUN:
         break;
     }
+    if (ks_group_check_kafka_conf(&cfg, err, sizeof(err)) < 0) {
+        fprintf(stderr, "ksidecar: %s\n", err);
+        ks_config_free(&cfg);
+        return 2;
+    }
     ks_log_setup(cfg.log_level, cfg.log_json);
 
     /* Signals go to a sigwait here, never to a worker thread. */
@@ -76,8 +81,8 @@ int main(int argc, char **argv)
     ks_http_t *http = NULL;
     if (cfg.dev) {
         char boot[256];
-        dev = ks_dev_start(cfg.dev_topic, cfg.dev_partitions, cfg.dev_rate, boot, sizeof(boot),
-                           err, sizeof(err));
+        dev = ks_dev_start(cfg.dev_topic, cfg.dev_partitions, cfg.dev_rate, boot, sizeof(boot), err,
+                           sizeof(err));
         if (!dev)
             goto out_fail;
         if (ks_config_set(&cfg, "kafka.bootstrap.servers", boot, err, sizeof(err)) < 0)

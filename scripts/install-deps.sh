@@ -4,7 +4,7 @@
 set -euo pipefail
 
 APT_PKGS=(
-  build-essential cmake pkg-config git curl ca-certificates
+  build-essential cmake ninja-build pkg-config git curl ca-certificates
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
   libmicrohttpd-dev libjansson-dev libssl-dev libcmocka-dev
   clang-format openssl maven openjdk-17-jre-headless python3 procps

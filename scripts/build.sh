@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Configures and builds ksidecar into build/ (or build-asan/ with KSIDECAR_BUILD_SANITIZE=1).
+# CI=true turns warnings into errors.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+dir=build
+opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
+if [ "${KSIDECAR_BUILD_SANITIZE:-0}" = 1 ]; then
+  dir=build-asan
+  opts=(-DCMAKE_BUILD_TYPE=Debug -DKSIDECAR_SANITIZE=ON)
+fi
+if [ "${CI:-}" = true ] || [ "${KSIDECAR_BUILD_WERROR:-0}" = 1 ]; then
+  opts+=(-DKSIDECAR_WERROR=ON)
+fi
+gen=()
+command -v ninja >/dev/null 2>&1 && gen=(-G Ninja)
+if [ ! -f "$dir/CMakeCache.txt" ]; then
+  cmake -S . -B "$dir" "${gen[@]}" "${opts[@]}" >/dev/null
+else
+  cmake -S . -B "$dir" "${opts[@]}" >/dev/null
+fi
+cmake --build "$dir" -j "$(nproc)"

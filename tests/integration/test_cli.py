@@ -1,0 +1,68 @@
+"""The daemon's command line: config from file, flags and environment; clear startup errors."""
+import json
+import os
+import subprocess
+
+from conftest import BIN
+
+
+def run(args, env=None, timeout=20):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout,
+                          env={**{k: v for k, v in os.environ.items()
+                                  if not k.startswith("KSIDECAR_") or k.startswith("KSIDECAR_TEST")},
+                               **(env or {})})
+
+
+def test_help_and_version():
+    r = run(["--help"])
+    assert r.returncode == 0
+    for key in ["--commit.interval_ms", "--http.listen", "--kafka.<property>", "KSIDECAR_LOG_LEVEL"]:
+        assert key in r.stdout
+    r = run(["--version"])
+    assert r.returncode == 0 and r.stdout.startswith("ksidecar ")
+
+
+def test_print_config_merges_file_env_flags_and_masks_secrets(tmp_path):
+    cfg = tmp_path / "c.json"
+    cfg.write_text(json.dumps({"kafka": {"bootstrap.servers": "file:9092",
+                                         "sasl.password": "hunter2"},
+                               "commit": {"interval_ms": 700}, "log.level": "debug",
+                               "fetch": {"max_records": 50}}))
+    r = run(["--config", str(cfg), "--print-config", "--fetch.max_records=60"],
+            env={"KSIDECAR_COMMIT_INTERVAL_MS": "800", "KSIDECAR_KAFKA_CLIENT_ID": "from-env"})
+    assert r.returncode == 0, r.stderr
+    c = json.loads(r.stdout)
+    assert c["kafka.bootstrap.servers"] == "file:9092"
+    assert c["kafka.sasl.password"] == "********" and "hunter2" not in r.stdout
+    assert c["commit.interval_ms"] == 800  # env beats file
+    assert c["fetch.max_records"] == 60  # flag beats file
+    assert c["log.level"] == "debug"
+    assert c["kafka.client.id"] == "from-env"
+
+
+def test_bad_config_stops_startup_with_exit_2_naming_the_key(tmp_path):
+    cases = [
+        (["--dev", "--no.such.key=1"], "no.such.key"),
+        (["--dev", "--commit.interval_ms=abc"], "commit.interval_ms"),
+        (["--dev", "--commit.interval_ms=0"], "commit.interval_ms"),
+        (["--dev", "--log.level=loud"], "log.level"),
+        ([], "kafka.bootstrap.servers"),
+    ]
+    for args, key in cases:
+        r = run(args)
+        assert r.returncode == 2, (args, r.returncode, r.stderr)
+        assert key in r.stderr, (args, r.stderr)
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"window": {"max_records": "lots"}}))
+    r = run(["--dev", "--config", str(bad)])
+    assert r.returncode == 2 and "window.max_records" in r.stderr and "expected" in r.stderr
+    r = run(["--dev"], env={"KSIDECAR_BOGUS": "1"})
+    assert r.returncode == 2 and "KSIDECAR_BOGUS" in r.stderr
+    broken = tmp_path / "broken.json"
+    broken.write_text("{ not json")
+    r = run(["--config", str(broken)])
+    assert r.returncode == 2 and "broken.json" in r.stderr
+    # A kafka.* property librdkafka rejects is named too.
+    r = run(["--kafka.bootstrap.servers=127.0.0.1:1", "--kafka.no.such.prop=1",
+             "--http.listen=127.0.0.1:0"], timeout=30)
+    assert r.returncode == 2 and "kafka.no.such.prop" in r.stderr, r.stderr
