@@ -46,6 +46,9 @@ typedef struct req {
     ks_ack_result_t *acks;
     size_t ack_cnt;
     char **ack_ids; /* what the ack results answer, in order */
+    ks_group_status_t **groups; /* a status answer */
+    size_t group_cnt;
+    bool is_status, status_one;
     value_fmt_t fmt;
 } req_t;
 
@@ -56,6 +59,9 @@ static void req_unref(req_t *r)
     free(r->body);
     ks_batch_free(r->batch);
     free(r->acks);
+    for (size_t i = 0; i < r->group_cnt; i++)
+        ks_group_status_free(r->groups[i]);
+    free(r->groups);
     if (r->ack_ids) {
         for (size_t i = 0; i < r->ack_cnt; i++)
             free(r->ack_ids[i]);
@@ -224,6 +230,14 @@ static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
     wake(r);
 }
 
+static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    r->groups = groups;
+    r->group_cnt = n;
+    wake(r);
+}
+
 /* ---- handlers ---- */
 
 static enum MHD_Result reply_fetch(req_t *r)
@@ -264,11 +278,88 @@ static enum MHD_Result reply_ack(req_t *r)
     return send_json(r->conn, 200, root);
 }
 
+static json_t *status_json(const ks_group_status_t *g)
+{
+    json_t *parts = json_array();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        const ks_part_status_t *p = &g->parts[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "topic", json_string(p->topic));
+        json_object_set_new(o, "partition", json_integer(p->partition));
+        json_object_set_new(o, "state", json_string(p->state));
+        json_object_set_new(o, "epoch", json_integer(p->epoch));
+        json_object_set_new(o, "committed_offset",
+                            p->committed >= 0 ? json_integer(p->committed) : json_null());
+        json_object_set_new(o, "high_watermark",
+                            p->high_watermark >= 0 ? json_integer(p->high_watermark) : json_null());
+        json_object_set_new(o, "lag", p->lag >= 0 ? json_integer(p->lag) : json_null());
+        json_object_set_new(o, "in_flight", json_integer((json_int_t)p->in_flight));
+        json_object_set_new(o, "window_records", json_integer((json_int_t)p->window));
+        json_object_set_new(o, "window_bytes", json_integer(p->window_bytes));
+        json_object_set_new(o, "paused", json_boolean(p->paused));
+        json_object_set_new(o, "oldest_lease_age_ms", p->oldest_lease_age_ms >= 0
+                                                          ? json_integer(p->oldest_lease_age_ms)
+                                                          : json_null());
+        json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
+        json_object_set_new(o, "held_back", json_boolean(p->held_back));
+        json_array_append_new(parts, o);
+    }
+    json_t *subs = json_array();
+    for (size_t i = 0; i < g->sub_cnt; i++) {
+        const ks_sub_status_t *s = &g->subs[i];
+        json_array_append_new(
+            subs, json_pack("{s:s,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", s->name, "credits",
+                            "records", (json_int_t)s->credit_records, "bytes",
+                            (json_int_t)s->credit_bytes, "outstanding", "records",
+                            (json_int_t)s->outstanding_records, "bytes",
+                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
+    }
+    json_t *topics = json_array();
+    char copy[sizeof(g->topics)];
+    snprintf(copy, sizeof(copy), "%s", g->topics);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(topics, json_string(t));
+    json_t *o = json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static,
+                          "ordering", g->ordering, "topics", topics, "partitions", parts,
+                          "subscribers", subs);
+    json_object_set_new(o, "dead_letter_topic",
+                        *g->dead_letter_topic ? json_string(g->dead_letter_topic) : json_null());
+    json_object_set_new(o, "max_attempts", json_integer(g->max_attempts));
+    json_object_set_new(
+        o, "counters",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "delivered", (json_int_t)g->delivered,
+                  "redelivered", (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
+                  "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked, "dead_lettered",
+                  (json_int_t)g->dead_lettered));
+    return o;
+}
+
+static enum MHD_Result reply_status(req_t *r)
+{
+    if (r->status_one) {
+        if (r->group_cnt == 0)
+            return send_error(r->conn, KS_E_NOT_FOUND, "the group closed meanwhile");
+        return send_json(r->conn, 200, status_json(r->groups[0]));
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < r->group_cnt; i++)
+        json_array_append_new(arr, status_json(r->groups[i]));
+    return send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
+}
+
+static enum MHD_Result reply(req_t *r)
+{
+    if (r->is_status)
+        return reply_status(r);
+    return r->batch ? reply_fetch(r) : reply_ack(r);
+}
+
 typedef struct {
     const char *topics[MAX_TOPICS];
     size_t topic_cnt;
     bool too_many;
-    const char *max, *wait_ms, *format;
+    const char *max, *wait_ms, *format, *deadline_ms, *subscriber;
     const char *unknown;
 } fetch_args_t;
 
@@ -287,6 +378,10 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         a->wait_ms = value ? value : "";
     else if (!strcmp(key, "format"))
         a->format = value ? value : "";
+    else if (!strcmp(key, "deadline_ms"))
+        a->deadline_ms = value ? value : "";
+    else if (!strcmp(key, "subscriber"))
+        a->subscriber = value ? value : "";
     else if (!a->unknown)
         a->unknown = key;
     return MHD_YES;
@@ -323,7 +418,8 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
     if (a.unknown)
         return send_error(r->conn, KS_E_INVALID,
-                          "unknown query parameter \"%s\" (known: topic, max, wait_ms, format)",
+                          "unknown query parameter \"%s\" (known: topic, max, wait_ms, "
+                          "deadline_ms, subscriber, format)",
                           a.unknown);
     if (a.too_many)
         return send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
@@ -359,6 +455,15 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
                          h->cfg->fetch_max_wait_ms, a.wait_ms);
         goto out;
     }
+    long deadline = 0;
+    if (a.deadline_ms &&
+        parse_int_arg(a.deadline_ms, 1, h->cfg->lease_max_deadline_ms, &deadline) < 0) {
+        ret = send_error(r->conn, KS_E_INVALID,
+                         "deadline_ms must be an integer from 1 to %d (lease.max_deadline_ms), "
+                         "got \"%s\"",
+                         h->cfg->lease_max_deadline_ms, a.deadline_ms);
+        goto out;
+    }
     r->fmt = FMT_AUTO;
     if (a.format) {
         if (!strcmp(a.format, "base64"))
@@ -372,8 +477,12 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
     char err[512];
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
-    ks_status_t st = ks_engine_fetch(h->eng, group, topics, tc, (int)max, (int)wait, on_fetch, r,
-                                     err, sizeof(err));
+    ks_fetch_opts_t opts = {.max = (int)max,
+                            .wait_ms = (int)wait,
+                            .deadline_ms = (int)deadline,
+                            .subscriber = a.subscriber};
+    ks_status_t st =
+        ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);
@@ -381,14 +490,15 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
         goto out;
     }
     if (park(r))
-        ret = reply_fetch(r);
+        ret = reply(r);
 out:
     for (size_t i = 0; i < split_cnt; i++)
         free(split_buf[i]);
     return ret;
 }
 
-static enum MHD_Result handle_ack(ks_http_t *h, req_t *r, const char *group)
+static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group,
+                                     ks_settle_op_t op)
 {
     if (r->too_big)
         return send_error(r->conn, KS_E_EXHAUSTED,
@@ -403,7 +513,39 @@ static enum MHD_Result handle_ack(ks_http_t *h, req_t *r, const char *group)
     json_t *ids = json_object_get(root, "ack_ids");
     enum MHD_Result ret;
     if (!json_is_object(root) || !json_is_array(ids)) {
-        ret = send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]}");
+        ret = send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
+                         op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
+                         : op == KS_SETTLE_EXTEND ? ",\"deadline_ms\":30000"
+                                                  : "");
+        goto out;
+    }
+    /* Only the fields of this operation are allowed. */
+    const char *k;
+    json_t *v;
+    json_int_t ms = 0;
+    const char *reason = NULL;
+    json_object_foreach(root, k, v)
+    {
+        if (!strcmp(k, "ack_ids"))
+            continue;
+        if (op == KS_SETTLE_NACK && !strcmp(k, "delay_ms") && json_is_integer(v))
+            ms = json_integer_value(v);
+        else if (op == KS_SETTLE_NACK && !strcmp(k, "reason") && json_is_string(v))
+            reason = json_string_value(v);
+        else if (op == KS_SETTLE_EXTEND && !strcmp(k, "deadline_ms") && json_is_integer(v))
+            ms = json_integer_value(v);
+        else {
+            ret = send_error(r->conn, KS_E_INVALID,
+                             "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)",
+                             k,
+                             op == KS_SETTLE_NACK ? ", delay_ms: integer, reason: string"
+                             : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
+                                                      : "");
+            goto out;
+        }
+    }
+    if (op == KS_SETTLE_EXTEND && !json_object_get(root, "deadline_ms")) {
+        ret = send_error(r->conn, KS_E_INVALID, "deadline_ms is required");
         goto out;
     }
     size_t n = json_array_size(ids);
@@ -427,18 +569,35 @@ static enum MHD_Result handle_ack(ks_http_t *h, req_t *r, const char *group)
     char err[512];
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
-    ks_status_t st = ks_engine_ack(h->eng, group, (const char *const *)r->ack_ids, n, on_ack, r,
-                                   err, sizeof(err));
+    ks_status_t st = ks_engine_settle(h->eng, group, op, ms, reason,
+                                      (const char *const *)r->ack_ids, n, on_ack, r, err,
+                                      sizeof(err));
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);
         ret = send_error(r->conn, st, "%s", err);
         goto out;
     }
-    ret = park(r) ? reply_ack(r) : MHD_YES;
+    ret = park(r) ? reply(r) : MHD_YES;
 out:
     json_decref(root);
     return ret;
+}
+
+static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
+{
+    char err[512];
+    r->is_status = true;
+    r->status_one = group != NULL;
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_status(h->eng, group, on_status, r, err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        return send_error(r->conn, st, "%s", err);
+    }
+    return park(r) ? reply_status(r) : MHD_YES;
 }
 
 /* Splits "/v1/groups/{g}/{rest}". Returns false if url is not of that shape. */
@@ -463,16 +622,34 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
     }
     char group[512];
     const char *rest;
+    if (!strcmp(url, "/v1/groups") || !strcmp(url, "/v1/groups/")) {
+        if (strcmp(method, "GET"))
+            return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
+        return handle_status(h, r, NULL);
+    }
+    if (!strncmp(url, "/v1/groups/", 11) && !strchr(url + 11, '/') && url[11]) {
+        if (strcmp(method, "GET"))
+            return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
+        return handle_status(h, r, url + 11);
+    }
     if (!strncmp(url, "/v1/groups/", 11) && split_group_url(url, group, sizeof(group), &rest)) {
+        static const struct {
+            const char *name;
+            ks_settle_op_t op;
+        } settles[] = {{"acks", KS_SETTLE_ACK},
+                       {"nacks", KS_SETTLE_NACK},
+                       {"deadline", KS_SETTLE_EXTEND}};
         if (!strcmp(rest, "records")) {
             if (strcmp(method, "GET"))
                 return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
             return handle_fetch(h, r, group);
         }
-        if (!strcmp(rest, "acks")) {
+        for (size_t i = 0; i < sizeof(settles) / sizeof(settles[0]); i++) {
+            if (strcmp(rest, settles[i].name))
+                continue;
             if (strcmp(method, "POST"))
                 return send_error(r->conn, KS_E_INVALID, "use POST for %s", url);
-            return handle_ack(h, r, group);
+            return handle_settle(h, r, group, settles[i].op);
         }
     }
     return send_error(r->conn, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
@@ -515,7 +692,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (r->submitted) {
         /* Resumed: the engine has answered. */
         if (park(r))
-            return r->batch ? reply_fetch(r) : reply_ack(r);
+            return reply(r);
         return MHD_YES;
     }
     return route(h, r, method, url);

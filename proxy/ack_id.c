@@ -32,9 +32,10 @@ static const char *read_num(const char *p, unsigned long long max, unsigned long
         return NULL;
     unsigned long long v = 0;
     for (; *p >= '0' && *p <= '9'; p++) {
-        v = v * 10 + (unsigned long long)(*p - '0');
-        if (v > max)
+        unsigned long long d = (unsigned long long)(*p - '0');
+        if (v > (max - d) / 10) /* v * 10 + d would pass max (or wrap) */
             return NULL;
+        v = v * 10 + d;
     }
     if (*p != '-')
         return NULL;

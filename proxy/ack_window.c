@@ -7,8 +7,8 @@
 
 const char *ks_rec_state_str(ks_rec_state_t s)
 {
-    static const char *names[] = {"READY", "LEASED", "ACKED"};
-    return s <= KS_REC_ACKED ? names[s] : "?";
+    static const char *names[] = {"READY", "LEASED", "ACKED", "DELAYED", "DEAD_LETTERING"};
+    return s <= KS_REC_DEAD_LETTERING ? names[s] : "?";
 }
 
 void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg)
@@ -34,6 +34,8 @@ static void release(ks_ack_window_t *w, ks_win_entry_t *e)
     if (e->msg && w->free_msg)
         w->free_msg(e->msg);
     e->msg = NULL;
+    free(e->reason);
+    e->reason = NULL;
 }
 
 void ks_ack_window_destroy(ks_ack_window_t *w)
@@ -67,15 +69,36 @@ int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void 
     if (w->count == w->cap)
         grow(w);
     ks_win_entry_t *e = at(w, w->count);
+    memset(e, 0, sizeof(*e));
     e->offset = offset;
+    e->next_same_key = -1;
     e->bytes = bytes;
-    e->attempts = 0;
     e->state = KS_REC_READY;
     e->msg = msg;
     w->count++;
     w->end_offset = offset + 1;
     w->bytes += bytes;
     return 0;
+}
+
+/* Drops acked entries from the bottom so the commit point can move. */
+static void pop_acked(ks_ack_window_t *w);
+
+int ks_ack_window_push_done(ks_ack_window_t *w, int64_t offset)
+{
+    if (ks_ack_window_push(w, offset, 0, NULL) < 0)
+        return -1;
+    ks_win_entry_t *e = at(w, w->count - 1);
+    e->state = KS_REC_ACKED;
+    e->attempts = 1;
+    pop_acked(w);
+    return 0;
+}
+
+ks_win_entry_t *ks_ack_window_get(ks_ack_window_t *w, int64_t offset)
+{
+    long i = ks_ack_window_find(w, offset);
+    return i < 0 ? NULL : at(w, (size_t)i);
 }
 
 ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
@@ -107,7 +130,6 @@ long ks_ack_window_find(const ks_ack_window_t *w, int64_t offset)
     return -1;
 }
 
-/* Drops acked entries from the bottom so the commit point can move. */
 static void pop_acked(ks_ack_window_t *w)
 {
     while (w->count > 0 && at(w, 0)->state == KS_REC_ACKED) {

@@ -8,19 +8,28 @@
 
 /* A record's state in the window. */
 typedef enum {
-    KS_REC_READY = 0, /* fetched, not handed out */
-    KS_REC_LEASED,    /* handed to a client, not acked */
-    KS_REC_ACKED,     /* done; kept only until everything below it is done */
+    KS_REC_READY = 0,      /* fetched, waiting to be handed out (again) */
+    KS_REC_LEASED,         /* handed to a client, not acked */
+    KS_REC_ACKED,          /* done; kept only until everything below it is done */
+    KS_REC_DELAYED,        /* nacked with a delay: ready again at due_ms */
+    KS_REC_DEAD_LETTERING, /* being produced to the dead-letter topic */
 } ks_rec_state_t;
 
 const char *ks_rec_state_str(ks_rec_state_t s);
 
 typedef struct ks_win_entry {
     int64_t offset;
-    uint32_t bytes;    /* what the record costs against the window's byte bound */
-    uint16_t attempts; /* deliveries so far */
-    uint8_t state;     /* ks_rec_state_t */
-    void *msg;         /* the record itself, owned by the window until acked */
+    int64_t due_ms;        /* LEASED: lease deadline; DELAYED: when it is ready again */
+    int64_t leased_at_ms;  /* LEASED: when this lease began */
+    int64_t next_same_key; /* scheduler: next offset of the same ordering key, or -1 */
+    uint64_t key_hash;     /* scheduler: the ordering key's hash */
+    uint32_t bytes;        /* what the record costs against the window's byte bound */
+    uint32_t sub_id;       /* LEASED: the subscriber holding it */
+    uint16_t attempts;     /* deliveries so far */
+    uint8_t state;         /* ks_rec_state_t */
+    uint8_t flags;         /* scheduler bookkeeping */
+    void *msg;             /* the record itself, owned by the window until acked */
+    char *reason;          /* the last nack's reason (malloc'd), freed with msg */
 } ks_win_entry_t;
 
 typedef void(ks_win_free_fn)(void *msg);
@@ -55,6 +64,13 @@ void ks_ack_window_destroy(ks_ack_window_t *w);
 /* Appends a fetched record in READY state. Returns 0, or -1 (window unchanged)
  * when offset is not above the last pushed offset. */
 int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void *msg);
+
+/* Appends a record that is already done (acked before a restart, as commit
+ * metadata said). Same returns as ks_ack_window_push. */
+int ks_ack_window_push_done(ks_ack_window_t *w, int64_t offset);
+
+/* Returns the entry for offset, or NULL. Borrowed. */
+ks_win_entry_t *ks_ack_window_get(ks_ack_window_t *w, int64_t offset);
 
 /* Returns the next READY record, now LEASED with attempts+1, or NULL when none. Borrowed. */
 ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w);

@@ -1,6 +1,8 @@
 /* config.c: ksidecar's configuration: the key table, parsing and validation. */
 #include "config.h"
 
+#include "key_sched.h"
+
 #include <ctype.h>
 #include <errno.h>
 #include <jansson.h>
@@ -8,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LIST, T_LEVEL, T_LOGFMT } ktype_t;
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LIST, T_LEVEL, T_LOGFMT, T_ORDER, T_STATIC } ktype_t;
 
 typedef struct {
     const char *name;
@@ -47,6 +49,31 @@ static const key_t_ keys[] = {
      "per-partition bound on uncommitted bytes"},
     {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
      "largest request body accepted"},
+    {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
+     "lease deadline of a delivered record when a fetch gives none"},
+    {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,
+     "longest lease deadline a fetch or extension may ask for"},
+    {"nack.max_delay_ms", T_INT, OFF(nack_max_delay_ms), 0, 86400000,
+     "longest redelivery delay a nack may ask for"},
+    {"group.ordering", T_ORDER, OFF(group_defaults.ordering), 0, 0,
+     "key (default), partition or none: what goes out one at a time"},
+    {"group.dead_letter_topic", T_STR, OFF(group_defaults.dead_letter_topic), 0, 0,
+     "topic for records that reach group.max_attempts (empty: retry forever)"},
+    {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
+     "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
+    {"group.idle_close_ms", T_INT, OFF(idle_close_ms), 0, 86400000,
+     "a dynamic group with no activity this long commits and leaves (0: never)"},
+    {"group.revoke_grace_ms", T_INT, OFF(revoke_grace_ms), 0, 600000,
+     "how long a revoked partition's leases may still be acked"},
+    {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
+     "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
+     "\"max_attempts\"}] (JSON text as a flag)"},
+    {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
+     "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
+    {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
+     "credits: most unacked records one subscriber may hold"},
+    {"subscriber.max_bytes", T_I64, OFF(sub_max_bytes), 1, INT64_C(1) << 40,
+     "credits: most unacked bytes one subscriber may hold"},
     {"dev.topic", T_STR, OFF(dev_topic), 0, 0, "dev mode: the demo topic"},
     {"dev.partitions", T_INT, OFF(dev_partitions), 1, 64, "dev mode: the demo topic's partitions"},
     {"dev.rate", T_INT, OFF(dev_rate), 0, 100000, "dev mode: sample records produced per second"},
@@ -87,13 +114,43 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->window_max_records = 10000;
     cfg->window_max_bytes = INT64_C(64) << 20;
     cfg->max_request_bytes = INT64_C(4) << 20;
+    cfg->lease_deadline_ms = 30000;
+    cfg->lease_max_deadline_ms = 600000;
+    cfg->nack_max_delay_ms = 3600000;
+    cfg->idle_close_ms = 60000;
+    cfg->revoke_grace_ms = 5000;
+    cfg->meta_max_bytes = 4096;
+    cfg->sub_max_records = 1000;
+    cfg->sub_max_bytes = INT64_C(10) << 20;
+    cfg->group_defaults.ordering = KS_ORDER_KEY;
+    cfg->group_defaults.dead_letter_topic = xstrdup("");
+    cfg->group_defaults.max_attempts = 5;
     cfg->dev_topic = xstrdup("demo");
     cfg->dev_partitions = 3;
     cfg->dev_rate = 3;
 }
 
+static void group_conf_free(ks_group_conf_t *g)
+{
+    free(g->name);
+    free_list(g->topics, g->topic_cnt);
+    free(g->dead_letter_topic);
+    memset(g, 0, sizeof(*g));
+}
+
+static void static_groups_free(ks_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->static_group_cnt; i++)
+        group_conf_free(&cfg->static_groups[i]);
+    free(cfg->static_groups);
+    cfg->static_groups = NULL;
+    cfg->static_group_cnt = 0;
+}
+
 void ks_config_free(ks_config_t *cfg)
 {
+    group_conf_free(&cfg->group_defaults);
+    static_groups_free(cfg);
     free(cfg->config_file);
     free(cfg->http_listen);
     free(cfg->grpc_listen);
@@ -191,7 +248,43 @@ static void set_list(ks_config_t *cfg, const key_t_ *k, char **items, size_t n)
     cfg->group_pattern_cnt = n;
 }
 
+static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize);
+
+#define EXPLICIT_ORDERING 0x1
+#define EXPLICIT_DLT 0x2
+#define EXPLICIT_ATTEMPTS 0x4
+
+/* Static groups inherit every group.* default they do not set themselves, whatever
+ * order the keys came in. */
+static void propagate_defaults(ks_config_t *cfg)
+{
+    const ks_group_conf_t *d = &cfg->group_defaults;
+    for (size_t i = 0; i < cfg->static_group_cnt; i++) {
+        ks_group_conf_t *g = &cfg->static_groups[i];
+        if (!(g->explicit_mask & EXPLICIT_ORDERING))
+            g->ordering = d->ordering;
+        if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
+            g->max_attempts = d->max_attempts;
+        if (!(g->explicit_mask & EXPLICIT_DLT) && strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
+            free(g->dead_letter_topic);
+            g->dead_letter_topic = xstrdup(d->dead_letter_topic);
+        }
+    }
+}
+
+static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err,
+                   size_t errsize);
+
 int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
+{
+    int rc = set_one(cfg, key, value, err, errsize);
+    if (rc == 0)
+        propagate_defaults(cfg);
+    return rc;
+}
+
+static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err,
+                   size_t errsize)
 {
     if (is_kafka_key(key)) {
         kafka_set(cfg, key + 6, value);
@@ -240,6 +333,27 @@ int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *er
         }
         *(bool *)field = strcmp(value, "json") == 0;
         return 0;
+    case T_ORDER: {
+        ks_ordering_t o;
+        if (ks_ordering_parse(value, &o) < 0) {
+            snprintf(err, errsize, "config key '%s': expected key, partition or none, got \"%s\"",
+                     key, value);
+            return -1;
+        }
+        *(int *)field = (int)o;
+        return 0;
+    }
+    case T_STATIC: {
+        json_error_t jerr;
+        json_t *v = json_loads(value, JSON_DECODE_ANY, &jerr);
+        if (!v) {
+            snprintf(err, errsize, "config key '%s': expected a JSON array, %s", key, jerr.text);
+            return -1;
+        }
+        int rc = parse_static(cfg, v, err, errsize);
+        json_decref(v);
+        return rc;
+    }
     case T_LIST: {
         size_t n = 0;
         char **items = NULL;
@@ -247,6 +361,9 @@ int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *er
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             while (isspace((unsigned char)*tok))
                 tok++;
+            size_t tl = strlen(tok);
+            while (tl && isspace((unsigned char)tok[tl - 1]))
+                tok[--tl] = '\0';
             if (!*tok)
                 continue;
             char **ni = realloc(items, (n + 1) * sizeof(char *));
@@ -316,9 +433,12 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
         return -1;
     }
     switch (k->type) {
+    case T_STATIC:
+        return parse_static(cfg, v, err, errsize);
     case T_STR:
     case T_LEVEL:
     case T_LOGFMT:
+    case T_ORDER:
         if (!json_is_string(v))
             goto wrong_type;
         return ks_config_set(cfg, name, json_string_value(v), err, errsize);
@@ -358,10 +478,122 @@ wrong_type:;
                                      "a boolean",
                                      "a non-empty array of strings",
                                      "a string (error, warn, info or debug)",
-                                     "a string (text or json)"};
+                                     "a string (text or json)",
+                                     "a string (key, partition or none)",
+                                     "an array of group objects"};
     snprintf(err, errsize, "config key '%s': expected %s, got %s", name, expected[k->type],
              json_type_name(v));
     return -1;
+}
+
+static int static_err(char *err, size_t errsize, size_t i, const char *what)
+{
+    snprintf(err, errsize, "config key 'groups.static[%zu]': %s", i, what);
+    return -1;
+}
+
+/* Replaces the static groups with those of arr, a JSON array of objects. */
+static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize)
+{
+    if (!json_is_array(arr)) {
+        snprintf(err, errsize, "config key 'groups.static': expected an array of group objects");
+        return -1;
+    }
+    size_t n = json_array_size(arr);
+    ks_group_conf_t *gs = calloc(n ? n : 1, sizeof(*gs));
+    if (!gs)
+        abort();
+    int rc = 0;
+    for (size_t i = 0; i < n && rc == 0; i++) {
+        json_t *o = json_array_get(arr, i);
+        ks_group_conf_t *g = &gs[i];
+        g->ordering = cfg->group_defaults.ordering;
+        g->max_attempts = cfg->group_defaults.max_attempts;
+        g->dead_letter_topic = xstrdup(cfg->group_defaults.dead_letter_topic);
+        if (!json_is_object(o)) {
+            rc = static_err(err, errsize, i, "expected an object");
+            break;
+        }
+        const char *k;
+        json_t *v;
+        json_object_foreach(o, k, v)
+        {
+            if (!strcmp(k, "name") && json_is_string(v) && ks_valid_kafka_name(json_string_value(v)))
+                g->name = xstrdup(json_string_value(v));
+            else if (!strcmp(k, "topics") && json_is_array(v) && json_array_size(v) > 0) {
+                g->topic_cnt = json_array_size(v);
+                g->topics = calloc(g->topic_cnt, sizeof(char *));
+                if (!g->topics)
+                    abort();
+                for (size_t t = 0; t < g->topic_cnt; t++) {
+                    json_t *tv = json_array_get(v, t);
+                    if (!json_is_string(tv) || !ks_valid_kafka_name(json_string_value(tv))) {
+                        g->topic_cnt = t;
+                        rc = static_err(err, errsize, i, "topics must be valid topic names");
+                        break;
+                    }
+                    g->topics[t] = xstrdup(json_string_value(tv));
+                }
+            } else if (!strcmp(k, "ordering") && json_is_string(v)) {
+                ks_ordering_t ord = KS_ORDER_KEY;
+                if (ks_ordering_parse(json_string_value(v), &ord) < 0)
+                    rc = static_err(err, errsize, i, "ordering must be key, partition or none");
+                g->ordering = (int)ord;
+                g->explicit_mask |= EXPLICIT_ORDERING;
+            } else if (!strcmp(k, "dead_letter_topic") && json_is_string(v) &&
+                       (!*json_string_value(v) || ks_valid_kafka_name(json_string_value(v)))) {
+                free(g->dead_letter_topic);
+                g->dead_letter_topic = xstrdup(json_string_value(v));
+                g->explicit_mask |= EXPLICIT_DLT;
+            } else if (!strcmp(k, "max_attempts") && json_is_integer(v) &&
+                       json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
+                g->max_attempts = (int)json_integer_value(v);
+                g->explicit_mask |= EXPLICIT_ATTEMPTS;
+            } else {
+                char what[300];
+                snprintf(what, sizeof(what),
+                         "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
+                         "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
+                         "name, max_attempts: 1-1000000)",
+                         k);
+                rc = static_err(err, errsize, i, what);
+            }
+            if (rc)
+                break;
+        }
+        if (rc == 0 && (!g->name || !g->topics))
+            rc = static_err(err, errsize, i, "needs a name and a non-empty topics array");
+        for (size_t j = 0; rc == 0 && j < i; j++)
+            if (!strcmp(gs[j].name, g->name))
+                rc = static_err(err, errsize, i, "names a group twice");
+    }
+    if (rc) {
+        for (size_t i = 0; i < n; i++)
+            group_conf_free(&gs[i]);
+        free(gs);
+        return -1;
+    }
+    static_groups_free(cfg);
+    cfg->static_groups = gs;
+    cfg->static_group_cnt = n;
+    return 0;
+}
+
+const ks_group_conf_t *ks_config_group(const ks_config_t *cfg, const char *group)
+{
+    for (size_t i = 0; i < cfg->static_group_cnt; i++)
+        if (!strcmp(cfg->static_groups[i].name, group))
+            return &cfg->static_groups[i];
+    return &cfg->group_defaults;
+}
+
+static bool has_children(const char *name)
+{
+    size_t n = strlen(name);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (!strncmp(keys[i].name, name, n) && keys[i].name[n] == '.')
+            return true;
+    return false;
 }
 
 /* Walks a JSON object; nested objects extend the dotted prefix, except for keys that
@@ -379,10 +611,12 @@ static int apply_object(ks_config_t *cfg, const char *prefix, json_t *obj, char 
         else
             snprintf(name, sizeof(name), "%s", k);
         int rc;
-        if (json_is_object(v) && !find_key(name))
+        /* An object is a section ("commit": {...}), also under a key that has keys of
+         * its own ("dev": {"topic": ...}); elsewhere it is a wrong type. */
+        if (json_is_object(v) && (!find_key(name) || has_children(name)))
             rc = apply_object(cfg, name, v, err, errsize);
-        else
-            rc = apply_json_value(cfg, name, v, err, errsize);
+        else if ((rc = apply_json_value(cfg, name, v, err, errsize)) == 0)
+            propagate_defaults(cfg);
         if (rc < 0)
             return rc;
     }
@@ -404,7 +638,7 @@ int ks_config_load_json(ks_config_t *cfg, const char *text, const char *origin, 
         json_decref(root);
         return -1;
     }
-    char inner[400];
+    char inner[800];
     int rc = apply_object(cfg, "", root, inner, sizeof(inner));
     if (rc < 0)
         snprintf(err, errsize, "%s: %s", origin, inner);
@@ -490,7 +724,7 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
             snprintf(err, errsize, "environment variable %s is not a ksidecar config key", name);
             return -1;
         }
-        char inner[400];
+        char inner[800];
         if (ks_config_set(cfg, k->name, value, inner, sizeof(inner)) < 0) {
             snprintf(err, errsize, "environment variable %s: %s", name, inner);
             return -1;
@@ -511,6 +745,18 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
     if (*cfg->http_listen && !strrchr(cfg->http_listen, ':')) {
         snprintf(err, errsize, "config key 'http.listen': expected host:port, got \"%s\"",
                  cfg->http_listen);
+        return -1;
+    }
+    if (*cfg->group_defaults.dead_letter_topic &&
+        !ks_valid_kafka_name(cfg->group_defaults.dead_letter_topic)) {
+        snprintf(err, errsize, "config key 'group.dead_letter_topic': \"%s\" is not a valid topic name",
+                 cfg->group_defaults.dead_letter_topic);
+        return -1;
+    }
+    if (cfg->lease_deadline_ms > cfg->lease_max_deadline_ms) {
+        snprintf(err, errsize,
+                 "config key 'lease.deadline_ms' (%d) must not exceed 'lease.max_deadline_ms' (%d)",
+                 cfg->lease_deadline_ms, cfg->lease_max_deadline_ms);
         return -1;
     }
     if (!ks_valid_kafka_name(cfg->dev_topic)) {
@@ -592,8 +838,9 @@ int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
             file = value;
         i += used - 1;
     }
-    if (!file)
-        file = getenv("KSIDECAR_CONFIG");
+    for (char **e = envp; !file && e && *e; e++)
+        if (!strncmp(*e, "KSIDECAR_CONFIG=", 16))
+            file = *e + 16;
     if (file) {
         if (ks_config_load_file(cfg, file, err, errsize) < 0)
             return -1;
@@ -610,7 +857,7 @@ int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
         int used = take_flag(argc, argv, i, key, sizeof(key), &value, err, errsize);
         if (used < 0)
             return -1;
-        char inner[400];
+        char inner[800];
         if (ks_config_set(cfg, key, value, inner, sizeof(inner)) < 0) {
             snprintf(err, errsize, "flag --%s: %s", key, inner);
             return -1;
@@ -662,6 +909,22 @@ char *ks_config_dump(const ks_config_t *cfg)
             v = json_array();
             for (size_t j = 0; j < cfg->group_pattern_cnt; j++)
                 json_array_append_new(v, json_string(cfg->group_patterns[j]));
+            break;
+        case T_ORDER:
+            v = json_string(ks_ordering_str((ks_ordering_t) * (const int *)field));
+            break;
+        case T_STATIC:
+            v = json_array();
+            for (size_t j = 0; j < cfg->static_group_cnt; j++) {
+                const ks_group_conf_t *g = &cfg->static_groups[j];
+                json_t *ts = json_array();
+                for (size_t t = 0; t < g->topic_cnt; t++)
+                    json_array_append_new(ts, json_string(g->topics[t]));
+                json_array_append_new(
+                    v, json_pack("{s:s,s:o,s:s,s:s,s:i}", "name", g->name, "topics", ts, "ordering",
+                                 ks_ordering_str((ks_ordering_t)g->ordering), "dead_letter_topic",
+                                 g->dead_letter_topic, "max_attempts", g->max_attempts));
+            }
             break;
         }
         json_object_set_new(root, k->name, v);

@@ -13,6 +13,17 @@ typedef struct ks_kv {
     char *value;
 } ks_kv_t;
 
+/* Per-group settings: the defaults (group.*) or one static group (groups.static). */
+typedef struct ks_group_conf {
+    char *name;    /* NULL for the defaults */
+    char **topics; /* static groups subscribe to these at start */
+    size_t topic_cnt;
+    int ordering; /* ks_ordering_t */
+    char *dead_letter_topic; /* empty: none, retries never stop */
+    int max_attempts;        /* deliveries before dead-lettering (with a dead-letter topic) */
+    unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
+} ks_group_conf_t;
+
 typedef struct ks_config {
     char *config_file;
     bool dev;
@@ -33,6 +44,17 @@ typedef struct ks_config {
     char *dev_topic;
     int dev_partitions;
     int dev_rate;
+    int lease_deadline_ms;
+    int lease_max_deadline_ms;
+    int nack_max_delay_ms;
+    int idle_close_ms;
+    int revoke_grace_ms;
+    int meta_max_bytes;
+    int sub_max_records;
+    int64_t sub_max_bytes;
+    ks_group_conf_t group_defaults;
+    ks_group_conf_t *static_groups;
+    size_t static_group_cnt;
     ks_kv_t *kafka; /* pass-through librdkafka properties, in the order set */
     size_t kafka_cnt;
 } ks_config_t;
@@ -74,6 +96,9 @@ int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
 
 /* Checks values that depend on each other. Returns 0 or -1 with err. */
 int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize);
+
+/* Returns the settings for group: its static entry, else the defaults. Borrowed. */
+const ks_group_conf_t *ks_config_group(const ks_config_t *cfg, const char *group);
 
 /* Returns the value of a pass-through librdkafka property, or NULL. Borrowed. */
 const char *ks_config_kafka_get(const ks_config_t *cfg, const char *name);

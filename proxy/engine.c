@@ -13,12 +13,21 @@
 #include "group_loop.h"
 #include "log.h"
 
+/* A registered group. `refs` counts API threads using it right now; a group that
+ * closed for idleness leaves the lookup (live = false) and is freed once it has
+ * exited and nobody holds it. */
+typedef struct gent {
+    ks_group_t *g;
+    int refs;
+    bool live;
+} gent_t;
+
 struct ks_engine {
     const ks_config_t *cfg;
     uint32_t instance;
-    pthread_mutex_t lock; /* guards groups, group_cnt, stopping */
-    ks_group_t **groups;
-    size_t group_cnt;
+    pthread_mutex_t lock; /* guards ents, ent_cnt, stopping, and each gent */
+    gent_t **ents;
+    size_t ent_cnt;
     bool stopping;
 };
 
@@ -55,6 +64,15 @@ void ks_batch_free(ks_batch_t *b)
     free(b);
 }
 
+void ks_group_status_free(ks_group_status_t *s)
+{
+    if (!s)
+        return;
+    free(s->parts);
+    free(s->subs);
+    free(s);
+}
+
 ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
 {
     ks_engine_t *e = calloc(1, sizeof(*e));
@@ -79,6 +97,9 @@ ks_status_t ks_engine_check_group(const ks_engine_t *e, const char *group, char 
                  group);
         return KS_E_INVALID;
     }
+    for (size_t i = 0; i < e->cfg->static_group_cnt; i++)
+        if (!strcmp(e->cfg->static_groups[i].name, group))
+            return KS_OK;
     for (size_t i = 0; i < e->cfg->group_pattern_cnt; i++)
         if (fnmatch(e->cfg->group_patterns[i], group, 0) == 0)
             return KS_OK;
@@ -86,20 +107,70 @@ ks_status_t ks_engine_check_group(const ks_engine_t *e, const char *group, char 
     return KS_E_PERMISSION;
 }
 
-/* Finds group by name; creates it when create is set. Returns NULL with err. */
-static ks_group_t *get_group(ks_engine_t *e, const char *name, bool create, ks_status_t *st,
-                             char *err, size_t errsize)
+/* Frees groups that closed for idleness and that nobody holds. Locked by caller. */
+static void reap_locked(ks_engine_t *e)
 {
-    ks_group_t *g = NULL;
+    for (size_t i = 0; i < e->ent_cnt;) {
+        gent_t *ge = e->ents[i];
+        if (!ge->live && ge->refs == 0 && ks_group_exited(ge->g)) {
+            ks_group_join(ge->g, 0);
+            ks_group_destroy(ge->g);
+            free(ge);
+            e->ents[i] = e->ents[--e->ent_cnt];
+        } else {
+            i++;
+        }
+    }
+}
+
+static bool on_idle(ks_group_t *g, void *opaque)
+{
+    ks_engine_t *e = opaque;
+    bool ok = false;
     pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < e->ent_cnt && !e->stopping; i++)
+        if (e->ents[i]->g == g && e->ents[i]->live) {
+            e->ents[i]->live = false;
+            ok = true;
+        }
+    pthread_mutex_unlock(&e->lock);
+    return ok;
+}
+
+static gent_t *add_locked(ks_engine_t *e, const char *name, const ks_group_conf_t *gc,
+                          bool is_static, char *err, size_t errsize)
+{
+    ks_group_t *g =
+        ks_group_start(name, e->cfg, gc, is_static, e->instance, on_idle, e, err, errsize);
+    if (!g)
+        return NULL;
+    gent_t *ge = calloc(1, sizeof(*ge));
+    gent_t **n = realloc(e->ents, (e->ent_cnt + 1) * sizeof(*n));
+    if (!ge || !n)
+        abort();
+    ge->g = g;
+    ge->live = true;
+    e->ents = n;
+    e->ents[e->ent_cnt++] = ge;
+    return ge;
+}
+
+/* Finds a live group by name (creating it when create is set) and holds it.
+ * Returns NULL with *st and err. Release with put_group. */
+static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_status_t *st,
+                         char *err, size_t errsize)
+{
+    gent_t *ge = NULL;
+    pthread_mutex_lock(&e->lock);
+    reap_locked(e);
     if (e->stopping) {
         *st = KS_E_UNAVAILABLE;
         snprintf(err, errsize, "ksidecar is shutting down");
         goto out;
     }
-    for (size_t i = 0; i < e->group_cnt; i++)
-        if (strcmp(ks_group_name(e->groups[i]), name) == 0) {
-            g = e->groups[i];
+    for (size_t i = 0; i < e->ent_cnt; i++)
+        if (e->ents[i]->live && strcmp(ks_group_name(e->ents[i]->g), name) == 0) {
+            ge = e->ents[i];
             goto out;
         }
     if (!create) {
@@ -107,33 +178,43 @@ static ks_group_t *get_group(ks_engine_t *e, const char *name, bool create, ks_s
         snprintf(err, errsize, "group \"%s\" is not active in this ksidecar", name);
         goto out;
     }
-    g = ks_group_start(name, e->cfg, e->instance, err, errsize);
-    if (!g) {
+    ge = add_locked(e, name, ks_config_group(e->cfg, name), false, err, errsize);
+    if (!ge)
         *st = KS_E_INTERNAL;
-        goto out;
-    }
-    ks_group_t **n = realloc(e->groups, (e->group_cnt + 1) * sizeof(*n));
-    if (!n)
-        abort();
-    e->groups = n;
-    e->groups[e->group_cnt++] = g;
 out:
+    if (ge)
+        ge->refs++;
     pthread_mutex_unlock(&e->lock);
-    return g;
+    return ge;
 }
 
-ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
-                            size_t topic_cnt, int max, int wait_ms, ks_fetch_cb *cb, void *opaque,
-                            char *err, size_t errsize)
+static void put_group(ks_engine_t *e, gent_t *ge)
 {
-    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st)
-        return st;
-    if (topic_cnt == 0) {
+    pthread_mutex_lock(&e->lock);
+    ge->refs--;
+    pthread_mutex_unlock(&e->lock);
+}
+
+int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)
+{
+    int rc = 0;
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < e->cfg->static_group_cnt && rc == 0; i++) {
+        const ks_group_conf_t *gc = &e->cfg->static_groups[i];
+        if (!add_locked(e, gc->name, gc, true, err, errsize))
+            rc = -1;
+    }
+    pthread_mutex_unlock(&e->lock);
+    return rc;
+}
+
+static ks_status_t check_topics(const char *const *topics, size_t n, char *err, size_t errsize)
+{
+    if (n == 0) {
         snprintf(err, errsize, "name at least one topic");
         return KS_E_INVALID;
     }
-    for (size_t i = 0; i < topic_cnt; i++) {
+    for (size_t i = 0; i < n; i++) {
         if (!ks_valid_kafka_name(topics[i])) {
             snprintf(err, errsize,
                      "topic name \"%.100s\" is invalid: use 1-249 characters of A-Z a-z 0-9 . _ -",
@@ -141,27 +222,52 @@ ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const
             return KS_E_INVALID;
         }
     }
-    if (max < 1 || max > e->cfg->fetch_max_records) {
-        snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
-                 e->cfg->fetch_max_records, max);
-        return KS_E_INVALID;
-    }
-    if (wait_ms < 0 || wait_ms > e->cfg->fetch_max_wait_ms) {
-        snprintf(err, errsize, "wait_ms must be from 0 to %d (fetch.max_wait_ms), got %d",
-                 e->cfg->fetch_max_wait_ms, wait_ms);
-        return KS_E_INVALID;
-    }
-    ks_group_t *g = get_group(e, group, true, &st, err, errsize);
-    if (!g)
+    return KS_OK;
+}
+
+ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
+                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
+                            void *opaque, char *err, size_t errsize)
+{
+    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
+    if (st || (st = check_topics(topics, topic_cnt, err, errsize)))
         return st;
-    st = ks_group_fetch(g, topics, topic_cnt, max, wait_ms, cb, opaque);
-    if (st)
-        snprintf(err, errsize, "group \"%s\" is shutting down", group);
+    if (opts->max < 1 || opts->max > e->cfg->fetch_max_records) {
+        snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
+                 e->cfg->fetch_max_records, opts->max);
+        return KS_E_INVALID;
+    }
+    if (opts->wait_ms < 0 || opts->wait_ms > e->cfg->fetch_max_wait_ms) {
+        snprintf(err, errsize, "wait_ms must be from 0 to %d (fetch.max_wait_ms), got %d",
+                 e->cfg->fetch_max_wait_ms, opts->wait_ms);
+        return KS_E_INVALID;
+    }
+    if (opts->deadline_ms < 0 || opts->deadline_ms > e->cfg->lease_max_deadline_ms) {
+        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %d",
+                 e->cfg->lease_max_deadline_ms, opts->deadline_ms);
+        return KS_E_INVALID;
+    }
+    if (opts->subscriber && strlen(opts->subscriber) > 63) {
+        snprintf(err, errsize, "subscriber names are at most 63 characters");
+        return KS_E_INVALID;
+    }
+    /* Twice: a group may close for idleness between lookup and post. */
+    for (int tries = 0; tries < 2; tries++) {
+        gent_t *ge = get_group(e, group, true, &st, err, errsize);
+        if (!ge)
+            return st;
+        st = ks_group_fetch(ge->g, topics, topic_cnt, opts, cb, opaque);
+        put_group(e, ge);
+        if (st == KS_OK)
+            return KS_OK;
+    }
+    snprintf(err, errsize, "group \"%s\" is shutting down", group);
     return st;
 }
 
-ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
-                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
+ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
+                             const char *reason, const char *const *ack_ids, size_t n,
+                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
 {
     ks_status_t st = ks_engine_check_group(e, group, err, errsize);
     if (st)
@@ -170,37 +276,133 @@ ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *
         snprintf(err, errsize, "ack_ids is empty: give at least one ack id");
         return KS_E_INVALID;
     }
-    ks_group_t *g = get_group(e, group, false, &st, err, errsize);
-    if (!g)
+    if (op == KS_SETTLE_NACK && (ms < 0 || ms > e->cfg->nack_max_delay_ms)) {
+        snprintf(err, errsize, "delay_ms must be from 0 to %d (nack.max_delay_ms), got %lld",
+                 e->cfg->nack_max_delay_ms, (long long)ms);
+        return KS_E_INVALID;
+    }
+    if (op == KS_SETTLE_EXTEND && (ms < 1 || ms > e->cfg->lease_max_deadline_ms)) {
+        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %lld",
+                 e->cfg->lease_max_deadline_ms, (long long)ms);
+        return KS_E_INVALID;
+    }
+    gent_t *ge = get_group(e, group, false, &st, err, errsize);
+    if (!ge)
         return st;
-    st = ks_group_ack(g, ack_ids, n, cb, opaque);
+    st = ks_group_settle(ge->g, op, ms, reason, ack_ids, n, cb, opaque);
+    put_group(e, ge);
     if (st)
-        snprintf(err, errsize, "group \"%s\" is shutting down", group);
+        snprintf(err, errsize, "group \"%s\" is closing; its records will be redelivered", group);
     return st;
+}
+
+ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
+                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
+{
+    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err,
+                            errsize);
+}
+
+/* Gathers the status of several groups, then calls the user's callback once. */
+typedef struct gather {
+    pthread_mutex_t lock;
+    size_t left, cnt;
+    ks_group_status_t **out;
+    ks_status_cb *cb;
+    void *opaque;
+} gather_t;
+
+static void gather_done(gather_t *ga)
+{
+    ks_status_cb *cb = ga->cb;
+    void *opaque = ga->opaque;
+    ks_group_status_t **out = ga->out;
+    size_t cnt = ga->cnt;
+    pthread_mutex_destroy(&ga->lock);
+    free(ga);
+    cb(out, cnt, opaque);
+}
+
+static void gather_one(ks_group_status_t *st, void *opaque)
+{
+    gather_t *ga = opaque;
+    pthread_mutex_lock(&ga->lock);
+    if (st)
+        ga->out[ga->cnt++] = st;
+    bool last = --ga->left == 0;
+    pthread_mutex_unlock(&ga->lock);
+    if (last)
+        gather_done(ga);
+}
+
+ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
+                             char *err, size_t errsize)
+{
+    ks_status_t st;
+    if (group && (st = ks_engine_check_group(e, group, err, errsize)))
+        return st;
+    pthread_mutex_lock(&e->lock);
+    gent_t **hold = calloc(e->ent_cnt + 1, sizeof(*hold));
+    if (!hold)
+        abort();
+    size_t n = 0;
+    for (size_t i = 0; i < e->ent_cnt; i++) {
+        gent_t *ge = e->ents[i];
+        if (ge->live && (!group || !strcmp(ks_group_name(ge->g), group))) {
+            ge->refs++;
+            hold[n++] = ge;
+        }
+    }
+    pthread_mutex_unlock(&e->lock);
+    if (group && n == 0) {
+        free(hold);
+        snprintf(err, errsize, "group \"%s\" is not active in this ksidecar", group);
+        return KS_E_NOT_FOUND;
+    }
+    gather_t *ga = calloc(1, sizeof(*ga));
+    if (!ga)
+        abort();
+    pthread_mutex_init(&ga->lock, NULL);
+    ga->out = calloc(n + 1, sizeof(*ga->out));
+    if (!ga->out)
+        abort();
+    ga->left = n + 1; /* one extra, dropped below, so no callback runs early */
+    ga->cb = cb;
+    ga->opaque = opaque;
+    for (size_t i = 0; i < n; i++) {
+        if (ks_group_status(hold[i]->g, gather_one, ga) != KS_OK)
+            gather_one(NULL, ga);
+        put_group(e, hold[i]);
+    }
+    free(hold);
+    gather_one(NULL, ga);
+    return KS_OK;
 }
 
 void ks_engine_stop_delivering(ks_engine_t *e)
 {
     pthread_mutex_lock(&e->lock);
-    for (size_t i = 0; i < e->group_cnt; i++)
-        ks_group_stop_delivering(e->groups[i]);
+    for (size_t i = 0; i < e->ent_cnt; i++)
+        ks_group_stop_delivering(e->ents[i]->g);
     pthread_mutex_unlock(&e->lock);
 }
 
 int ks_engine_shutdown(ks_engine_t *e, int grace_ms)
 {
     int64_t deadline = ks_now_ms() + grace_ms;
+    /* Leave time after the ack wait to commit and leave the group. */
+    int64_t margin = grace_ms / 4 < 3000 ? grace_ms / 4 : 3000;
     pthread_mutex_lock(&e->lock);
     e->stopping = true;
     pthread_mutex_unlock(&e->lock);
     /* No group is added once stopping is set, so the list is stable now. */
-    for (size_t i = 0; i < e->group_cnt; i++)
-        ks_group_request_shutdown(e->groups[i]);
+    for (size_t i = 0; i < e->ent_cnt; i++)
+        ks_group_request_shutdown(e->ents[i]->g, deadline - margin);
     int rc = 0;
-    for (size_t i = 0; i < e->group_cnt; i++) {
-        if (ks_group_join(e->groups[i], deadline) < 0) {
+    for (size_t i = 0; i < e->ent_cnt; i++) {
+        if (ks_group_join(e->ents[i]->g, deadline) < 0) {
             ks_err("engine", "group %s did not stop within the shutdown grace (%d ms)",
-                   ks_group_name(e->groups[i]), grace_ms);
+                   ks_group_name(e->ents[i]->g), grace_ms);
             rc = -1;
         }
     }
@@ -209,9 +411,11 @@ int ks_engine_shutdown(ks_engine_t *e, int grace_ms)
 
 void ks_engine_destroy(ks_engine_t *e)
 {
-    for (size_t i = 0; i < e->group_cnt; i++)
-        ks_group_destroy(e->groups[i]);
-    free(e->groups);
+    for (size_t i = 0; i < e->ent_cnt; i++) {
+        ks_group_destroy(e->ents[i]->g);
+        free(e->ents[i]);
+    }
+    free(e->ents);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }

@@ -55,6 +55,21 @@ typedef struct ks_batch {
 
 void ks_batch_free(ks_batch_t *b);
 
+/* What a fetch asks for. */
+typedef struct ks_fetch_opts {
+    int max;                /* 1 .. fetch.max_records */
+    int wait_ms;            /* 0 .. fetch.max_wait_ms */
+    int deadline_ms;        /* lease deadline; 0 takes lease.deadline_ms */
+    const char *subscriber; /* the pull session's name; NULL or "" is "default" */
+} ks_fetch_opts_t;
+
+/* What to do with a batch of ack ids. */
+typedef enum {
+    KS_SETTLE_ACK = 0, /* done: the commit may pass it */
+    KS_SETTLE_NACK,    /* put it back, after `ms` (a delay) if > 0 */
+    KS_SETTLE_EXTEND,  /* its lease now ends `ms` from now */
+} ks_settle_op_t;
+
 typedef struct ks_ack_result {
     ks_status_t status;
     const char *reason; /* static text */
@@ -66,6 +81,50 @@ typedef void(ks_fetch_cb)(ks_batch_t *batch, void *opaque);
 /* Called once per accepted ack command, from a group loop thread. results has one
  * entry per ack id, in order; the callee owns it (free()). */
 typedef void(ks_ack_cb)(ks_ack_result_t *results, size_t n, void *opaque);
+
+typedef struct ks_part_status {
+    char topic[256];
+    int32_t partition;
+    uint32_t epoch;
+    const char *state;      /* the partition state machine's state */
+    int64_t committed;      /* last committed offset, -1 if none yet */
+    int64_t high_watermark; /* -1 if not known yet */
+    int64_t lag;            /* high watermark - committed (or - fetched start), -1 if unknown */
+    size_t in_flight;       /* leased records */
+    size_t window;          /* records held between the commit point and the fetch position */
+    int64_t window_bytes;
+    int paused;
+    int64_t oldest_lease_age_ms; /* -1 if nothing is leased */
+    int64_t metadata_truncations;
+    int held_back; /* new deliveries held back: the commit metadata does not fit */
+} ks_part_status_t;
+
+typedef struct ks_sub_status {
+    char name[64];
+    int64_t credit_records, credit_bytes;           /* the bound */
+    int64_t outstanding_records, outstanding_bytes; /* leased now */
+    int waiting;                                    /* a fetch is parked */
+} ks_sub_status_t;
+
+typedef struct ks_group_status {
+    char name[256];
+    int is_static;
+    const char *ordering;
+    char topics[2048]; /* the subscription, comma-separated */
+    char dead_letter_topic[256];
+    int max_attempts;
+    int64_t delivered, redelivered, expired, nacked, acked, dead_lettered;
+    size_t part_cnt;
+    ks_part_status_t *parts;
+    size_t sub_cnt;
+    ks_sub_status_t *subs;
+} ks_group_status_t;
+
+void ks_group_status_free(ks_group_status_t *s);
+
+/* Called once with every requested group's status (n may be 0); the callee owns the
+ * array and each element (ks_group_status_free, then free(groups)). */
+typedef void(ks_status_cb)(ks_group_status_t **groups, size_t n, void *opaque);
 
 typedef struct ks_engine ks_engine_t;
 
@@ -79,13 +138,27 @@ ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize);
  * Returns KS_OK, and cb runs exactly once later; or an error with err filled, and cb
  * never runs. */
 ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
-                            size_t topic_cnt, int max, int wait_ms, ks_fetch_cb *cb, void *opaque,
-                            char *err, size_t errsize);
+                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
+                            void *opaque, char *err, size_t errsize);
 
 /* Acks ack ids of group. Any thread. Returns KS_OK and cb runs exactly once later,
  * or an error with err filled and cb never runs. */
 ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
                           ks_ack_cb *cb, void *opaque, char *err, size_t errsize);
+
+/* Acks, nacks (ms = redelivery delay, reason kept for the dead-letter headers) or
+ * extends leases (ms = new deadline from now). Same contract as ks_engine_ack. */
+ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
+                             const char *reason, const char *const *ack_ids, size_t n,
+                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize);
+
+/* Status of one group (group != NULL; NOT_FOUND if it is not running here) or of all.
+ * Returns KS_OK and cb runs once later (any thread), or an error and cb never runs. */
+ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
+                             char *err, size_t errsize);
+
+/* Starts the static groups of the config. Returns 0, or -1 with err. */
+int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);
 
 /* Checks a group name against the syntax and the allowed patterns. Returns KS_OK or
  * KS_E_INVALID / KS_E_PERMISSION with err. */
@@ -96,7 +169,8 @@ ks_status_t ks_engine_check_group(const ks_engine_t *e, const char *group, char 
  * ones are refused; acks are still taken. Any thread. */
 void ks_engine_stop_delivering(ks_engine_t *e);
 
-/* Shutdown, step 2: every group commits what is acked, leaves the group and stops.
+/* Shutdown, step 2: every group waits for outstanding acks (most of grace_ms), commits
+ * what is acked, leaves the group and stops. Acks are taken until then.
  * Returns 0 when all stopped within grace_ms, -1 otherwise. */
 int ks_engine_shutdown(ks_engine_t *e, int grace_ms);
 

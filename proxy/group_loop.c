@@ -1,4 +1,4 @@
-/* group_loop.c: one consumer group's loop: consumer, partition windows, fetches, acks, commits. */
+/* group_loop.c: one consumer group's loop: consumer, windows, leases, delivery, commits. */
 #include "group_loop.h"
 
 #include <errno.h>
@@ -17,11 +17,24 @@
 
 #include "ack_id.h"
 #include "ack_window.h"
+#include "commit_meta.h"
 #include "inbox.h"
+#include "key_sched.h"
+#include "lease.h"
 #include "log.h"
 #include "owner.h"
+#include "pstate.h"
 
-typedef enum { CMD_FETCH, CMD_ACK, CMD_STOP_DELIVERING, CMD_SHUTDOWN } cmd_type_t;
+#define DEFAULT_SUB "default"
+#define DLQ_RETRY_MS 1000
+
+typedef enum {
+    CMD_FETCH,
+    CMD_SETTLE,
+    CMD_STATUS,
+    CMD_STOP_DELIVERING,
+    CMD_SHUTDOWN
+} cmd_type_t;
 
 /* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
 typedef struct cmd {
@@ -33,36 +46,62 @@ typedef struct cmd {
             char **topics;
             size_t topic_cnt;
             int max;
-            int64_t deadline_ms;
+            int deadline_ms;
+            char sub[64];
+            int64_t wait_until_ms;
             ks_fetch_cb *cb;
             void *opaque;
         } fetch;
         struct {
+            ks_settle_op_t op;
+            int64_t ms;
+            char *reason;
             char **ids;
             size_t n;
             ks_ack_cb *cb;
             void *opaque;
-        } ack;
+        } settle;
+        struct {
+            ks_group_status_cb *cb;
+            void *opaque;
+        } status;
+        int64_t ack_deadline_ms; /* CMD_SHUTDOWN */
     } u;
 } cmd_t;
 
-/* Per-partition state machine (DESIGN.md §1). Only ACTIVE and PAUSED exist so far. */
-typedef enum { PS_ACTIVE = 0, PS_PAUSED } pstate_kind_t;
-
-static const char *pstate_kind_str(pstate_kind_t k)
-{
-    static const char *names[] = {"ACTIVE", "PAUSED"};
-    return names[k];
-}
-
+/* One assigned partition. @locality group loop */
 typedef struct part {
     char *topic;
     int32_t partition;
     uint32_t epoch; /* this assignment's epoch; ack ids carry it */
-    pstate_kind_t state;
+    ks_pstate_t state;
     ks_ack_window_t win;
-    int64_t committed; /* the last offset sent in a commit, -1 if none */
+    ks_key_sched_t sched;
+    size_t leased;            /* entries in LEASED state */
+    int64_t committed;        /* the last offset sent in a commit, -1 if none */
+    bool meta_dirty;          /* acks or attempts above the commit point changed */
+    bool held_back;           /* metadata overflowed: no new deliveries */
+    int64_t meta_truncations; /* commits whose metadata had to drop acks */
+    /* What the commit metadata said at assignment, for offsets not fetched yet. */
+    ks_commit_meta_t restore;
+    size_t restore_ack_i, restore_att_i;
 } part_t;
+
+/* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
+typedef struct sub {
+    uint32_t id;
+    char name[64];
+    int64_t out_records, out_bytes;
+    int64_t last_seen_ms;
+} sub_t;
+
+/* What a dead-letter produce remembers until its delivery report. */
+typedef struct dlq_ref {
+    char topic[256];
+    int32_t partition;
+    uint32_t epoch;
+    int64_t offset;
+} dlq_ref_t;
 
 struct ks_group {
     char *name;
@@ -70,7 +109,12 @@ struct ks_group {
     uint32_t group_hash;
     uint32_t instance;
     const ks_config_t *cfg;
+    const ks_group_conf_t *gconf;
+    bool is_static;
+    ks_group_idle_fn *idle_fn;
+    void *idle_opaque;
     pthread_t thread;
+    bool joined;
     atomic_bool exited;
 
     ks_inbox_t inbox; /* the one thread-safe door */
@@ -79,16 +123,27 @@ struct ks_group {
     ks_owner_t owner;
     rd_kafka_t *rk;
     rd_kafka_queue_t *cq; /* the consumer queue */
-    int epfd, tfd, rk_pipe[2];
+    rd_kafka_t *dlq_rk;   /* dead-letter producer, made on first use */
+    int epfd, tfd, rk_pipe[2], dlq_pipe[2];
     part_t **parts;
     size_t part_cnt, part_cap, rr;
+    sub_t **subs;
+    size_t sub_cnt;
+    uint32_t next_sub_id;
+    ks_leases_t leases;
     char **topics; /* the subscription */
     size_t topic_cnt;
     cmd_t *wait_head, *wait_tail;
+    cmd_t *deferred; /* fetches that arrived inside a rebalance callback */
     uint32_t next_epoch;
     bool delivering;
+    bool draining; /* shutdown asked: waiting for acks until drain_until_ms */
+    int64_t drain_until_ms;
     bool stopping;
+    bool in_rebalance;
     int64_t next_commit_ms;
+    int64_t last_activity_ms;
+    int64_t st_delivered, st_redelivered, st_expired, st_nacked, st_acked, st_dead_lettered;
 };
 
 int64_t ks_now_ms(void)
@@ -127,14 +182,80 @@ static void cmd_free(cmd_t *c)
 {
     if (c->type == CMD_FETCH)
         free_strv(c->u.fetch.topics, c->u.fetch.topic_cnt);
-    else if (c->type == CMD_ACK)
-        free_strv(c->u.ack.ids, c->u.ack.n);
+    else if (c->type == CMD_SETTLE) {
+        free_strv(c->u.settle.ids, c->u.settle.n);
+        free(c->u.settle.reason);
+    }
     free(c);
 }
 
 const char *ks_group_name(const ks_group_t *g)
 {
     return g->name;
+}
+
+bool ks_group_exited(const ks_group_t *g)
+{
+    return atomic_load(&g->exited);
+}
+
+static uint64_t fnv64(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+/* ---- subscribers ---- */
+
+static sub_t *sub_get(ks_group_t *g, const char *name, int64_t now)
+{
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (!strcmp(g->subs[i]->name, name)) {
+            g->subs[i]->last_seen_ms = now;
+            return g->subs[i];
+        }
+    sub_t *s = calloc(1, sizeof(*s));
+    g->subs = realloc(g->subs, (g->sub_cnt + 1) * sizeof(*g->subs));
+    if (!s || !g->subs)
+        abort();
+    s->id = ++g->next_sub_id;
+    snprintf(s->name, sizeof(s->name), "%s", name);
+    s->last_seen_ms = now;
+    g->subs[g->sub_cnt++] = s;
+    ks_dbg(g->log_name, "subscriber %s joined", s->name);
+    return s;
+}
+
+static sub_t *sub_by_id(ks_group_t *g, uint32_t id)
+{
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (g->subs[i]->id == id)
+            return g->subs[i];
+    return NULL;
+}
+
+/* Forgets subscribers that hold nothing and have not fetched for a while. */
+static void subs_reap(ks_group_t *g, int64_t now)
+{
+    int64_t idle = g->cfg->idle_close_ms > 0 ? g->cfg->idle_close_ms : 60000;
+    for (size_t i = 0; i < g->sub_cnt;) {
+        sub_t *s = g->subs[i];
+        bool parked = false;
+        for (cmd_t *c = g->wait_head; c; c = c->next_wait)
+            if (!strcmp(c->u.fetch.sub, s->name))
+                parked = true;
+        if (!parked && s->out_records == 0 && now - s->last_seen_ms > idle) {
+            g->subs[i] = g->subs[--g->sub_cnt];
+            free(s);
+        } else {
+            i++;
+        }
+    }
 }
 
 /* ---- partitions ---- */
@@ -155,21 +276,30 @@ static part_t *part_find(ks_group_t *g, const char *topic, int32_t partition)
     return NULL;
 }
 
+static void part_move(ks_group_t *g, part_t *p, ks_pstate_t to)
+{
+    ks_pstate_t from = p->state;
+    if (!ks_pstate_move(&p->state, to))
+        ks_warn(g->log_name, "%s[%d]: ignored illegal transition %s -> %s", p->topic, p->partition,
+                ks_pstate_str(from), ks_pstate_str(to));
+    else
+        ks_dbg(g->log_name, "%s[%d]: %s -> %s", p->topic, p->partition, ks_pstate_str(from),
+               ks_pstate_str(to));
+}
+
 static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
 {
     ks_owner_assert(&g->owner);
-    part_t *p = part_find(g, topic, partition);
-    if (p)
-        return p;
-    p = calloc(1, sizeof(*p));
+    part_t *p = calloc(1, sizeof(*p));
     if (!p)
         abort();
     p->topic = xstrdup(topic);
     p->partition = partition;
     p->epoch = ++g->next_epoch;
-    p->state = PS_ACTIVE;
+    p->state = KS_PS_INITIALIZING;
     p->committed = -1;
     ks_ack_window_init(&p->win, free_rkmessage);
+    ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
     if (g->part_cnt == g->part_cap) {
         g->part_cap = g->part_cap ? g->part_cap * 2 : 16;
         g->parts = realloc(g->parts, g->part_cap * sizeof(*g->parts));
@@ -177,7 +307,6 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
             abort();
     }
     g->parts[g->part_cnt++] = p;
-    ks_info(g->log_name, "assigned %s[%d] (epoch %u)", topic, partition, p->epoch);
     return p;
 }
 
@@ -190,9 +319,26 @@ static void part_remove(ks_group_t *g, part_t *p)
             break;
         }
     }
-    ks_info(g->log_name, "revoked %s[%d] (epoch %u), %zu records left in its window", p->topic,
-            p->partition, p->epoch, ks_ack_window_count(&p->win));
+    /* Leases of a revoked partition are gone: give their subscribers the credits back. */
+    for (size_t i = 0; i < ks_ack_window_count(&p->win); i++) {
+        ks_win_entry_t *e = ks_ack_window_at(&p->win, i);
+        if (e->state == KS_REC_LEASED) {
+            sub_t *s = sub_by_id(g, e->sub_id);
+            if (s) {
+                s->out_records--;
+                s->out_bytes -= e->bytes;
+            }
+        }
+    }
+    if (p->state != KS_PS_REVOKING)
+        part_move(g, p, KS_PS_REVOKING);
+    part_move(g, p, KS_PS_GONE);
+    ks_info(g->log_name, "revoked %s[%d] (epoch %u): %zu records left in its window, %zu leased",
+            p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), p->leased);
+    ks_leases_forget(&g->leases, p);
     ks_ack_window_destroy(&p->win);
+    ks_key_sched_destroy(&p->sched);
+    ks_commit_meta_free(&p->restore);
     free(p->topic);
     free(p);
 }
@@ -209,11 +355,7 @@ static void part_set_paused(ks_group_t *g, part_t *p, bool pause)
                 p->partition, rd_kafka_err2str(err));
         return;
     }
-    pstate_kind_t next = pause ? PS_PAUSED : PS_ACTIVE;
-    ks_dbg(g->log_name, "%s[%d] %s -> %s (window %zu records, %lld bytes)", p->topic, p->partition,
-           pstate_kind_str(p->state), pstate_kind_str(next), ks_ack_window_count(&p->win),
-           (long long)ks_ack_window_bytes(&p->win));
-    p->state = next;
+    part_move(g, p, pause ? KS_PS_PAUSED : KS_PS_ACTIVE);
 }
 
 /* Pauses at the window bound and resumes at half of it. */
@@ -221,31 +363,98 @@ static void part_check_bound(ks_group_t *g, part_t *p)
 {
     size_t n = ks_ack_window_count(&p->win);
     int64_t b = ks_ack_window_bytes(&p->win);
-    if (p->state == PS_ACTIVE &&
+    if (p->state == KS_PS_ACTIVE &&
         (n >= (size_t)g->cfg->window_max_records || b >= g->cfg->window_max_bytes))
         part_set_paused(g, p, true);
-    else if (p->state == PS_PAUSED && n <= (size_t)g->cfg->window_max_records / 2 &&
+    else if (p->state == KS_PS_PAUSED && n <= (size_t)g->cfg->window_max_records / 2 &&
              b <= g->cfg->window_max_bytes / 2)
         part_set_paused(g, p, false);
 }
 
-/* ---- commits ---- */
+/* ---- commits and their metadata ---- */
 
-/* Commits every partition whose commit point moved. sync waits for the broker.
- * @locality group loop */
+/* Builds p's metadata: acks above the commit point and attempts > 1, from the window
+ * and from restored metadata for offsets not fetched yet. Returns the text length or -1. */
+static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t size)
+{
+    ks_commit_meta_t m = {.commit_offset = cp};
+    size_t n = ks_ack_window_count(&p->win);
+    size_t extra_a = p->restore.acked_cnt - p->restore_ack_i;
+    size_t extra_t = p->restore.attempt_cnt - p->restore_att_i;
+    m.acked = malloc((n + extra_a + 1) * sizeof(int64_t));
+    m.attempts = malloc((n + extra_t + 1) * sizeof(ks_meta_attempt_t));
+    if (!m.acked || !m.attempts)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        ks_win_entry_t *e = ks_ack_window_at(&p->win, i);
+        if (e->offset < cp)
+            continue;
+        if (e->state == KS_REC_ACKED) {
+            if (e->offset > cp)
+                m.acked[m.acked_cnt++] = e->offset;
+        } else if (e->attempts >= 2) {
+            m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, e->attempts};
+        }
+    }
+    for (size_t i = p->restore_ack_i; i < p->restore.acked_cnt; i++)
+        if (p->restore.acked[i] >= p->win.end_offset && p->restore.acked[i] > cp)
+            m.acked[m.acked_cnt++] = p->restore.acked[i];
+    for (size_t i = p->restore_att_i; i < p->restore.attempt_cnt; i++)
+        if (p->restore.attempts[i].offset >= p->win.end_offset &&
+            p->restore.attempts[i].offset >= cp)
+            m.attempts[m.attempt_cnt++] = p->restore.attempts[i];
+    int64_t cut = -1;
+    int len = ks_commit_meta_encode(&m, buf, size, &cut);
+    bool was = p->held_back;
+    p->held_back = cut >= 0;
+    if (cut >= 0) {
+        p->meta_truncations++;
+        if (!was)
+            ks_warn(g->log_name,
+                    "%s[%d]: commit metadata exceeds %zu bytes; acks from offset %lld on are "
+                    "dropped from it (they would be redelivered after a crash) and new "
+                    "deliveries are held back until it fits",
+                    p->topic, p->partition, size, (long long)cut);
+    } else if (was) {
+        ks_info(g->log_name, "%s[%d]: commit metadata fits again; deliveries resume", p->topic,
+                p->partition);
+    }
+    free(m.acked);
+    free(m.attempts);
+    return len;
+}
+
+/* Commits every partition whose commit point or metadata changed (only `only`, if
+ * given). sync waits for the broker. @locality group loop */
 static void commit_moved(ks_group_t *g, bool sync, part_t *only)
 {
+    size_t mcap = (size_t)g->cfg->meta_max_bytes;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)g->part_cnt + 1);
+    char *buf = malloc(mcap);
+    if (!buf)
+        abort();
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (only && p != only)
+        if ((only && p != only) || p->state == KS_PS_INITIALIZING)
             continue;
         int64_t cp = ks_ack_window_commit_point(&p->win);
-        if (cp < 0 || cp == p->committed)
+        if (cp < 0 || (cp == p->committed && !p->meta_dirty))
             continue;
-        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = cp;
+        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(l, p->topic,
+                                                                          p->partition);
+        tp->offset = cp;
+        int len = build_meta(g, p, cp, buf, mcap);
+        if (len > 0) {
+            tp->metadata = malloc((size_t)len);
+            if (!tp->metadata)
+                abort();
+            memcpy(tp->metadata, buf, (size_t)len);
+            tp->metadata_size = (size_t)len;
+        }
         p->committed = cp;
+        p->meta_dirty = false;
     }
+    free(buf);
     if (l->cnt > 0) {
         rd_kafka_resp_err_t err = rd_kafka_commit(g->rk, l, sync ? 0 : 1);
         if (err) {
@@ -257,8 +466,9 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
             }
         } else if (ks_log_enabled(KS_LOG_DEBUG)) {
             for (int i = 0; i < l->cnt; i++)
-                ks_dbg(g->log_name, "commit %s[%d] @ %lld%s", l->elems[i].topic,
-                       l->elems[i].partition, (long long)l->elems[i].offset, sync ? " (sync)" : "");
+                ks_dbg(g->log_name, "commit %s[%d] @ %lld meta %zu bytes%s", l->elems[i].topic,
+                       l->elems[i].partition, (long long)l->elems[i].offset,
+                       l->elems[i].metadata_size, sync ? " (sync)" : "");
         }
     }
     rd_kafka_topic_partition_list_destroy(l);
@@ -274,41 +484,370 @@ static void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     ks_warn(g->log_name, "async commit failed: %s; retrying", rd_kafka_err2str(err));
     for (int i = 0; offsets && i < offsets->cnt; i++) {
         part_t *p = part_find(g, offsets->elems[i].topic, offsets->elems[i].partition);
-        if (p)
+        if (p) {
             p->committed = -1;
+            p->meta_dirty = true;
+        }
+    }
+}
+
+/* Reads the committed offsets and metadata of newly assigned partitions and keeps
+ * what the metadata says, so only unacked records are redelivered. */
+static void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(parts);
+    rd_kafka_resp_err_t err = rd_kafka_committed(g->rk, l, 10000);
+    if (err) {
+        ks_warn(g->log_name, "reading committed offsets: %s; acks above the commit point "
+                             "will be redelivered",
+                rd_kafka_err2str(err));
+        rd_kafka_topic_partition_list_destroy(l);
+        return;
+    }
+    for (int i = 0; i < l->cnt; i++) {
+        rd_kafka_topic_partition_t *tp = &l->elems[i];
+        part_t *p = part_find(g, tp->topic, tp->partition);
+        if (!p || tp->offset < 0)
+            continue;
+        p->committed = tp->offset;
+        if (!tp->metadata || tp->metadata_size == 0)
+            continue;
+        if (tp->metadata_size < 4 || memcmp(tp->metadata, "ks1:", 4) != 0) {
+            ks_warn(g->log_name, "%s[%d]: ignoring commit metadata that is not ksidecar's",
+                    tp->topic, tp->partition);
+            continue;
+        }
+        if (ks_commit_meta_decode(tp->metadata, tp->metadata_size, tp->offset, &p->restore) < 0) {
+            ks_warn(g->log_name, "%s[%d]: ignoring corrupt commit metadata (%zu bytes)", tp->topic,
+                    tp->partition, tp->metadata_size);
+            continue;
+        }
+        ks_info(g->log_name,
+                "%s[%d]: restored %zu acks and %zu attempt counts above committed offset %lld",
+                tp->topic, tp->partition, p->restore.acked_cnt, p->restore.attempt_cnt,
+                (long long)tp->offset);
+        p->meta_dirty = true;
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* ---- settling (ack, nack, extend) ---- */
+
+/* e leaves LEASED: its subscriber gets the credit back. */
+static void unlease(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    sub_t *s = sub_by_id(g, e->sub_id);
+    if (s) {
+        s->out_records--;
+        s->out_bytes -= e->bytes;
+    }
+    p->leased--;
+}
+
+static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
+
+/* A record is done with one delivery (nack, expiry, delay over): dead-letter it once
+ * it reached max_attempts and a dead-letter topic is set, else make it ready again. */
+static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+        dead_letter(g, p, e);
+        return;
+    }
+    e->state = KS_REC_READY;
+    ks_key_sched_requeue(&p->sched, &p->win, e);
+}
+
+static void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque)
+{
+    ks_group_t *g = opaque;
+    part_t *p = owner;
+    if (ev == KS_LEASE_EXPIRED) {
+        g->st_expired++;
+        unlease(g, p, e);
+        ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
+               (long long)e->offset, e->attempts);
+        if (!e->reason)
+            e->reason = xstrdup("lease deadline expired");
+    }
+    p->meta_dirty = p->meta_dirty || e->attempts >= 2;
+    requeue(g, p, e);
+}
+
+static void mark_done(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    ks_key_sched_done(&p->sched, &p->win, e);
+    p->meta_dirty = true;
+}
+
+static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *text, int64_t now)
+{
+    ks_ack_id_t id;
+    if (ks_ack_id_parse(text, &id) < 0)
+        return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
+    if (id.group_hash != g->group_hash)
+        return (ks_ack_result_t){KS_E_INVALID, "ack id belongs to another group"};
+    if (id.instance != g->instance)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: it was issued by an earlier ksidecar "
+                                             "process; the record will be redelivered"};
+    part_t *p = part_find(g, id.topic, id.partition);
+    if (!p)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition is no longer "
+                                             "assigned to this process"};
+    if (p->epoch != id.epoch)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition was reassigned "
+                                             "since delivery (epoch changed)"};
+    ks_win_entry_t *e = ks_ack_window_get(&p->win, id.offset);
+    if (!e) {
+        if (ks_ack_window_ack(&p->win, id.offset) == KS_ACK_DUPLICATE)
+            return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
+                                     "already acked"};
+        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+    }
+    if (e->attempts == 0)
+        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+    if (e->state == KS_REC_ACKED)
+        return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
+                                 "already acked"};
+
+    switch (c->u.settle.op) {
+    case KS_SETTLE_ACK:
+        if (e->state == KS_REC_DEAD_LETTERING)
+            return (ks_ack_result_t){KS_E_STALE, "the record is being dead-lettered"};
+        if (e->state == KS_REC_LEASED)
+            unlease(g, p, e);
+        mark_done(g, p, e);
+        ks_ack_window_ack(&p->win, id.offset);
+        g->st_acked++;
+        part_check_bound(g, p);
+        return (ks_ack_result_t){KS_OK, "acked"};
+    case KS_SETTLE_NACK: {
+        if (e->state != KS_REC_LEASED)
+            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
+                                                 "or nacked) and the record will be redelivered"};
+        unlease(g, p, e);
+        g->st_nacked++;
+        if (c->u.settle.reason) {
+            free(e->reason);
+            e->reason = xstrdup(c->u.settle.reason);
+        }
+        if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+            e->state = KS_REC_READY;
+            dead_letter(g, p, e);
+            return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};
+        }
+        if (ks_lease_release(&g->leases, &p->win, p, e, now, c->u.settle.ms) == 1)
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+        p->meta_dirty = p->meta_dirty || e->attempts >= 2;
+        return (ks_ack_result_t){KS_OK, c->u.settle.ms > 0 ? "nacked; redelivery after the delay"
+                                                           : "nacked; redelivery now"};
+    }
+    case KS_SETTLE_EXTEND:
+        if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->u.settle.ms) < 0)
+            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
+                                                 "or nacked) and the record will be redelivered"};
+        return (ks_ack_result_t){KS_OK, "deadline extended"};
+    }
+    return (ks_ack_result_t){KS_E_INTERNAL, "unknown operation"};
+}
+
+static void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    ks_ack_result_t *res = calloc(c->u.settle.n ? c->u.settle.n : 1, sizeof(*res));
+    if (!res)
+        abort();
+    for (size_t i = 0; i < c->u.settle.n; i++)
+        res[i] = settle_one(g, c, c->u.settle.ids[i], now);
+    c->u.settle.cb(res, c->u.settle.n, c->u.settle.opaque);
+    cmd_free(c);
+}
+
+/* ---- dead letters ---- */
+
+static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
+{
+    ks_group_t *g = opaque;
+    dlq_ref_t *ref = m->_private;
+    part_t *p = part_find(g, ref->topic, ref->partition);
+    ks_win_entry_t *e = p && p->epoch == ref->epoch ? ks_ack_window_get(&p->win, ref->offset)
+                                                    : NULL;
+    if (!e || e->state != KS_REC_DEAD_LETTERING) {
+        /* The partition moved on; its new owner redelivers the record. */
+        free(ref);
+        return;
+    }
+    if (m->err) {
+        ks_warn(g->log_name, "%s[%d]@%lld: producing to dead-letter topic %s failed: %s; retrying",
+                ref->topic, ref->partition, (long long)ref->offset, g->gconf->dead_letter_topic,
+                rd_kafka_err2str(m->err));
+        ks_lease_delay(&g->leases, &p->win, p, e, ks_now_ms(), DLQ_RETRY_MS);
+        free(ref);
+        return;
+    }
+    ks_info(g->log_name, "%s[%d]@%lld: dead-lettered to %s after %u attempts", ref->topic,
+            ref->partition, (long long)ref->offset, g->gconf->dead_letter_topic, e->attempts);
+    g->st_dead_lettered++;
+    mark_done(g, p, e);
+    ks_ack_window_ack(&p->win, ref->offset);
+    part_check_bound(g, p);
+    free(ref);
+}
+
+static int dlq_start(ks_group_t *g)
+{
+    char e[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    for (size_t i = 0; i < g->cfg->kafka_cnt; i++)
+        rd_kafka_conf_set(conf, g->cfg->kafka[i].key, g->cfg->kafka[i].value, e, sizeof(e));
+    rd_kafka_conf_set(conf, "enable.idempotence", "true", e, sizeof(e));
+    rd_kafka_conf_set(conf, "linger.ms", "5", e, sizeof(e));
+    rd_kafka_conf_set(conf, "log_level", "3", e, sizeof(e)); /* consumer keys: not warnings */
+    rd_kafka_conf_set_opaque(conf, g);
+    rd_kafka_conf_set_dr_msg_cb(conf, dlq_dr_cb);
+    g->dlq_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
+    if (!g->dlq_rk) {
+        ks_err(g->log_name, "cannot make the dead-letter producer: %s", e);
+        return -1;
+    }
+    rd_kafka_queue_t *q = rd_kafka_queue_get_main(g->dlq_rk);
+    rd_kafka_queue_io_event_enable(q, g->dlq_pipe[1], "1", 1);
+    rd_kafka_queue_destroy(q);
+    return 0;
+}
+
+static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    rd_kafka_message_t *m = e->msg;
+    e->state = KS_REC_DEAD_LETTERING;
+    if (!g->dlq_rk && dlq_start(g) < 0) {
+        e->state = KS_REC_READY;
+        ks_key_sched_requeue(&p->sched, &p->win, e);
+        return;
+    }
+    rd_kafka_headers_t *hdrs = NULL, *orig = NULL;
+    if (m && rd_kafka_message_headers(m, &orig) == 0 && orig)
+        hdrs = rd_kafka_headers_copy(orig);
+    else
+        hdrs = rd_kafka_headers_new(6);
+    char part[16], off[32], att[16];
+    snprintf(part, sizeof(part), "%d", p->partition);
+    snprintf(off, sizeof(off), "%lld", (long long)e->offset);
+    snprintf(att, sizeof(att), "%u", e->attempts);
+    rd_kafka_header_add(hdrs, "ksidecar.original.topic", -1, p->topic, -1);
+    rd_kafka_header_add(hdrs, "ksidecar.original.partition", -1, part, -1);
+    rd_kafka_header_add(hdrs, "ksidecar.original.offset", -1, off, -1);
+    rd_kafka_header_add(hdrs, "ksidecar.attempts", -1, att, -1);
+    rd_kafka_header_add(hdrs, "ksidecar.last_error", -1, e->reason ? e->reason : "", -1);
+    rd_kafka_header_add(hdrs, "ksidecar.group", -1, g->name, -1);
+    dlq_ref_t *ref = calloc(1, sizeof(*ref));
+    if (!ref)
+        abort();
+    snprintf(ref->topic, sizeof(ref->topic), "%s", p->topic);
+    ref->partition = p->partition;
+    ref->epoch = p->epoch;
+    ref->offset = e->offset;
+    rd_kafka_resp_err_t err = rd_kafka_producev(
+        g->dlq_rk, RD_KAFKA_V_TOPIC(g->gconf->dead_letter_topic),
+        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+        RD_KAFKA_V_KEY(m ? m->key : NULL, m ? m->key_len : 0),
+        RD_KAFKA_V_VALUE(m ? m->payload : NULL, m ? m->len : 0), RD_KAFKA_V_HEADERS(hdrs),
+        RD_KAFKA_V_OPAQUE(ref), RD_KAFKA_V_END);
+    if (err) {
+        rd_kafka_headers_destroy(hdrs);
+        free(ref);
+        ks_warn(g->log_name, "dead-letter produce: %s; retrying", rd_kafka_err2str(err));
+        ks_lease_delay(&g->leases, &p->win, p, e, ks_now_ms(), DLQ_RETRY_MS);
     }
 }
 
 /* ---- rebalance ---- */
+
+static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
+
+/* Inside a revoke: keep taking acks for the revoking partitions until their leases
+ * are all settled or revoke_grace_ms ran out. Fetches wait until after the callback. */
+static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
+{
+    /* At shutdown the drain already waited for acks. */
+    int64_t until = g->stopping ? 0 : ks_now_ms() + g->cfg->revoke_grace_ms;
+    for (;;) {
+        size_t leased = 0;
+        for (size_t i = 0; i < n; i++)
+            leased += revoking[i]->leased;
+        int64_t now = ks_now_ms();
+        if (leased == 0 || now >= until)
+            break;
+        int64_t next = ks_leases_next_due(&g->leases);
+        int64_t wait = (next < until ? next : until) - now;
+        if (wait < 1)
+            wait = 1;
+        struct epoll_event ev;
+        int efd = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event want = {.events = EPOLLIN, .data.fd = ks_inbox_fd(&g->inbox)};
+        epoll_ctl(efd, EPOLL_CTL_ADD, ks_inbox_fd(&g->inbox), &want);
+        epoll_wait(efd, &ev, 1, (int)(wait > 1000 ? 1000 : wait));
+        close(efd);
+        now = ks_now_ms();
+        for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next_nd; nd; nd = next_nd) {
+            next_nd = nd->next;
+            cmd_t *c = (cmd_t *)nd;
+            if (c->type == CMD_FETCH) {
+                c->next_wait = g->deferred;
+                g->deferred = c;
+            } else {
+                handle_cmd(g, c, now);
+            }
+        }
+        ks_leases_run(&g->leases, now, lease_event, g);
+    }
+}
 
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
     ks_group_t *g = opaque;
     ks_owner_enter(&g->owner);
+    g->in_rebalance = true;
     bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     rd_kafka_error_t *error = NULL;
     rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
 
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         for (int i = 0; i < parts->cnt; i++)
-            part_add(g, parts->elems[i].topic, parts->elems[i].partition);
+            if (!part_find(g, parts->elems[i].topic, parts->elems[i].partition))
+                part_add(g, parts->elems[i].topic, parts->elems[i].partition);
+        restore_committed(g, parts);
+        for (int i = 0; i < parts->cnt; i++) {
+            part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
+            if (p && p->state == KS_PS_INITIALIZING) {
+                part_move(g, p, KS_PS_ACTIVE);
+                ks_info(g->log_name, "assigned %s[%d] (epoch %u, committed %lld)", p->topic,
+                        p->partition, p->epoch, (long long)p->committed);
+            }
+        }
         if (coop)
             error = rd_kafka_incremental_assign(rk, parts);
         else
             aerr = rd_kafka_assign(rk, parts);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        /* Commit the final contiguous point before the partition leaves us. */
+        /* 1. stop delivering; 2. let leases finish; 3. commit; 4. give them up. */
+        part_t **rev = calloc((size_t)parts->cnt + 1, sizeof(*rev));
+        size_t n = 0;
+        if (!rev)
+            abort();
         for (int i = 0; i < parts->cnt; i++) {
             part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
-            if (p)
-                commit_moved(g, true, p);
+            if (p) {
+                part_move(g, p, KS_PS_REVOKING);
+                rev[n++] = p;
+            }
         }
-        for (int i = 0; i < parts->cnt; i++) {
-            part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
-            if (p)
-                part_remove(g, p);
-        }
+        revoke_grace(g, rev, n);
+        for (size_t i = 0; i < n; i++)
+            commit_moved(g, true, rev[i]);
+        for (size_t i = 0; i < n; i++)
+            part_remove(g, rev[i]);
+        free(rev);
         if (coop)
             error = rd_kafka_incremental_unassign(rk, parts);
         else
@@ -323,6 +862,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     } else if (aerr) {
         ks_err(g->log_name, "assign failed: %s", rd_kafka_err2str(aerr));
     }
+    g->in_rebalance = false;
     ks_owner_leave(&g->owner);
 }
 
@@ -434,37 +974,62 @@ static ks_batch_t *batch_error(ks_status_t st, const char *msg)
     return b;
 }
 
-/* Leases up to c's max records of its topics, round-robin across partitions.
- * Returns NULL when none is ready. @locality group loop */
-static ks_batch_t *try_fill(ks_group_t *g, cmd_t *c)
+/* One parked fetch being filled. */
+typedef struct take {
+    cmd_t *c;
+    sub_t *sub;
+    size_t n, cap;
+    ks_win_entry_t **ents;
+    part_t **eparts;
+    size_t pcur; /* round-robin cursor over partitions */
+    bool dry;
+} take_t;
+
+/* Leases one more record for t, or marks t dry. @locality group loop */
+static void take_one(ks_group_t *g, take_t *t, int64_t now)
 {
-    if (g->part_cnt == 0)
-        return NULL;
-    size_t max = (size_t)c->u.fetch.max, n = 0;
-    part_t **eparts = NULL;
-    ks_win_entry_t **ents = NULL;
-    size_t start = g->rr++ % g->part_cnt;
-    for (size_t k = 0; k < g->part_cnt && n < max; k++) {
-        part_t *p = g->parts[(start + k) % g->part_cnt];
-        if (!wants_topic(c, p->topic))
-            continue;
-        ks_win_entry_t *e;
-        while (n < max && (e = ks_ack_window_lease_next(&p->win))) {
-            if (!ents) {
-                ents = malloc(max * sizeof(*ents));
-                eparts = malloc(max * sizeof(*eparts));
-                if (!ents || !eparts)
-                    abort();
-            }
-            ents[n] = e;
-            eparts[n] = p;
-            n++;
-        }
+    sub_t *s = t->sub;
+    if (t->n >= t->cap || s->out_records >= g->cfg->sub_max_records ||
+        (s->out_bytes >= g->cfg->sub_max_bytes && s->out_records > 0)) {
+        t->dry = true;
+        return;
     }
-    ks_batch_t *b = n ? build_batch(g, eparts, ents, n) : NULL;
-    free(ents);
-    free(eparts);
-    return b;
+    for (size_t k = 0; k < g->part_cnt; k++) {
+        size_t idx = (t->pcur + k) % g->part_cnt;
+        part_t *p = g->parts[idx];
+        if (!ks_pstate_deliverable(p->state) || !ks_key_sched_maybe_ready(&p->sched) ||
+            !wants_topic(t->c, p->topic))
+            continue;
+        ks_win_entry_t *e = ks_key_sched_next(&p->sched, &p->win, !p->held_back);
+        if (!e)
+            continue;
+        if (s->out_records > 0 && s->out_bytes + e->bytes > g->cfg->sub_max_bytes) {
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+            t->dry = true;
+            return;
+        }
+        if (e->attempts > 0)
+            g->st_redelivered++;
+        g->st_delivered++;
+        ks_lease_grant(&g->leases, &p->win, p, e, s->id, now, t->c->u.fetch.deadline_ms);
+        p->leased++;
+        if (e->attempts >= 2)
+            p->meta_dirty = true;
+        s->out_records++;
+        s->out_bytes += e->bytes;
+        if (!t->ents) {
+            t->ents = malloc(t->cap * sizeof(*t->ents));
+            t->eparts = malloc(t->cap * sizeof(*t->eparts));
+            if (!t->ents || !t->eparts)
+                abort();
+        }
+        t->ents[t->n] = e;
+        t->eparts[t->n] = p;
+        t->n++;
+        t->pcur = idx + 1;
+        return;
+    }
+    t->dry = true;
 }
 
 static void wait_unlink(ks_group_t *g, cmd_t *prev, cmd_t *c)
@@ -483,44 +1048,75 @@ static void finish_fetch(cmd_t *c, ks_batch_t *b)
     cmd_free(c);
 }
 
-/* Serves parked fetches that records are ready for, and ends those past their wait.
- * @locality group loop */
+/* Serves parked fetches, one record to each in turn so concurrent subscribers share
+ * the load, and ends those past their wait. @locality group loop */
 static void serve_waiting(ks_group_t *g, int64_t now)
 {
-    cmd_t *prev = NULL, *c = g->wait_head;
-    while (c) {
-        cmd_t *next = c->next_wait;
+    size_t nw = 0;
+    for (cmd_t *c = g->wait_head; c; c = c->next_wait)
+        nw++;
+    if (nw == 0)
+        return;
+    take_t *ts = calloc(nw, sizeof(*ts));
+    if (!ts)
+        abort();
+    size_t i = 0;
+    for (cmd_t *c = g->wait_head; c; c = c->next_wait, i++) {
+        ts[i].c = c;
+        ts[i].sub = sub_get(g, c->u.fetch.sub, now);
+        ts[i].cap = (size_t)c->u.fetch.max;
+        ts[i].pcur = g->rr + i;
+        ts[i].dry = !g->delivering;
+    }
+    g->rr++;
+    for (bool progress = true; progress;) {
+        progress = false;
+        for (i = 0; i < nw; i++) {
+            if (ts[i].dry)
+                continue;
+            size_t before = ts[i].n;
+            take_one(g, &ts[i], now);
+            progress = progress || ts[i].n > before;
+        }
+    }
+    cmd_t *prev = NULL;
+    for (i = 0; i < nw; i++) {
+        cmd_t *c = ts[i].c;
         ks_batch_t *b = NULL;
         if (!g->delivering)
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
-        else if (!(b = try_fill(g, c)) && now >= c->u.fetch.deadline_ms)
+        else if (ts[i].n > 0)
+            b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
+        else if (now >= c->u.fetch.wait_until_ms)
             b = calloc(1, sizeof(ks_batch_t)); /* the wait ran out: an empty batch */
-        if (b) {
-            wait_unlink(g, prev, c);
-            finish_fetch(c, b);
-        } else {
+        free(ts[i].ents);
+        free(ts[i].eparts);
+        if (!b) {
             prev = c;
+            continue;
         }
-        c = next;
+        wait_unlink(g, prev, c);
+        finish_fetch(c, b);
     }
+    free(ts);
 }
 
 /* ---- commands ---- */
 
-static void subscribe_topics(ks_group_t *g, const cmd_t *c)
+static void subscribe_to(ks_group_t *g, char *const *topics, size_t n)
 {
     bool changed = false;
-    for (size_t i = 0; i < c->u.fetch.topic_cnt; i++) {
+    for (size_t i = 0; i < n; i++) {
         bool have = false;
         for (size_t j = 0; j < g->topic_cnt; j++)
-            if (strcmp(g->topics[j], c->u.fetch.topics[i]) == 0)
+            if (strcmp(g->topics[j], topics[i]) == 0)
                 have = true;
         if (have)
             continue;
         g->topics = realloc(g->topics, (g->topic_cnt + 1) * sizeof(char *));
         if (!g->topics)
             abort();
-        g->topics[g->topic_cnt++] = xstrdup(c->u.fetch.topics[i]);
+        g->topics[g->topic_cnt++] = xstrdup(topics[i]);
         changed = true;
     }
     if (!changed)
@@ -536,61 +1132,86 @@ static void subscribe_topics(ks_group_t *g, const cmd_t *c)
         ks_info(g->log_name, "subscription is now %zu topic(s)", g->topic_cnt);
 }
 
-static ks_ack_result_t ack_one(ks_group_t *g, const char *text, part_t **touched)
+static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
 {
-    ks_ack_id_t id;
-    *touched = NULL;
-    if (ks_ack_id_parse(text, &id) < 0)
-        return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
-    if (id.group_hash != g->group_hash)
-        return (ks_ack_result_t){KS_E_INVALID, "ack id belongs to another group"};
-    if (id.instance != g->instance)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: it was issued by an earlier ksidecar "
-                                             "process; the record will be redelivered"};
-    part_t *p = part_find(g, id.topic, id.partition);
-    if (!p)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition is no longer "
-                                             "assigned to this process"};
-    if (p->epoch != id.epoch)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition was reassigned "
-                                             "since delivery (epoch changed)"};
-    *touched = p;
-    switch (ks_ack_window_ack(&p->win, id.offset)) {
-    case KS_ACK_OK:
-        return (ks_ack_result_t){KS_OK, "acked"};
-    case KS_ACK_DUPLICATE:
-        return (ks_ack_result_t){KS_OK, "already acked"};
-    case KS_ACK_NOT_DELIVERED:
-    case KS_ACK_UNKNOWN_OFFSET:
-        break;
-    }
-    return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
-}
-
-static void handle_ack(ks_group_t *g, cmd_t *c)
-{
-    ks_ack_result_t *res = calloc(c->u.ack.n ? c->u.ack.n : 1, sizeof(*res));
-    if (!res)
+    ks_group_status_t *st = calloc(1, sizeof(*st));
+    if (!st)
         abort();
-    for (size_t i = 0; i < c->u.ack.n; i++) {
-        part_t *p;
-        res[i] = ack_one(g, c->u.ack.ids[i], &p);
-        if (p)
-            part_check_bound(g, p);
+    snprintf(st->name, sizeof(st->name), "%s", g->name);
+    st->is_static = g->is_static;
+    st->ordering = ks_ordering_str((ks_ordering_t)g->gconf->ordering);
+    snprintf(st->dead_letter_topic, sizeof(st->dead_letter_topic), "%s",
+             g->gconf->dead_letter_topic);
+    st->max_attempts = g->gconf->max_attempts;
+    size_t tl = 0;
+    for (size_t i = 0; i < g->topic_cnt && tl + 1 < sizeof(st->topics); i++)
+        tl += (size_t)snprintf(st->topics + tl, sizeof(st->topics) - tl, "%s%s", i ? "," : "",
+                               g->topics[i]);
+    st->delivered = g->st_delivered;
+    st->redelivered = g->st_redelivered;
+    st->expired = g->st_expired;
+    st->nacked = g->st_nacked;
+    st->acked = g->st_acked;
+    st->dead_lettered = g->st_dead_lettered;
+    st->part_cnt = g->part_cnt;
+    st->parts = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(*st->parts));
+    st->sub_cnt = g->sub_cnt;
+    st->subs = calloc(g->sub_cnt ? g->sub_cnt : 1, sizeof(*st->subs));
+    if (!st->parts || !st->subs)
+        abort();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        ks_part_status_t *ps = &st->parts[i];
+        snprintf(ps->topic, sizeof(ps->topic), "%s", p->topic);
+        ps->partition = p->partition;
+        ps->epoch = p->epoch;
+        ps->state = ks_pstate_str(p->state);
+        ps->committed = p->committed;
+        int64_t lo = -1, hi = -1;
+        if (rd_kafka_get_watermark_offsets(g->rk, p->topic, p->partition, &lo, &hi) != 0)
+            hi = -1;
+        ps->high_watermark = hi;
+        int64_t base = p->committed >= 0 ? p->committed : ks_ack_window_commit_point(&p->win);
+        ps->lag = hi >= 0 && base >= 0 ? hi - base : -1;
+        ps->in_flight = p->leased;
+        ps->window = ks_ack_window_count(&p->win);
+        ps->window_bytes = ks_ack_window_bytes(&p->win);
+        ps->paused = p->state == KS_PS_PAUSED;
+        ps->oldest_lease_age_ms = -1;
+        for (size_t j = 0; j < ps->window && p->leased; j++) {
+            ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
+            if (e->state == KS_REC_LEASED && now - e->leased_at_ms > ps->oldest_lease_age_ms)
+                ps->oldest_lease_age_ms = now - e->leased_at_ms;
+        }
+        ps->metadata_truncations = p->meta_truncations;
+        ps->held_back = p->held_back;
     }
-    c->u.ack.cb(res, c->u.ack.n, c->u.ack.opaque);
-    cmd_free(c);
+    for (size_t i = 0; i < g->sub_cnt; i++) {
+        sub_t *s = g->subs[i];
+        ks_sub_status_t *ss = &st->subs[i];
+        snprintf(ss->name, sizeof(ss->name), "%s", s->name);
+        ss->credit_records = g->cfg->sub_max_records;
+        ss->credit_bytes = g->cfg->sub_max_bytes;
+        ss->outstanding_records = s->out_records;
+        ss->outstanding_bytes = s->out_bytes;
+        for (cmd_t *c = g->wait_head; c; c = c->next_wait)
+            if (!strcmp(c->u.fetch.sub, s->name))
+                ss->waiting = 1;
+    }
+    return st;
 }
 
 static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
 {
     switch (c->type) {
     case CMD_FETCH:
+        g->last_activity_ms = now;
         if (!g->delivering) {
             finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down"));
             return;
         }
-        subscribe_topics(g, c);
+        sub_get(g, c->u.fetch.sub, now);
+        subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
         c->next_wait = NULL;
         if (g->wait_tail)
             g->wait_tail->next_wait = c;
@@ -598,8 +1219,13 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
             g->wait_head = c;
         g->wait_tail = c;
         break;
-    case CMD_ACK:
-        handle_ack(g, c);
+    case CMD_SETTLE:
+        g->last_activity_ms = now;
+        handle_settle(g, c, now);
+        break;
+    case CMD_STATUS:
+        c->u.status.cb(build_status(g, now), c->u.status.opaque);
+        cmd_free(c);
         break;
     case CMD_STOP_DELIVERING:
         g->delivering = false;
@@ -607,7 +1233,8 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
         break;
     case CMD_SHUTDOWN:
         g->delivering = false;
-        g->stopping = true;
+        g->draining = true;
+        g->drain_until_ms = c->u.ack_deadline_ms;
         cmd_free(c);
         break;
     }
@@ -625,11 +1252,32 @@ static void handle_message(ks_group_t *g, rd_kafka_message_t *m)
         return;
     }
     part_t *p = part_find(g, rd_kafka_topic_name(m->rkt), m->partition);
-    if (!p || ks_ack_window_push(&p->win, m->offset, (uint32_t)(m->len + m->key_len), m) < 0) {
+    if (!p || p->state == KS_PS_REVOKING || m->offset < p->win.end_offset) {
         /* Not ours any more, or fetched again after a pause: already held. */
         rd_kafka_message_destroy(m);
         return;
     }
+    /* Restored metadata: acked before a restart means done now; attempts carry on. */
+    ks_commit_meta_t *r = &p->restore;
+    while (p->restore_ack_i < r->acked_cnt && r->acked[p->restore_ack_i] < m->offset)
+        p->restore_ack_i++;
+    while (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset < m->offset)
+        p->restore_att_i++;
+    if (p->restore_ack_i < r->acked_cnt && r->acked[p->restore_ack_i] == m->offset) {
+        ks_ack_window_push_done(&p->win, m->offset);
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    if (ks_ack_window_push(&p->win, m->offset, (uint32_t)(m->len + m->key_len), m) < 0) {
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    ks_win_entry_t *e = ks_ack_window_get(&p->win, m->offset);
+    if (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset == m->offset) {
+        uint32_t a = r->attempts[p->restore_att_i].attempts;
+        e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
+    }
+    ks_key_sched_add(&p->sched, &p->win, e, m->key != NULL, m->key ? fnv64(m->key, m->key_len) : 0);
     part_check_bound(g, p);
 }
 
@@ -643,12 +1291,43 @@ static void drain_consumer(ks_group_t *g)
         handle_message(g, m);
 }
 
+static void drain_dlq(ks_group_t *g)
+{
+    char buf[256];
+    while (read(g->dlq_pipe[0], buf, sizeof(buf)) > 0)
+        ;
+    if (g->dlq_rk)
+        rd_kafka_poll(g->dlq_rk, 0);
+}
+
+static size_t total_leased(const ks_group_t *g)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->part_cnt; i++)
+        n += g->parts[i]->leased;
+    return n;
+}
+
+static int64_t idle_due(const ks_group_t *g)
+{
+    if (g->is_static || g->cfg->idle_close_ms <= 0)
+        return INT64_MAX;
+    return g->last_activity_ms + g->cfg->idle_close_ms;
+}
+
 static void arm_timer(ks_group_t *g, int64_t now)
 {
     int64_t next = g->next_commit_ms;
     for (cmd_t *c = g->wait_head; c; c = c->next_wait)
-        if (c->u.fetch.deadline_ms < next)
-            next = c->u.fetch.deadline_ms;
+        if (c->u.fetch.wait_until_ms < next)
+            next = c->u.fetch.wait_until_ms;
+    int64_t due = ks_leases_next_due(&g->leases);
+    if (due < next)
+        next = due;
+    if (idle_due(g) < next)
+        next = idle_due(g);
+    if (g->draining && g->drain_until_ms < next)
+        next = g->drain_until_ms;
     int64_t d = next - now;
     if (d < 1)
         d = 1;
@@ -666,14 +1345,21 @@ static void close_consumer(ks_group_t *g)
         ks_warn(g->log_name, "leaving the group: %s", rd_kafka_err2str(err));
     while (g->part_cnt)
         part_remove(g, g->parts[0]);
+    if (g->dlq_rk)
+        rd_kafka_flush(g->dlq_rk, 5000);
 }
 
 static void *loop_main(void *arg)
 {
     ks_group_t *g = arg;
     ks_owner_enter(&g->owner);
-    ks_info(g->log_name, "group loop started");
+    ks_info(g->log_name, "group loop started (ordering %s%s%s)",
+            ks_ordering_str((ks_ordering_t)g->gconf->ordering),
+            *g->gconf->dead_letter_topic ? ", dead letters to " : "", g->gconf->dead_letter_topic);
     g->next_commit_ms = ks_now_ms() + g->cfg->commit_interval_ms;
+    g->last_activity_ms = ks_now_ms();
+    if (g->is_static)
+        subscribe_to(g, g->gconf->topics, g->gconf->topic_cnt);
 
     while (!g->stopping) {
         arm_timer(g, ks_now_ms());
@@ -690,22 +1376,52 @@ static void *loop_main(void *arg)
         (void)r;
 
         drain_consumer(g);
+        drain_dlq(g);
         int64_t now = ks_now_ms();
+        while (g->deferred) {
+            cmd_t *c = g->deferred;
+            g->deferred = c->next_wait;
+            handle_cmd(g, c, now);
+        }
         for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next; nd; nd = next) {
             next = nd->next;
             handle_cmd(g, (cmd_t *)nd, now);
         }
+        ks_leases_run(&g->leases, now, lease_event, g);
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
             commit_moved(g, false, NULL);
+            subs_reap(g, now);
             g->next_commit_ms = now + g->cfg->commit_interval_ms;
+        }
+        if (g->draining && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
+            if (total_leased(g))
+                ks_warn(g->log_name, "shutdown: %zu records still leased; they will be "
+                                     "redelivered",
+                        total_leased(g));
+            g->stopping = true;
+        } else if (now >= idle_due(g)) {
+            if (!g->wait_head && total_leased(g) == 0 && g->idle_fn(g, g->idle_opaque)) {
+                ks_info(g->log_name, "idle for %d ms with no subscribers: closing",
+                        g->cfg->idle_close_ms);
+                g->delivering = false;
+                g->stopping = true;
+            } else {
+                g->last_activity_ms = now; /* busy after all: look again later */
+            }
         }
     }
 
-    /* Shutdown: refuse new commands, answer what is still queued, commit, leave. */
+    /* Refuse new commands, answer what is still queued, commit, leave. */
+    g->delivering = false;
     for (ks_inbox_node_t *nd = ks_inbox_close(&g->inbox), *next; nd; nd = next) {
         next = nd->next;
         handle_cmd(g, (cmd_t *)nd, ks_now_ms());
+    }
+    while (g->deferred) {
+        cmd_t *c = g->deferred;
+        g->deferred = c->next_wait;
+        handle_cmd(g, c, ks_now_ms());
     }
     serve_waiting(g, ks_now_ms());
     close_consumer(g);
@@ -752,8 +1468,9 @@ int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
     return rc;
 }
 
-ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t instance, char *err,
-                           size_t errsize)
+ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_group_conf_t *gconf,
+                           bool is_static, uint32_t instance, ks_group_idle_fn *idle_fn,
+                           void *idle_opaque, char *err, size_t errsize)
 {
     ks_group_t *g = calloc(1, sizeof(*g));
     if (!g)
@@ -763,8 +1480,14 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t in
     g->group_hash = ks_ack_id_group_hash(name);
     g->instance = instance;
     g->cfg = cfg;
+    g->gconf = gconf;
+    g->is_static = is_static;
+    g->idle_fn = idle_fn;
+    g->idle_opaque = idle_opaque;
     g->delivering = true;
-    g->epfd = g->tfd = g->rk_pipe[0] = g->rk_pipe[1] = -1;
+    g->epfd = g->tfd = g->rk_pipe[0] = g->rk_pipe[1] = g->dlq_pipe[0] = g->dlq_pipe[1] = -1;
+    g->inbox.efd = -1;
+    ks_leases_init(&g->leases);
     atomic_init(&g->exited, false);
     atomic_init(&g->owner.tid, 0);
 
@@ -799,14 +1522,15 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t in
     g->cq = rd_kafka_queue_get_consumer(g->rk);
 
     if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
+        pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         (g->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
         (g->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
         snprintf(err, errsize, "group %s: making its fds: %s", name, strerror(errno));
         goto fail;
     }
     rd_kafka_queue_io_event_enable(g->cq, g->rk_pipe[1], "1", 1);
-    int fds[3] = {g->rk_pipe[0], ks_inbox_fd(&g->inbox), g->tfd};
-    for (int i = 0; i < 3; i++) {
+    int fds[4] = {g->rk_pipe[0], ks_inbox_fd(&g->inbox), g->tfd, g->dlq_pipe[0]};
+    for (int i = 0; i < 4; i++) {
         struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
         if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
             snprintf(err, errsize, "group %s: epoll_ctl: %s", name, strerror(errno));
@@ -824,7 +1548,7 @@ fail_conf:
         rd_kafka_conf_destroy(conf);
 fail:
     atomic_store(&g->exited, true);
-    g->thread = 0;
+    g->joined = true;
     ks_group_destroy(g);
     return NULL;
 }
@@ -838,58 +1562,68 @@ static ks_status_t post(ks_group_t *g, cmd_t *c)
     return KS_OK;
 }
 
-ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt, int max,
-                           int wait_ms, ks_fetch_cb *cb, void *opaque)
-{
-    cmd_t *c = calloc(1, sizeof(*c));
-    if (!c)
-        abort();
-    c->type = CMD_FETCH;
-    c->u.fetch.topics = dup_strv(topics, topic_cnt);
-    c->u.fetch.topic_cnt = topic_cnt;
-    c->u.fetch.max = max;
-    c->u.fetch.deadline_ms = ks_now_ms() + wait_ms;
-    c->u.fetch.cb = cb;
-    c->u.fetch.opaque = opaque;
-    return post(g, c);
-}
-
-ks_status_t ks_group_ack(ks_group_t *g, const char *const *ids, size_t n, ks_ack_cb *cb,
-                         void *opaque)
-{
-    cmd_t *c = calloc(1, sizeof(*c));
-    if (!c)
-        abort();
-    c->type = CMD_ACK;
-    c->u.ack.ids = dup_strv(ids, n);
-    c->u.ack.n = n;
-    c->u.ack.cb = cb;
-    c->u.ack.opaque = opaque;
-    return post(g, c);
-}
-
-static void post_simple(ks_group_t *g, cmd_type_t t)
+static cmd_t *cmd_new(cmd_type_t t)
 {
     cmd_t *c = calloc(1, sizeof(*c));
     if (!c)
         abort();
     c->type = t;
-    post(g, c);
+    return c;
+}
+
+ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
+                           const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(CMD_FETCH);
+    c->u.fetch.topics = dup_strv(topics, topic_cnt);
+    c->u.fetch.topic_cnt = topic_cnt;
+    c->u.fetch.max = opts->max;
+    c->u.fetch.deadline_ms = opts->deadline_ms > 0 ? opts->deadline_ms : g->cfg->lease_deadline_ms;
+    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s",
+             opts->subscriber && *opts->subscriber ? opts->subscriber : DEFAULT_SUB);
+    c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
+    c->u.fetch.cb = cb;
+    c->u.fetch.opaque = opaque;
+    return post(g, c);
+}
+
+ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
+                            const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(CMD_SETTLE);
+    c->u.settle.op = op;
+    c->u.settle.ms = ms;
+    c->u.settle.reason = reason && *reason ? xstrdup(reason) : NULL;
+    c->u.settle.ids = dup_strv(ids, n);
+    c->u.settle.n = n;
+    c->u.settle.cb = cb;
+    c->u.settle.opaque = opaque;
+    return post(g, c);
+}
+
+ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(CMD_STATUS);
+    c->u.status.cb = cb;
+    c->u.status.opaque = opaque;
+    return post(g, c);
 }
 
 void ks_group_stop_delivering(ks_group_t *g)
 {
-    post_simple(g, CMD_STOP_DELIVERING);
+    post(g, cmd_new(CMD_STOP_DELIVERING));
 }
 
-void ks_group_request_shutdown(ks_group_t *g)
+void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms)
 {
-    post_simple(g, CMD_SHUTDOWN);
+    cmd_t *c = cmd_new(CMD_SHUTDOWN);
+    c->u.ack_deadline_ms = ack_deadline_ms;
+    post(g, c);
 }
 
 int ks_group_join(ks_group_t *g, int64_t deadline_ms)
 {
-    if (!g->thread)
+    if (g->joined)
         return 0;
     int64_t left = deadline_ms - ks_now_ms();
     struct timespec ts;
@@ -904,12 +1638,18 @@ int ks_group_join(ks_group_t *g, int64_t deadline_ms)
     }
     if (pthread_timedjoin_np(g->thread, NULL, &ts) != 0)
         return -1;
-    g->thread = 0;
+    g->joined = true;
     return 0;
 }
 
 void ks_group_destroy(ks_group_t *g)
 {
+    if (g->dlq_rk) {
+        rd_kafka_queue_t *q = rd_kafka_queue_get_main(g->dlq_rk);
+        rd_kafka_queue_io_event_enable(q, -1, NULL, 0);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_destroy(g->dlq_rk);
+    }
     if (g->rk) {
         if (g->cq) {
             rd_kafka_queue_io_event_enable(g->cq, -1, NULL, 0);
@@ -917,16 +1657,16 @@ void ks_group_destroy(ks_group_t *g)
         }
         rd_kafka_destroy(g->rk);
     }
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->tfd >= 0)
-        close(g->tfd);
-    if (g->rk_pipe[0] >= 0) {
-        close(g->rk_pipe[0]);
-        close(g->rk_pipe[1]);
-    }
-    if (g->inbox.efd > 0)
+    int fds[] = {g->epfd, g->tfd, g->rk_pipe[0], g->rk_pipe[1], g->dlq_pipe[0], g->dlq_pipe[1]};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (g->inbox.efd >= 0)
         ks_inbox_destroy(&g->inbox);
+    ks_leases_destroy(&g->leases);
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        free(g->subs[i]);
+    free(g->subs);
     free_strv(g->topics, g->topic_cnt);
     free(g->parts);
     free(g->name);

@@ -2,6 +2,7 @@
 #ifndef KS_GROUP_LOOP_H
 #define KS_GROUP_LOOP_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
@@ -9,37 +10,53 @@
 
 typedef struct ks_group ks_group_t;
 
-/* Makes the group and its consumer (not yet subscribed) and starts its thread.
- * cfg is borrowed and must outlive the group. Returns NULL with err on failure. */
-ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, uint32_t instance, char *err,
-                           size_t errsize);
+/* Asked from the group loop when a dynamic group has been idle for group.idle_close_ms.
+ * Returns true if the group may close (the engine has unregistered it). */
+typedef bool(ks_group_idle_fn)(ks_group_t *g, void *opaque);
+
+/* Called from the group loop with one group's status; the callee owns st. */
+typedef void(ks_group_status_cb)(ks_group_status_t *st, void *opaque);
 
 /* Checks that librdkafka accepts every kafka.* property. Returns 0, or -1 with err
  * naming the key. */
 int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize);
 
+/* Makes the group and its consumer and starts its thread. A static group subscribes
+ * to gconf's topics at once and never closes for idleness. cfg and gconf are borrowed
+ * and must outlive the group. Returns NULL with err on failure. */
+ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_group_conf_t *gconf,
+                           bool is_static, uint32_t instance, ks_group_idle_fn *idle_fn,
+                           void *idle_opaque, char *err, size_t errsize);
+
 const char *ks_group_name(const ks_group_t *g);
 
-/* Posts a fetch to the loop. Any thread. topics are copied. Returns KS_OK (cb will run
- * once) or KS_E_UNAVAILABLE when the group is shutting down (cb will not run). */
-ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt, int max,
-                           int wait_ms, ks_fetch_cb *cb, void *opaque);
+/* Posts a fetch to the loop. Any thread. topics and opts are copied. Returns KS_OK
+ * (cb will run once) or KS_E_UNAVAILABLE when the group is closing (cb will not run). */
+ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
+                           const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque);
 
-/* Posts acks to the loop. Any thread. ids are copied. Same returns as ks_group_fetch. */
-ks_status_t ks_group_ack(ks_group_t *g, const char *const *ids, size_t n, ks_ack_cb *cb,
-                         void *opaque);
+/* Posts acks, nacks or lease extensions. Any thread. Same returns as ks_group_fetch. */
+ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
+                            const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque);
+
+/* Posts a status request. Any thread. Same returns as ks_group_fetch. */
+ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque);
 
 /* Stops delivering: waiting and later fetches end with UNAVAILABLE. Any thread. */
 void ks_group_stop_delivering(ks_group_t *g);
 
-/* Asks the loop to commit, leave the group and exit. Any thread. */
-void ks_group_request_shutdown(ks_group_t *g);
+/* Asks the loop to wait for outstanding acks until ack_deadline_ms (CLOCK_MONOTONIC),
+ * then commit, leave the group and exit. Any thread. */
+void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms);
 
 /* Waits until the loop exited or deadline_ms (CLOCK_MONOTONIC) passed. Returns 0 once
  * exited, -1 on timeout. */
 int ks_group_join(ks_group_t *g, int64_t deadline_ms);
 
-/* Frees a group whose loop has exited. */
+/* True once the loop thread has finished (join will not block). */
+bool ks_group_exited(const ks_group_t *g);
+
+/* Frees a group whose loop has exited and been joined. */
 void ks_group_destroy(ks_group_t *g);
 
 /* CLOCK_MONOTONIC in ms. */

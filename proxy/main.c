@@ -91,6 +91,8 @@ int main(int argc, char **argv)
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
+    if (ks_engine_start_static(eng, err, sizeof(err)) < 0)
+        goto out_fail;
     if (*cfg.http_listen) {
         http = ks_http_start(eng, &cfg, err, sizeof(err));
         if (!http)
@@ -105,11 +107,12 @@ int main(int argc, char **argv)
     ks_info("main", "%s: stopping (grace %d ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_ms);
 
-    /* 1. take no new requests; 2. end the long-polls; 3. commit and leave. */
-    if (http)
-        ks_http_quiesce(http);
+    /* 1. stop delivering (long-polls end, fetches are refused); 2. wait for outstanding
+     * acks, which HTTP still takes; 3. commit and leave; 4. close the listeners. */
     ks_engine_stop_delivering(eng);
     rc = ks_engine_shutdown(eng, cfg.shutdown_grace_ms) == 0 ? 0 : 1;
+    if (http)
+        ks_http_quiesce(http);
     ks_http_stop(http);
     if (rc == 0)
         ks_engine_destroy(eng);

@@ -1,1 +1,297 @@
-int main(void){return 0;}
+/* test_ack_id.c: tests the ack id text format: format/parse round trips, parse rejections and the group hash (proxy/ack_id.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+
+#include "ack_id.h"
+
+static ks_ack_id_t make_id(uint32_t instance, uint32_t group_hash, uint32_t epoch,
+                           int32_t partition, int64_t offset, const char *topic)
+{
+    ks_ack_id_t id;
+    memset(&id, 0, sizeof(id));
+    id.instance = instance;
+    id.group_hash = group_hash;
+    id.epoch = epoch;
+    id.partition = partition;
+    id.offset = offset;
+    snprintf(id.topic, sizeof(id.topic), "%s", topic);
+    return id;
+}
+
+static void round_trip(const ks_ack_id_t *id)
+{
+    char buf[KS_ACK_ID_MAX];
+    size_t n = ks_ack_id_format(id, buf, sizeof(buf));
+    assert_int_equal(n, strlen(buf));
+    assert_true(n > 0 && n < KS_ACK_ID_MAX);
+    ks_ack_id_t out;
+    memset(&out, 0xa5, sizeof(out));
+    if (ks_ack_id_parse(buf, &out) != 0)
+        fail_msg("ks_ack_id_parse refused its own output: %s", buf);
+    assert_int_equal(out.instance, id->instance);
+    assert_int_equal(out.group_hash, id->group_hash);
+    assert_int_equal(out.epoch, id->epoch);
+    assert_int_equal(out.partition, id->partition);
+    assert_int_equal(out.offset, id->offset);
+    assert_string_equal(out.topic, id->topic);
+    /* formatting the parse gives the same text */
+    char again[KS_ACK_ID_MAX];
+    ks_ack_id_format(&out, again, sizeof(again));
+    assert_string_equal(again, buf);
+}
+
+static void test_wire_format(void **state)
+{
+    /* Pin the text form: ids handed out must stay parseable across versions. */
+    ks_ack_id_t id = make_id(0xa, 0x1, 2, 3, 4, "t");
+    char buf[KS_ACK_ID_MAX];
+    assert_int_equal(ks_ack_id_format(&id, buf, sizeof(buf)), strlen("a10000000a00000001-2-3-4-t"));
+    assert_string_equal(buf, "a10000000a00000001-2-3-4-t");
+
+    id = make_id(0xdeadbeef, 0x0badf00d, 17, 0, 123456789, "orders");
+    ks_ack_id_format(&id, buf, sizeof(buf));
+    assert_string_equal(buf, "a1deadbeef0badf00d-17-0-123456789-orders");
+}
+
+static void test_round_trip(void **state)
+{
+    ks_ack_id_t id = make_id(0xdeadbeef, ks_ack_id_group_hash("orders-group"), 7, 3, 12345,
+                             "orders.v1-eu_west");
+    round_trip(&id);
+
+    id = make_id(0, 0, 0, 0, 0, "a");
+    round_trip(&id);
+
+    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, "x.y-z_W9");
+    round_trip(&id);
+    id.offset = INT64_MAX - 1;
+    round_trip(&id);
+    id.offset = (INT64_C(1) << 62) + 12345;
+    round_trip(&id);
+
+    /* Topic names made of only the allowed punctuation. */
+    static const char *topics[] = {"...", "-", "_", "._-", "__consumer_offsets", "a.b.c", "A-Z"};
+    for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++) {
+        id = make_id(1, 2, 3, 4, 5, topics[i]);
+        round_trip(&id);
+    }
+
+    /* The longest topic (249 chars) with every field at its largest: still under the max. */
+    char topic[250];
+    for (int i = 0; i < 249; i++)
+        topic[i] = "ab.-_9Z"[i % 7];
+    topic[249] = '\0';
+    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, topic);
+    round_trip(&id);
+    char buf[KS_ACK_ID_MAX];
+    size_t n = ks_ack_id_format(&id, buf, sizeof(buf));
+    assert_true(n < KS_ACK_ID_MAX);
+}
+
+/* Builds "a1<16 hex>-" + rest. */
+static void with_prefix(char *buf, size_t size, const char *rest)
+{
+    snprintf(buf, size, "a1deadbeef0badf00d-%s", rest);
+}
+
+static void expect_reject(const char *s)
+{
+    ks_ack_id_t out;
+    if (ks_ack_id_parse(s, &out) != -1)
+        fail_msg("ks_ack_id_parse accepted \"%s\" (offset %lld, topic \"%s\")", s,
+                 (long long)out.offset, out.topic);
+}
+
+static void expect_reject_rest(const char *rest)
+{
+    char buf[1024];
+    with_prefix(buf, sizeof(buf), rest);
+    expect_reject(buf);
+}
+
+static void test_parse_accepts_control(void **state)
+{
+    /* The control case for the rejections below: the same prefix with a good tail. */
+    char buf[256];
+    ks_ack_id_t out;
+    with_prefix(buf, sizeof(buf), "1-2-3-t");
+    assert_int_equal(ks_ack_id_parse(buf, &out), 0);
+    assert_int_equal(out.instance, 0xdeadbeef);
+    assert_int_equal(out.group_hash, 0x0badf00d);
+    assert_int_equal(out.epoch, 1);
+    assert_int_equal(out.partition, 2);
+    assert_int_equal(out.offset, 3);
+    assert_string_equal(out.topic, "t");
+    /* Bounds that fit. */
+    with_prefix(buf, sizeof(buf), "4294967295-2147483647-9223372036854775807-t");
+    assert_int_equal(ks_ack_id_parse(buf, &out), 0);
+    assert_int_equal(out.epoch, UINT32_MAX);
+    assert_int_equal(out.partition, INT32_MAX);
+    assert_int_equal(out.offset, INT64_MAX);
+}
+
+static void test_parse_rejects_framing(void **state)
+{
+    expect_reject("");
+    expect_reject("a");
+    expect_reject("a1");
+    expect_reject("a1deadbeef0badf00d");
+    expect_reject("a1deadbeef0badf00d-");
+    expect_reject("b1deadbeef0badf00d-1-2-3-t"); /* wrong prefix */
+    expect_reject("A1deadbeef0badf00d-1-2-3-t");
+    expect_reject("a2deadbeef0badf00d-1-2-3-t");
+    expect_reject("1deadbeef0badf00d-1-2-3-t");
+    expect_reject(" a1deadbeef0badf00d-1-2-3-t");
+    /* bad hex: uppercase, non-hex, too short, too long, missing separator */
+    expect_reject("a1DEADBEEF0badf00d-1-2-3-t");
+    expect_reject("a1deadbeef0BADF00D-1-2-3-t");
+    expect_reject("a1deadbeeg0badf00d-1-2-3-t");
+    expect_reject("a1deadbeef0badf00z-1-2-3-t");
+    expect_reject("a1deadbeef0badf00-1-2-3-t");
+    expect_reject("a1deadbeef0badf00d0-1-2-3-t");
+    expect_reject("a1deadbeef-0badf00d-1-2-3-t");
+    expect_reject("a1deadbeef0badf00d_1-2-3-t");
+    expect_reject("a1 deadbeef0badf00d-1-2-3-t");
+}
+
+static void test_parse_rejects_fields(void **state)
+{
+    /* missing fields */
+    expect_reject_rest("1-2-3");
+    expect_reject_rest("1-2-3-");
+    expect_reject_rest("1-2");
+    expect_reject_rest("1");
+    expect_reject_rest("");
+    expect_reject_rest("-2-3-t");
+    expect_reject_rest("1--3-t");
+    expect_reject_rest("1-2--t");
+    expect_reject_rest("t");
+    /* non-digits */
+    expect_reject_rest("x-2-3-t");
+    expect_reject_rest("1-y-3-t");
+    expect_reject_rest("1-2-z-t");
+    expect_reject_rest("1a-2-3-t");
+    expect_reject_rest("1-2a-3-t");
+    expect_reject_rest("1-2-3a-t");
+    expect_reject_rest("1-2-0x3-t");
+    expect_reject_rest("1-2- 3-t");
+    expect_reject_rest("1-2-3.5-t");
+    /* negative numbers */
+    expect_reject_rest("-1-2-3-t");
+    expect_reject_rest("1--2-3-t");
+    expect_reject_rest("1-2--3-t");
+    expect_reject_rest("+1-2-3-t");
+    /* invalid topics */
+    expect_reject_rest("1-2-3-a/b");
+    expect_reject_rest("1-2-3-a b");
+    expect_reject_rest("1-2-3-.");
+    expect_reject_rest("1-2-3-..");
+    expect_reject_rest("1-2-3-t\n");
+    expect_reject_rest("1-2-3-t:x");
+    expect_reject_rest("1-2-3-t*");
+    char rest[300];
+    memcpy(rest, "1-2-3-", 6);
+    memset(rest + 6, 'a', 250); /* 250-char topic */
+    rest[256] = '\0';
+    expect_reject_rest(rest);
+}
+
+static void test_parse_rejects_overflow(void **state)
+{
+    /* one past each field's range */
+    expect_reject_rest("4294967296-2-3-t");
+    expect_reject_rest("99999999999-2-3-t");
+    expect_reject_rest("1-2147483648-3-t");
+    expect_reject_rest("1-4294967296-3-t");
+    expect_reject_rest("1-2-9223372036854775808-t");
+    expect_reject_rest("1-2-99999999999999999999-t");
+    expect_reject_rest("1-2-18446744073709551615-t");
+}
+
+/* Offsets of 20 digits whose value wraps an unsigned 64-bit accumulator back into range:
+ * 18446744073709551616 is 2^64 (wraps to 0), 18446744073709551620 wraps to 4. Both are far
+ * above INT64_MAX and must be refused, not read as small offsets. */
+static void test_parse_rejects_wrapping_offset(void **state)
+{
+    expect_reject_rest("1-2-18446744073709551616-t");
+    expect_reject_rest("1-2-18446744073709551620-t");
+    expect_reject_rest("1-2-18446744073709561615-t");
+}
+
+static void test_parse_rejects_overlong(void **state)
+{
+    char buf[2048];
+    /* Structurally valid (leading zeros) but KS_ACK_ID_MAX chars long, and much longer. */
+    size_t pad = KS_ACK_ID_MAX - strlen("a1deadbeef0badf00d-") - strlen("1-2-3-t");
+    char rest[KS_ACK_ID_MAX + 16];
+    memset(rest, '0', pad);
+    snprintf(rest + pad, sizeof(rest) - pad, "1-2-3-t");
+    with_prefix(buf, sizeof(buf), rest);
+    assert_int_equal(strlen(buf), KS_ACK_ID_MAX);
+    expect_reject(buf);
+
+    memset(buf, 'a', sizeof(buf) - 1);
+    buf[sizeof(buf) - 1] = '\0';
+    memcpy(buf, "a1deadbeef0badf00d-1-2-3-", strlen("a1deadbeef0badf00d-1-2-3-"));
+    expect_reject(buf);
+}
+
+static void test_group_hash(void **state)
+{
+    /* FNV-1a 32-bit reference values. */
+    assert_int_equal(ks_ack_id_group_hash(""), 0x811c9dc5u);
+    assert_int_equal(ks_ack_id_group_hash("a"), 0xe40c292cu);
+    assert_int_equal(ks_ack_id_group_hash("foobar"), 0xbf9cf968u);
+
+    /* Stable, and different for different groups. */
+    uint32_t h1 = ks_ack_id_group_hash("orders");
+    assert_int_equal(ks_ack_id_group_hash("orders"), h1);
+    assert_int_not_equal(ks_ack_id_group_hash("payments"), h1);
+    assert_int_not_equal(ks_ack_id_group_hash("Orders"), h1);
+    assert_int_not_equal(ks_ack_id_group_hash("orders2"), h1);
+    assert_int_not_equal(ks_ack_id_group_hash("order"), h1);
+    assert_int_not_equal(ks_ack_id_group_hash("a"), ks_ack_id_group_hash("b"));
+
+    /* No collisions among a small family of similar names. */
+    enum { N = 500 };
+    uint32_t hs[N];
+    for (int i = 0; i < N; i++) {
+        char g[32];
+        snprintf(g, sizeof(g), "group-%d", i);
+        hs[i] = ks_ack_id_group_hash(g);
+        for (int j = 0; j < i; j++)
+            if (hs[j] == hs[i])
+                fail_msg("group-%d and group-%d hash alike", j, i);
+    }
+
+    /* The hash survives a round trip inside an id. */
+    ks_ack_id_t id = make_id(9, ks_ack_id_group_hash("payments"), 1, 1, 1, "p");
+    char buf[KS_ACK_ID_MAX];
+    ks_ack_id_format(&id, buf, sizeof(buf));
+    ks_ack_id_t out;
+    assert_int_equal(ks_ack_id_parse(buf, &out), 0);
+    assert_int_equal(out.group_hash, ks_ack_id_group_hash("payments"));
+    assert_int_not_equal(out.group_hash, ks_ack_id_group_hash("orders"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_wire_format),
+        cmocka_unit_test(test_round_trip),
+        cmocka_unit_test(test_parse_accepts_control),
+        cmocka_unit_test(test_parse_rejects_framing),
+        cmocka_unit_test(test_parse_rejects_fields),
+        cmocka_unit_test(test_parse_rejects_overflow),
+        cmocka_unit_test(test_parse_rejects_wrapping_offset),
+        cmocka_unit_test(test_parse_rejects_overlong),
+        cmocka_unit_test(test_group_hash),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

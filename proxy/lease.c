@@ -1,0 +1,142 @@
+/* lease.c: leases and redelivery delays on window entries, with a deadline heap. */
+#include "lease.h"
+
+#include <stdlib.h>
+
+void ks_leases_init(ks_leases_t *l)
+{
+    l->heap = NULL;
+    l->cnt = l->cap = 0;
+}
+
+void ks_leases_destroy(ks_leases_t *l)
+{
+    free(l->heap);
+    ks_leases_init(l);
+}
+
+static void swap(ks_lease_item_t *a, ks_lease_item_t *b)
+{
+    ks_lease_item_t t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static void sift_up(ks_leases_t *l, size_t i)
+{
+    while (i > 0) {
+        size_t p = (i - 1) / 2;
+        if (l->heap[p].due_ms <= l->heap[i].due_ms)
+            break;
+        swap(&l->heap[p], &l->heap[i]);
+        i = p;
+    }
+}
+
+static void sift_down(ks_leases_t *l, size_t i)
+{
+    for (;;) {
+        size_t a = 2 * i + 1, b = a + 1, m = i;
+        if (a < l->cnt && l->heap[a].due_ms < l->heap[m].due_ms)
+            m = a;
+        if (b < l->cnt && l->heap[b].due_ms < l->heap[m].due_ms)
+            m = b;
+        if (m == i)
+            return;
+        swap(&l->heap[m], &l->heap[i]);
+        i = m;
+    }
+}
+
+static void push(ks_leases_t *l, ks_ack_window_t *w, void *owner, int64_t offset, int64_t due)
+{
+    if (l->cnt == l->cap) {
+        l->cap = l->cap ? l->cap * 2 : 256;
+        l->heap = realloc(l->heap, l->cap * sizeof(*l->heap));
+        if (!l->heap)
+            abort();
+    }
+    l->heap[l->cnt] = (ks_lease_item_t){.due_ms = due, .offset = offset, .win = w, .owner = owner};
+    sift_up(l, l->cnt++);
+}
+
+void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                    uint32_t sub_id, int64_t now_ms, int64_t deadline_ms)
+{
+    e->state = KS_REC_LEASED;
+    e->sub_id = sub_id;
+    e->leased_at_ms = now_ms;
+    e->due_ms = now_ms + deadline_ms;
+    if (e->attempts < UINT16_MAX)
+        e->attempts++;
+    push(l, w, owner, e->offset, e->due_ms);
+}
+
+int ks_lease_extend(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                    int64_t now_ms, int64_t deadline_ms)
+{
+    if (e->state != KS_REC_LEASED)
+        return -1;
+    e->due_ms = now_ms + deadline_ms;
+    push(l, w, owner, e->offset, e->due_ms);
+    return 0;
+}
+
+int ks_lease_release(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                     int64_t now_ms, int64_t delay_ms)
+{
+    if (e->state != KS_REC_LEASED)
+        return -1;
+    if (delay_ms <= 0) {
+        e->state = KS_REC_READY;
+        e->due_ms = 0;
+        return 1;
+    }
+    e->state = KS_REC_DELAYED;
+    e->due_ms = now_ms + delay_ms;
+    push(l, w, owner, e->offset, e->due_ms);
+    return 0;
+}
+
+void ks_lease_delay(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                    int64_t now_ms, int64_t delay_ms)
+{
+    e->state = KS_REC_DELAYED;
+    e->due_ms = now_ms + delay_ms;
+    push(l, w, owner, e->offset, e->due_ms);
+}
+
+size_t ks_leases_run(ks_leases_t *l, int64_t now_ms, ks_lease_cb *cb, void *opaque)
+{
+    size_t n = 0;
+    while (l->cnt > 0 && l->heap[0].due_ms <= now_ms) {
+        ks_lease_item_t it = l->heap[0];
+        l->heap[0] = l->heap[--l->cnt];
+        sift_down(l, 0);
+        ks_win_entry_t *e = ks_ack_window_get(it.win, it.offset);
+        /* Stale unless the entry still waits on exactly this due time. */
+        if (!e || e->due_ms != it.due_ms ||
+            (e->state != KS_REC_LEASED && e->state != KS_REC_DELAYED))
+            continue;
+        n++;
+        cb(it.owner, e, e->state == KS_REC_LEASED ? KS_LEASE_EXPIRED : KS_LEASE_DELAY_DONE,
+           opaque);
+    }
+    return n;
+}
+
+int64_t ks_leases_next_due(const ks_leases_t *l)
+{
+    return l->cnt ? l->heap[0].due_ms : INT64_MAX;
+}
+
+void ks_leases_forget(ks_leases_t *l, const void *owner)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < l->cnt; i++)
+        if (l->heap[i].owner != owner)
+            l->heap[j++] = l->heap[i];
+    l->cnt = j;
+    for (size_t i = l->cnt / 2 + 1; i-- > 0;)
+        sift_down(l, i);
+}
