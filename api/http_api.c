@@ -45,7 +45,7 @@ typedef struct req {
     ks_batch_t *batch;
     ks_ack_result_t *acks;
     size_t ack_cnt;
-    char **ack_ids; /* what the ack results answer, in order */
+    char **ack_ids;             /* what the ack results answer, in order */
     ks_group_status_t **groups; /* a status answer */
     size_t group_cnt;
     bool is_status, status_one;
@@ -297,9 +297,9 @@ static json_t *status_json(const ks_group_status_t *g)
         json_object_set_new(o, "window_records", json_integer((json_int_t)p->window));
         json_object_set_new(o, "window_bytes", json_integer(p->window_bytes));
         json_object_set_new(o, "paused", json_boolean(p->paused));
-        json_object_set_new(o, "oldest_lease_age_ms", p->oldest_lease_age_ms >= 0
-                                                          ? json_integer(p->oldest_lease_age_ms)
-                                                          : json_null());
+        json_object_set_new(o, "oldest_lease_age_ms",
+                            p->oldest_lease_age_ms >= 0 ? json_integer(p->oldest_lease_age_ms)
+                                                        : json_null());
         json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
         json_object_set_new(o, "held_back", json_boolean(p->held_back));
         json_array_append_new(parts, o);
@@ -307,12 +307,12 @@ static json_t *status_json(const ks_group_status_t *g)
     json_t *subs = json_array();
     for (size_t i = 0; i < g->sub_cnt; i++) {
         const ks_sub_status_t *s = &g->subs[i];
-        json_array_append_new(
-            subs, json_pack("{s:s,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", s->name, "credits",
-                            "records", (json_int_t)s->credit_records, "bytes",
-                            (json_int_t)s->credit_bytes, "outstanding", "records",
-                            (json_int_t)s->outstanding_records, "bytes",
-                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
+        json_array_append_new(subs,
+                              json_pack("{s:s,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", s->name,
+                                        "credits", "records", (json_int_t)s->credit_records,
+                                        "bytes", (json_int_t)s->credit_bytes, "outstanding",
+                                        "records", (json_int_t)s->outstanding_records, "bytes",
+                                        (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
     }
     json_t *topics = json_array();
     char copy[sizeof(g->topics)];
@@ -320,18 +320,18 @@ static json_t *status_json(const ks_group_status_t *g)
     char *save = NULL;
     for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
         json_array_append_new(topics, json_string(t));
-    json_t *o = json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static,
-                          "ordering", g->ordering, "topics", topics, "partitions", parts,
-                          "subscribers", subs);
+    json_t *o =
+        json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static, "ordering",
+                  g->ordering, "topics", topics, "partitions", parts, "subscribers", subs);
     json_object_set_new(o, "dead_letter_topic",
                         *g->dead_letter_topic ? json_string(g->dead_letter_topic) : json_null());
     json_object_set_new(o, "max_attempts", json_integer(g->max_attempts));
-    json_object_set_new(
-        o, "counters",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "delivered", (json_int_t)g->delivered,
-                  "redelivered", (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
-                  "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked, "dead_lettered",
-                  (json_int_t)g->dead_lettered));
+    json_object_set_new(o, "counters",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "delivered",
+                                  (json_int_t)g->delivered, "redelivered",
+                                  (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
+                                  "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked,
+                                  "dead_lettered", (json_int_t)g->dead_lettered));
     return o;
 }
 
@@ -497,8 +497,7 @@ out:
     return ret;
 }
 
-static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group,
-                                     ks_settle_op_t op)
+static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
     if (r->too_big)
         return send_error(r->conn, KS_E_EXHAUSTED,
@@ -536,9 +535,8 @@ static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group,
             ms = json_integer_value(v);
         else {
             ret = send_error(r->conn, KS_E_INVALID,
-                             "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)",
-                             k,
-                             op == KS_SETTLE_NACK ? ", delay_ms: integer, reason: string"
+                             "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)", k,
+                             op == KS_SETTLE_NACK     ? ", delay_ms: integer, reason: string"
                              : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
                                                       : "");
             goto out;
@@ -569,9 +567,9 @@ static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group,
     char err[512];
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
-    ks_status_t st = ks_engine_settle(h->eng, group, op, ms, reason,
-                                      (const char *const *)r->ack_ids, n, on_ack, r, err,
-                                      sizeof(err));
+    ks_status_t st =
+        ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids, n, on_ack,
+                         r, err, sizeof(err));
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);
@@ -636,9 +634,8 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
         static const struct {
             const char *name;
             ks_settle_op_t op;
-        } settles[] = {{"acks", KS_SETTLE_ACK},
-                       {"nacks", KS_SETTLE_NACK},
-                       {"deadline", KS_SETTLE_EXTEND}};
+        } settles[] = {
+            {"acks", KS_SETTLE_ACK}, {"nacks", KS_SETTLE_NACK}, {"deadline", KS_SETTLE_EXTEND}};
         if (!strcmp(rest, "records")) {
             if (strcmp(method, "GET"))
                 return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);

@@ -1,4 +1,5 @@
-/* ack_id.c: the opaque ack id: "a1<instance><group hash>-<epoch>-<partition>-<offset>-<topic>". */
+/* ack_id.c: the opaque ack id:
+ * "a1<instance><group hash>-<epoch>-<partition>-<offset>-<attempt>-<topic>". */
 #include "ack_id.h"
 
 #include <errno.h>
@@ -20,8 +21,8 @@ uint32_t ks_ack_id_group_hash(const char *group)
 
 size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%s", id->instance, id->group_hash, id->epoch,
-                     id->partition, (long long)id->offset, id->topic);
+    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%u-%s", id->instance, id->group_hash,
+                     id->epoch, id->partition, (long long)id->offset, id->attempt, id->topic);
     return n < 0 ? 0 : (size_t)n;
 }
 
@@ -80,6 +81,9 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
     if (!(p = read_num(p, INT64_MAX, &v)))
         return -1;
     out->offset = (int64_t)v;
+    if (!(p = read_num(p, UINT32_MAX, &v)))
+        return -1;
+    out->attempt = (uint32_t)v;
     if (!ks_valid_kafka_name(p))
         return -1;
     snprintf(out->topic, sizeof(out->topic), "%s", p);

@@ -5,7 +5,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KS_ACK_ID_MAX 320 /* longest id, with its NUL */
+#define KS_ACK_ID_MAX 336 /* longest id (321 characters) with its NUL, rounded up */
 
 typedef struct ks_ack_id {
     uint32_t instance;   /* this process's random incarnation: ids die with it */
@@ -13,6 +13,7 @@ typedef struct ks_ack_id {
     uint32_t epoch;      /* the partition assignment's epoch */
     int32_t partition;
     int64_t offset;
+    uint32_t attempt; /* the delivery this id was issued for: a later one makes it stale */
     char topic[250];
 } ks_ack_id_t;
 

@@ -112,12 +112,25 @@ static void put_payload(const ks_commit_meta_t *m, size_t na, size_t nt, writer_
         i = j;
     }
 
-    put_varint(w, nt);
+    /* Attempts go as runs of consecutive offsets with equal counts: a block of records
+     * delivered once costs a few bytes, however long. */
+    runs = 0;
+    for (size_t i = 0; i < nt; i++)
+        if (i == 0 || m->attempts[i].offset != m->attempts[i - 1].offset + 1 ||
+            m->attempts[i].attempts != m->attempts[i - 1].attempts)
+            runs++;
+    put_varint(w, runs);
     prev = m->commit_offset;
-    for (size_t i = 0; i < nt; i++) {
+    for (size_t i = 0; i < nt;) {
+        size_t j = i + 1;
+        while (j < nt && m->attempts[j].offset == m->attempts[j - 1].offset + 1 &&
+               m->attempts[j].attempts == m->attempts[i].attempts)
+            j++;
         put_varint(w, (uint64_t)m->attempts[i].offset - (uint64_t)prev);
+        put_varint(w, j - i);
         put_varint(w, m->attempts[i].attempts);
-        prev = m->attempts[i].offset;
+        prev = m->attempts[j - 1].offset;
+        i = j;
     }
 
     uint32_t crc = ~w->crc;
@@ -146,7 +159,7 @@ static bool meta_valid(const ks_commit_meta_t *m)
         prev = m->acked[i];
     }
     for (size_t i = 0; i < m->attempt_cnt; i++) {
-        if (m->attempts[i].attempts < 2 || m->attempts[i].offset < m->commit_offset ||
+        if (m->attempts[i].attempts < 1 || m->attempts[i].offset < m->commit_offset ||
             (i > 0 && m->attempts[i].offset <= m->attempts[i - 1].offset))
             return false;
     }
@@ -200,7 +213,8 @@ static int64_t distinct_at(const ks_commit_meta_t *m, size_t k, size_t *na, size
  * (NUL included) and within KS_COMMIT_META_MAX_ACKS. Cannot fail. */
 static bool prefix_fits(const ks_commit_meta_t *m, size_t na, size_t nt, size_t limit)
 {
-    return na <= KS_COMMIT_META_MAX_ACKS && text_len(payload_size(m, na, nt)) < limit;
+    return na <= KS_COMMIT_META_MAX_ACKS && nt <= KS_COMMIT_META_MAX_ACKS &&
+           text_len(payload_size(m, na, nt)) < limit;
 }
 
 int ks_commit_meta_encode(const ks_commit_meta_t *m, char *buf, size_t max_bytes,
@@ -346,28 +360,40 @@ static int parse_payload(const unsigned char *p, size_t n, int64_t commit_offset
         prev = start + len - 1;
     }
 
-    /* Every attempt entry takes at least two bytes too. */
-    if (get_varint(p, n, &pos, &cnt) < 0 || cnt > (n - pos) / 2)
+    /* Every attempt run takes at least three bytes. */
+    if (get_varint(p, n, &pos, &cnt) < 0 || cnt > (n - pos) / 3)
         return -1;
     prev = (uint64_t)commit_offset;
-    for (uint64_t i = 0; i < cnt; i++) {
-        uint64_t delta, att;
-        if (get_varint(p, n, &pos, &delta) < 0 || get_varint(p, n, &pos, &att) < 0)
+    uint64_t tot_att = 0, prev_att = 0;
+    for (uint64_t r = 0; r < cnt; r++) {
+        uint64_t delta, len, att;
+        if (get_varint(p, n, &pos, &delta) < 0 || get_varint(p, n, &pos, &len) < 0 ||
+            get_varint(p, n, &pos, &att) < 0)
             return -1;
-        if ((i > 0 && delta < 1) || delta > (uint64_t)INT64_MAX - prev || att < 2 ||
+        if ((r > 0 && delta < 1) || delta > (uint64_t)INT64_MAX - prev || att < 1 ||
             att > UINT32_MAX)
             return -1;
-        prev += delta;
-        if (out) {
-            out->attempts[i].offset = (int64_t)prev;
-            out->attempts[i].attempts = (uint32_t)att;
-        }
+        /* Runs are maximal: an adjacent run with the same count would have extended it. */
+        if (r > 0 && delta == 1 && att == prev_att)
+            return -1;
+        uint64_t start = prev + delta;
+        if (len < 1 || len - 1 > (uint64_t)INT64_MAX - start ||
+            len > KS_COMMIT_META_MAX_ACKS - tot_att)
+            return -1;
+        if (out)
+            for (uint64_t k = 0; k < len; k++) {
+                out->attempts[tot_att + k].offset = (int64_t)(start + k);
+                out->attempts[tot_att + k].attempts = (uint32_t)att;
+            }
+        tot_att += len;
+        prev = start + len - 1;
+        prev_att = att;
     }
 
     if (pos != n)
         return -1;
     *nacks = (size_t)total;
-    *natt = (size_t)cnt;
+    *natt = (size_t)tot_att;
     return 0;
 }
 

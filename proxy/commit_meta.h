@@ -14,8 +14,10 @@
  *   varint number of ack runs (a run is a maximal block of consecutive acked offsets), then per
  *     run: varint gap from the previous run's last offset (from commit_offset for the first run;
  *     >= 1 for the first run, >= 2 for the others) and varint run length (>= 1)
- *   varint number of attempt entries, then per entry: varint delta from the previous entry's
- *     offset (from commit_offset for the first entry; >= 1 after the first) and varint attempts
+ *   varint number of attempt runs (a run is a maximal block of consecutive offsets with the
+ *     same count), then per run: varint delta from the previous run's last offset (from
+ *     commit_offset for the first; >= 1 after the first), varint run length (>= 1) and
+ *     varint attempts (>= 1)
  *   4 bytes CRC-32 (IEEE) of all preceding payload bytes, little-endian
  * Varints are unsigned LEB128 of at most 9 bytes (values up to INT64_MAX), without redundant
  * trailing zero bytes. The encoding of a given set is unique. */
@@ -40,7 +42,7 @@ typedef struct ks_commit_meta {
     int64_t *acked;        /* ascending, each > commit_offset */
     size_t acked_cnt;
     ks_meta_attempt_t *attempts; /* ascending by offset, each offset >= commit_offset,
-                                    attempts >= 2 */
+                                    attempts >= 1: deliveries of records not yet acked */
     size_t attempt_cnt;
 } ks_commit_meta_t;
 
@@ -50,7 +52,7 @@ typedef struct ks_commit_meta {
  *
  * Returns the text length, or -1 (buf then holds "" if max_bytes > 0 and *cut_offset is
  * untouched) if m is invalid (negative commit_offset, arrays not strictly ascending, an ack not
- * above commit_offset, an attempt entry below commit_offset or with attempts < 2, a NULL array
+ * above commit_offset, an attempt entry below commit_offset or with attempts < 1, a NULL array
  * with a nonzero count) or if even the empty encoding does not fit (see
  * KS_COMMIT_META_MIN_BYTES).
  *

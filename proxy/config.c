@@ -251,7 +251,7 @@ static void set_list(ks_config_t *cfg, const key_t_ *k, char **items, size_t n)
 static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize);
 
 #define EXPLICIT_ORDERING 0x1
-#define EXPLICIT_DLT 0x2
+#define EXPLICIT_DLT      0x2
 #define EXPLICIT_ATTEMPTS 0x4
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
@@ -265,15 +265,15 @@ static void propagate_defaults(ks_config_t *cfg)
             g->ordering = d->ordering;
         if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
             g->max_attempts = d->max_attempts;
-        if (!(g->explicit_mask & EXPLICIT_DLT) && strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
+        if (!(g->explicit_mask & EXPLICIT_DLT) &&
+            strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
             g->dead_letter_topic = xstrdup(d->dead_letter_topic);
         }
     }
 }
 
-static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err,
-                   size_t errsize);
+static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize);
 
 int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
 {
@@ -283,8 +283,7 @@ int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *er
     return rc;
 }
 
-static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err,
-                   size_t errsize)
+static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
 {
     if (is_kafka_key(key)) {
         kafka_set(cfg, key + 6, value);
@@ -518,7 +517,8 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         json_t *v;
         json_object_foreach(o, k, v)
         {
-            if (!strcmp(k, "name") && json_is_string(v) && ks_valid_kafka_name(json_string_value(v)))
+            if (!strcmp(k, "name") && json_is_string(v) &&
+                ks_valid_kafka_name(json_string_value(v)))
                 g->name = xstrdup(json_string_value(v));
             else if (!strcmp(k, "topics") && json_is_array(v) && json_array_size(v) > 0) {
                 g->topic_cnt = json_array_size(v);
@@ -749,7 +749,8 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
     }
     if (*cfg->group_defaults.dead_letter_topic &&
         !ks_valid_kafka_name(cfg->group_defaults.dead_letter_topic)) {
-        snprintf(err, errsize, "config key 'group.dead_letter_topic': \"%s\" is not a valid topic name",
+        snprintf(err, errsize,
+                 "config key 'group.dead_letter_topic': \"%s\" is not a valid topic name",
                  cfg->group_defaults.dead_letter_topic);
         return -1;
     }

@@ -157,22 +157,23 @@ static gent_t *add_locked(ks_engine_t *e, const char *name, const ks_group_conf_
 
 /* Finds a live group by name (creating it when create is set) and holds it.
  * Returns NULL with *st and err. Release with put_group. */
-static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_status_t *st,
-                         char *err, size_t errsize)
+static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_status_t *st, char *err,
+                         size_t errsize)
 {
     gent_t *ge = NULL;
     pthread_mutex_lock(&e->lock);
     reap_locked(e);
-    if (e->stopping) {
-        *st = KS_E_UNAVAILABLE;
-        snprintf(err, errsize, "ksidecar is shutting down");
-        goto out;
-    }
     for (size_t i = 0; i < e->ent_cnt; i++)
         if (e->ents[i]->live && strcmp(ks_group_name(e->ents[i]->g), name) == 0) {
             ge = e->ents[i];
             goto out;
         }
+    /* While shutting down, existing groups still take acks; nothing new starts. */
+    if (e->stopping) {
+        *st = KS_E_UNAVAILABLE;
+        snprintf(err, errsize, "ksidecar is shutting down");
+        goto out;
+    }
     if (!create) {
         *st = KS_E_NOT_FOUND;
         snprintf(err, errsize, "group \"%s\" is not active in this ksidecar", name);
@@ -299,8 +300,7 @@ ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t o
 ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
                           ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
 {
-    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err,
-                            errsize);
+    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err, errsize);
 }
 
 /* Gathers the status of several groups, then calls the user's callback once. */

@@ -25,16 +25,10 @@
 #include "owner.h"
 #include "pstate.h"
 
-#define DEFAULT_SUB "default"
+#define DEFAULT_SUB  "default"
 #define DLQ_RETRY_MS 1000
 
-typedef enum {
-    CMD_FETCH,
-    CMD_SETTLE,
-    CMD_STATUS,
-    CMD_STOP_DELIVERING,
-    CMD_SHUTDOWN
-} cmd_type_t;
+typedef enum { CMD_FETCH, CMD_SETTLE, CMD_STATUS, CMD_STOP_DELIVERING, CMD_SHUTDOWN } cmd_type_t;
 
 /* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
 typedef struct cmd {
@@ -373,7 +367,8 @@ static void part_check_bound(ks_group_t *g, part_t *p)
 
 /* ---- commits and their metadata ---- */
 
-/* Builds p's metadata: acks above the commit point and attempts > 1, from the window
+/* Builds p's metadata: acks above the commit point and the attempt counts of records
+ * delivered but not acked, from the window
  * and from restored metadata for offsets not fetched yet. Returns the text length or -1. */
 static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t size)
 {
@@ -392,7 +387,7 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
         if (e->state == KS_REC_ACKED) {
             if (e->offset > cp)
                 m.acked[m.acked_cnt++] = e->offset;
-        } else if (e->attempts >= 2) {
+        } else if (e->attempts >= 1) {
             m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, e->attempts};
         }
     }
@@ -440,8 +435,8 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
         int64_t cp = ks_ack_window_commit_point(&p->win);
         if (cp < 0 || (cp == p->committed && !p->meta_dirty))
             continue;
-        rd_kafka_topic_partition_t *tp = rd_kafka_topic_partition_list_add(l, p->topic,
-                                                                          p->partition);
+        rd_kafka_topic_partition_t *tp =
+            rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
         tp->offset = cp;
         int len = build_meta(g, p, cp, buf, mcap);
         if (len > 0) {
@@ -498,8 +493,9 @@ static void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *pa
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_copy(parts);
     rd_kafka_resp_err_t err = rd_kafka_committed(g->rk, l, 10000);
     if (err) {
-        ks_warn(g->log_name, "reading committed offsets: %s; acks above the commit point "
-                             "will be redelivered",
+        ks_warn(g->log_name,
+                "reading committed offsets: %s; acks above the commit point "
+                "will be redelivered",
                 rd_kafka_err2str(err));
         rd_kafka_topic_partition_list_destroy(l);
         return;
@@ -570,7 +566,6 @@ static void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, voi
         if (!e->reason)
             e->reason = xstrdup("lease deadline expired");
     }
-    p->meta_dirty = p->meta_dirty || e->attempts >= 2;
     requeue(g, p, e);
 }
 
@@ -606,6 +601,9 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *tex
     }
     if (e->attempts == 0)
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+    if (e->attempts != id.attempt && e->state != KS_REC_ACKED)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the lease ended and the record was "
+                                             "delivered again; use the newer ack id"};
     if (e->state == KS_REC_ACKED)
         return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
                                  "already acked"};
@@ -638,7 +636,6 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *tex
         }
         if (ks_lease_release(&g->leases, &p->win, p, e, now, c->u.settle.ms) == 1)
             ks_key_sched_requeue(&p->sched, &p->win, e);
-        p->meta_dirty = p->meta_dirty || e->attempts >= 2;
         return (ks_ack_result_t){KS_OK, c->u.settle.ms > 0 ? "nacked; redelivery after the delay"
                                                            : "nacked; redelivery now"};
     }
@@ -669,8 +666,8 @@ static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     ks_group_t *g = opaque;
     dlq_ref_t *ref = m->_private;
     part_t *p = part_find(g, ref->topic, ref->partition);
-    ks_win_entry_t *e = p && p->epoch == ref->epoch ? ks_ack_window_get(&p->win, ref->offset)
-                                                    : NULL;
+    ks_win_entry_t *e =
+        p && p->epoch == ref->epoch ? ks_ack_window_get(&p->win, ref->offset) : NULL;
     if (!e || e->state != KS_REC_DEAD_LETTERING) {
         /* The partition moved on; its new owner redelivers the record. */
         free(ref);
@@ -746,12 +743,12 @@ static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     ref->partition = p->partition;
     ref->epoch = p->epoch;
     ref->offset = e->offset;
-    rd_kafka_resp_err_t err = rd_kafka_producev(
-        g->dlq_rk, RD_KAFKA_V_TOPIC(g->gconf->dead_letter_topic),
-        RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-        RD_KAFKA_V_KEY(m ? m->key : NULL, m ? m->key_len : 0),
-        RD_KAFKA_V_VALUE(m ? m->payload : NULL, m ? m->len : 0), RD_KAFKA_V_HEADERS(hdrs),
-        RD_KAFKA_V_OPAQUE(ref), RD_KAFKA_V_END);
+    rd_kafka_resp_err_t err =
+        rd_kafka_producev(g->dlq_rk, RD_KAFKA_V_TOPIC(g->gconf->dead_letter_topic),
+                          RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_KEY(m ? m->key : NULL, m ? m->key_len : 0),
+                          RD_KAFKA_V_VALUE(m ? m->payload : NULL, m ? m->len : 0),
+                          RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(ref), RD_KAFKA_V_END);
     if (err) {
         rd_kafka_headers_destroy(hdrs);
         free(ref);
@@ -934,7 +931,8 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
                           .group_hash = g->group_hash,
                           .epoch = eparts[i]->epoch,
                           .partition = m->partition,
-                          .offset = m->offset};
+                          .offset = m->offset,
+                          .attempt = ents[i]->attempts};
         snprintf(id.topic, sizeof(id.topic), "%s", tn);
         char *aid = pos;
         ks_ack_id_format(&id, aid, KS_ACK_ID_MAX);
@@ -1013,8 +1011,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         g->st_delivered++;
         ks_lease_grant(&g->leases, &p->win, p, e, s->id, now, t->c->u.fetch.deadline_ms);
         p->leased++;
-        if (e->attempts >= 2)
-            p->meta_dirty = true;
+        p->meta_dirty = true; /* its attempt count goes into the next commit */
         s->out_records++;
         s->out_bytes += e->bytes;
         if (!t->ents) {
@@ -1396,8 +1393,9 @@ static void *loop_main(void *arg)
         }
         if (g->draining && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
             if (total_leased(g))
-                ks_warn(g->log_name, "shutdown: %zu records still leased; they will be "
-                                     "redelivered",
+                ks_warn(g->log_name,
+                        "shutdown: %zu records still leased; they will be "
+                        "redelivered",
                         total_leased(g));
             g->stopping = true;
         } else if (now >= idle_due(g)) {

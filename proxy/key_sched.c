@@ -78,7 +78,8 @@ static void heap_pop(ks_key_sched_t *s)
 
 static size_t slot_of(const ks_key_sched_t *s, uint64_t h)
 {
-    return (size_t)(h * 0x9E3779B97F4A7C15ull) & (s->chain_cap - 1);
+    /* Fibonacci hashing: the high half of the product mixes every bit of h. */
+    return (size_t)((h * 0x9E3779B97F4A7C15ull) >> 32) & (s->chain_cap - 1);
 }
 
 static ks_key_chain_t *chain_find(ks_key_sched_t *s, uint64_t h)

@@ -119,8 +119,7 @@ size_t ks_leases_run(ks_leases_t *l, int64_t now_ms, ks_lease_cb *cb, void *opaq
             (e->state != KS_REC_LEASED && e->state != KS_REC_DELAYED))
             continue;
         n++;
-        cb(it.owner, e, e->state == KS_REC_LEASED ? KS_LEASE_EXPIRED : KS_LEASE_DELAY_DONE,
-           opaque);
+        cb(it.owner, e, e->state == KS_REC_LEASED ? KS_LEASE_EXPIRED : KS_LEASE_DELAY_DONE, opaque);
     }
     return n;
 }

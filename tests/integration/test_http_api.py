@@ -59,7 +59,7 @@ def test_bad_input_gets_clear_errors_and_process_survives(bootstrap, sidecars):
                  "INVALID_ARGUMENT", ["malformed"])
     # A well-formed id for an offset never delivered: unknown.
     real = recs[0]["ack_id"]
-    fake = real[:-(len(topic) + 1)].rsplit("-", 1)[0] + f"-999-{topic}"
+    fake = real[:-(len(topic) + 1)].rsplit("-", 2)[0] + f"-999-1-{topic}"
     assert_error(sc.post(f"/v1/groups/{g}/acks", {"ack_ids": [fake]}), 404, "NOT_FOUND",
                  ["unknown ack id"])
     # An id of another group is refused.

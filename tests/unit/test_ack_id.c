@@ -1,4 +1,5 @@
-/* test_ack_id.c: tests the ack id text format: format/parse round trips, parse rejections and the group hash (proxy/ack_id.c). */
+/* test_ack_id.c: tests the ack id text format: format/parse round trips, parse rejections and the
+ * group hash (proxy/ack_id.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -11,7 +12,7 @@
 #include "ack_id.h"
 
 static ks_ack_id_t make_id(uint32_t instance, uint32_t group_hash, uint32_t epoch,
-                           int32_t partition, int64_t offset, const char *topic)
+                           int32_t partition, int64_t offset, uint32_t attempt, const char *topic)
 {
     ks_ack_id_t id;
     memset(&id, 0, sizeof(id));
@@ -20,6 +21,7 @@ static ks_ack_id_t make_id(uint32_t instance, uint32_t group_hash, uint32_t epoc
     id.epoch = epoch;
     id.partition = partition;
     id.offset = offset;
+    id.attempt = attempt;
     snprintf(id.topic, sizeof(id.topic), "%s", topic);
     return id;
 }
@@ -39,6 +41,7 @@ static void round_trip(const ks_ack_id_t *id)
     assert_int_equal(out.epoch, id->epoch);
     assert_int_equal(out.partition, id->partition);
     assert_int_equal(out.offset, id->offset);
+    assert_int_equal(out.attempt, id->attempt);
     assert_string_equal(out.topic, id->topic);
     /* formatting the parse gives the same text */
     char again[KS_ACK_ID_MAX];
@@ -49,49 +52,74 @@ static void round_trip(const ks_ack_id_t *id)
 static void test_wire_format(void **state)
 {
     /* Pin the text form: ids handed out must stay parseable across versions. */
-    ks_ack_id_t id = make_id(0xa, 0x1, 2, 3, 4, "t");
+    ks_ack_id_t id = make_id(0xa, 0x1, 2, 3, 4, 5, "t");
     char buf[KS_ACK_ID_MAX];
-    assert_int_equal(ks_ack_id_format(&id, buf, sizeof(buf)), strlen("a10000000a00000001-2-3-4-t"));
-    assert_string_equal(buf, "a10000000a00000001-2-3-4-t");
+    assert_int_equal(ks_ack_id_format(&id, buf, sizeof(buf)),
+                     strlen("a10000000a00000001-2-3-4-5-t"));
+    assert_string_equal(buf, "a10000000a00000001-2-3-4-5-t");
 
-    id = make_id(0xdeadbeef, 0x0badf00d, 17, 0, 123456789, "orders");
+    id = make_id(0xdeadbeef, 0x0badf00d, 17, 0, 123456789, 1, "orders");
     ks_ack_id_format(&id, buf, sizeof(buf));
-    assert_string_equal(buf, "a1deadbeef0badf00d-17-0-123456789-orders");
+    assert_string_equal(buf, "a1deadbeef0badf00d-17-0-123456789-1-orders");
+
+    /* The attempt is its own field: the smallest and the largest. */
+    id.attempt = 0;
+    ks_ack_id_format(&id, buf, sizeof(buf));
+    assert_string_equal(buf, "a1deadbeef0badf00d-17-0-123456789-0-orders");
+    id.attempt = UINT32_MAX;
+    ks_ack_id_format(&id, buf, sizeof(buf));
+    assert_string_equal(buf, "a1deadbeef0badf00d-17-0-123456789-4294967295-orders");
 }
 
 static void test_round_trip(void **state)
 {
-    ks_ack_id_t id = make_id(0xdeadbeef, ks_ack_id_group_hash("orders-group"), 7, 3, 12345,
+    ks_ack_id_t id = make_id(0xdeadbeef, ks_ack_id_group_hash("orders-group"), 7, 3, 12345, 2,
                              "orders.v1-eu_west");
     round_trip(&id);
 
-    id = make_id(0, 0, 0, 0, 0, "a");
+    /* Attempts 0, 1 and UINT32_MAX with every other field at its smallest. */
+    id = make_id(0, 0, 0, 0, 0, 0, "a");
+    round_trip(&id);
+    id.attempt = 1;
+    round_trip(&id);
+    id.attempt = UINT32_MAX;
     round_trip(&id);
 
-    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, "x.y-z_W9");
+    /* ... and at its largest. */
+    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, UINT32_MAX, "x.y-z_W9");
     round_trip(&id);
+    id.attempt = 0;
+    round_trip(&id);
+    id.attempt = 1;
+    round_trip(&id);
+    id.attempt = UINT32_MAX;
     id.offset = INT64_MAX - 1;
     round_trip(&id);
     id.offset = (INT64_C(1) << 62) + 12345;
     round_trip(&id);
 
-    /* Topic names made of only the allowed punctuation. */
-    static const char *topics[] = {"...", "-", "_", "._-", "__consumer_offsets", "a.b.c", "A-Z"};
+    /* Topic names made of only the allowed punctuation, and topics that look like more numeric
+     * fields (they must come back as the topic, not shift the fields). */
+    static const char *topics[] = {
+        "...", "-", "_", "._-", "__consumer_offsets", "a.b.c", "A-Z", "7", "7-8", "0-0-t", "-1"};
     for (size_t i = 0; i < sizeof(topics) / sizeof(topics[0]); i++) {
-        id = make_id(1, 2, 3, 4, 5, topics[i]);
+        id = make_id(1, 2, 3, 4, 5, 6, topics[i]);
         round_trip(&id);
     }
 
-    /* The longest topic (249 chars) with every field at its largest: still under the max. */
+    /* The longest topic (249 chars) with every field, the attempt included, at its largest:
+     * still under the max. */
     char topic[250];
     for (int i = 0; i < 249; i++)
         topic[i] = "ab.-_9Z"[i % 7];
     topic[249] = '\0';
-    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, topic);
-    round_trip(&id);
-    char buf[KS_ACK_ID_MAX];
-    size_t n = ks_ack_id_format(&id, buf, sizeof(buf));
+    id = make_id(UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, UINT32_MAX, topic);
+    char big[2 * KS_ACK_ID_MAX];
+    size_t n = ks_ack_id_format(&id, big, sizeof(big));
+    /* "a1" + 16 hex + "-4294967295-2147483647-9223372036854775807-4294967295-" + 249 chars */
+    assert_int_equal(n, 2 + 16 + 1 + 10 + 1 + 10 + 1 + 19 + 1 + 10 + 1 + 249);
     assert_true(n < KS_ACK_ID_MAX);
+    round_trip(&id);
 }
 
 /* Builds "a1<16 hex>-" + rest. */
@@ -104,8 +132,8 @@ static void expect_reject(const char *s)
 {
     ks_ack_id_t out;
     if (ks_ack_id_parse(s, &out) != -1)
-        fail_msg("ks_ack_id_parse accepted \"%s\" (offset %lld, topic \"%s\")", s,
-                 (long long)out.offset, out.topic);
+        fail_msg("ks_ack_id_parse accepted \"%s\" (offset %lld, attempt %u, topic \"%s\")", s,
+                 (long long)out.offset, (unsigned)out.attempt, out.topic);
 }
 
 static void expect_reject_rest(const char *rest)
@@ -120,20 +148,30 @@ static void test_parse_accepts_control(void **state)
     /* The control case for the rejections below: the same prefix with a good tail. */
     char buf[256];
     ks_ack_id_t out;
-    with_prefix(buf, sizeof(buf), "1-2-3-t");
+    with_prefix(buf, sizeof(buf), "1-2-3-4-t");
     assert_int_equal(ks_ack_id_parse(buf, &out), 0);
     assert_int_equal(out.instance, 0xdeadbeef);
     assert_int_equal(out.group_hash, 0x0badf00d);
     assert_int_equal(out.epoch, 1);
     assert_int_equal(out.partition, 2);
     assert_int_equal(out.offset, 3);
+    assert_int_equal(out.attempt, 4);
     assert_string_equal(out.topic, "t");
     /* Bounds that fit. */
-    with_prefix(buf, sizeof(buf), "4294967295-2147483647-9223372036854775807-t");
+    with_prefix(buf, sizeof(buf), "4294967295-2147483647-9223372036854775807-4294967295-t");
     assert_int_equal(ks_ack_id_parse(buf, &out), 0);
     assert_int_equal(out.epoch, UINT32_MAX);
     assert_int_equal(out.partition, INT32_MAX);
     assert_int_equal(out.offset, INT64_MAX);
+    assert_int_equal(out.attempt, UINT32_MAX);
+    /* Attempt 0, and a topic of digits and dashes after the attempt. */
+    with_prefix(buf, sizeof(buf), "0-0-0-0-5-6");
+    assert_int_equal(ks_ack_id_parse(buf, &out), 0);
+    assert_int_equal(out.epoch, 0);
+    assert_int_equal(out.partition, 0);
+    assert_int_equal(out.offset, 0);
+    assert_int_equal(out.attempt, 0);
+    assert_string_equal(out.topic, "5-6");
 }
 
 static void test_parse_rejects_framing(void **state)
@@ -143,75 +181,98 @@ static void test_parse_rejects_framing(void **state)
     expect_reject("a1");
     expect_reject("a1deadbeef0badf00d");
     expect_reject("a1deadbeef0badf00d-");
-    expect_reject("b1deadbeef0badf00d-1-2-3-t"); /* wrong prefix */
-    expect_reject("A1deadbeef0badf00d-1-2-3-t");
-    expect_reject("a2deadbeef0badf00d-1-2-3-t");
-    expect_reject("1deadbeef0badf00d-1-2-3-t");
-    expect_reject(" a1deadbeef0badf00d-1-2-3-t");
+    expect_reject("b1deadbeef0badf00d-1-2-3-4-t"); /* wrong prefix */
+    expect_reject("A1deadbeef0badf00d-1-2-3-4-t");
+    expect_reject("a2deadbeef0badf00d-1-2-3-4-t");
+    expect_reject("1deadbeef0badf00d-1-2-3-4-t");
+    expect_reject(" a1deadbeef0badf00d-1-2-3-4-t");
     /* bad hex: uppercase, non-hex, too short, too long, missing separator */
-    expect_reject("a1DEADBEEF0badf00d-1-2-3-t");
-    expect_reject("a1deadbeef0BADF00D-1-2-3-t");
-    expect_reject("a1deadbeeg0badf00d-1-2-3-t");
-    expect_reject("a1deadbeef0badf00z-1-2-3-t");
-    expect_reject("a1deadbeef0badf00-1-2-3-t");
-    expect_reject("a1deadbeef0badf00d0-1-2-3-t");
-    expect_reject("a1deadbeef-0badf00d-1-2-3-t");
-    expect_reject("a1deadbeef0badf00d_1-2-3-t");
-    expect_reject("a1 deadbeef0badf00d-1-2-3-t");
+    expect_reject("a1DEADBEEF0badf00d-1-2-3-4-t");
+    expect_reject("a1deadbeef0BADF00D-1-2-3-4-t");
+    expect_reject("a1deadbeeg0badf00d-1-2-3-4-t");
+    expect_reject("a1deadbeef0badf00z-1-2-3-4-t");
+    expect_reject("a1deadbeef0badf00-1-2-3-4-t");
+    expect_reject("a1deadbeef0badf00d0-1-2-3-4-t");
+    expect_reject("a1deadbeef-0badf00d-1-2-3-4-t");
+    expect_reject("a1deadbeef0badf00d_1-2-3-4-t");
+    expect_reject("a1 deadbeef0badf00d-1-2-3-4-t");
 }
 
 static void test_parse_rejects_fields(void **state)
 {
     /* missing fields */
+    expect_reject_rest("1-2-3-4");
+    expect_reject_rest("1-2-3-4-");
     expect_reject_rest("1-2-3");
     expect_reject_rest("1-2-3-");
     expect_reject_rest("1-2");
     expect_reject_rest("1");
     expect_reject_rest("");
-    expect_reject_rest("-2-3-t");
-    expect_reject_rest("1--3-t");
-    expect_reject_rest("1-2--t");
+    expect_reject_rest("-2-3-4-t");
+    expect_reject_rest("1--3-4-t");
+    expect_reject_rest("1-2--4-t");
+    expect_reject_rest("1-2-3--t");
     expect_reject_rest("t");
+    /* missing attempt: the old format without it */
+    expect_reject_rest("1-2-3-t");
+    expect_reject_rest("1-2-3-orders");
+    expect_reject("a10000000a00000001-2-3-4-t");
     /* non-digits */
-    expect_reject_rest("x-2-3-t");
-    expect_reject_rest("1-y-3-t");
-    expect_reject_rest("1-2-z-t");
-    expect_reject_rest("1a-2-3-t");
-    expect_reject_rest("1-2a-3-t");
-    expect_reject_rest("1-2-3a-t");
-    expect_reject_rest("1-2-0x3-t");
-    expect_reject_rest("1-2- 3-t");
-    expect_reject_rest("1-2-3.5-t");
+    expect_reject_rest("x-2-3-4-t");
+    expect_reject_rest("1-y-3-4-t");
+    expect_reject_rest("1-2-z-4-t");
+    expect_reject_rest("1-2-3-w-t");
+    expect_reject_rest("1a-2-3-4-t");
+    expect_reject_rest("1-2a-3-4-t");
+    expect_reject_rest("1-2-3a-4-t");
+    expect_reject_rest("1-2-3-4a-t");
+    expect_reject_rest("1-2-0x3-4-t");
+    expect_reject_rest("1-2-3-0x4-t");
+    expect_reject_rest("1-2- 3-4-t");
+    expect_reject_rest("1-2-3- 4-t");
+    expect_reject_rest("1-2-3-4 -t");
+    expect_reject_rest("1-2-3.5-4-t");
+    expect_reject_rest("1-2-3-4.5-t");
+    expect_reject_rest("1-2-3-4e0-t");
     /* negative numbers */
-    expect_reject_rest("-1-2-3-t");
-    expect_reject_rest("1--2-3-t");
-    expect_reject_rest("1-2--3-t");
-    expect_reject_rest("+1-2-3-t");
+    expect_reject_rest("-1-2-3-4-t");
+    expect_reject_rest("1--2-3-4-t");
+    expect_reject_rest("1-2--3-4-t");
+    expect_reject_rest("1-2-3--4-t");
+    expect_reject_rest("+1-2-3-4-t");
+    expect_reject_rest("1-2-3-+4-t");
     /* invalid topics */
-    expect_reject_rest("1-2-3-a/b");
-    expect_reject_rest("1-2-3-a b");
-    expect_reject_rest("1-2-3-.");
-    expect_reject_rest("1-2-3-..");
-    expect_reject_rest("1-2-3-t\n");
-    expect_reject_rest("1-2-3-t:x");
-    expect_reject_rest("1-2-3-t*");
+    expect_reject_rest("1-2-3-4-a/b");
+    expect_reject_rest("1-2-3-4-a b");
+    expect_reject_rest("1-2-3-4-.");
+    expect_reject_rest("1-2-3-4-..");
+    expect_reject_rest("1-2-3-4-t\n");
+    expect_reject_rest("1-2-3-4-t:x");
+    expect_reject_rest("1-2-3-4-t*");
     char rest[300];
-    memcpy(rest, "1-2-3-", 6);
-    memset(rest + 6, 'a', 250); /* 250-char topic */
-    rest[256] = '\0';
+    memcpy(rest, "1-2-3-4-", 8);
+    memset(rest + 8, 'a', 250); /* 250-char topic */
+    rest[258] = '\0';
     expect_reject_rest(rest);
 }
 
 static void test_parse_rejects_overflow(void **state)
 {
     /* one past each field's range */
-    expect_reject_rest("4294967296-2-3-t");
-    expect_reject_rest("99999999999-2-3-t");
-    expect_reject_rest("1-2147483648-3-t");
-    expect_reject_rest("1-4294967296-3-t");
-    expect_reject_rest("1-2-9223372036854775808-t");
-    expect_reject_rest("1-2-99999999999999999999-t");
-    expect_reject_rest("1-2-18446744073709551615-t");
+    expect_reject_rest("4294967296-2-3-4-t");
+    expect_reject_rest("99999999999-2-3-4-t");
+    expect_reject_rest("1-2147483648-3-4-t");
+    expect_reject_rest("1-4294967296-3-4-t");
+    expect_reject_rest("1-2-9223372036854775808-4-t");
+    expect_reject_rest("1-2-99999999999999999999-4-t");
+    expect_reject_rest("1-2-18446744073709551615-4-t");
+    expect_reject_rest("1-2-3-4294967296-t");
+    expect_reject_rest("1-2-3-4294967300-t");
+    expect_reject_rest("1-2-3-99999999999-t");
+    expect_reject_rest("1-2-3-9223372036854775807-t");
+    expect_reject_rest("1-2-3-18446744073709551615-t");
+    expect_reject_rest("1-2-3-18446744073709551616-t"); /* 2^64: wraps to 0 */
+    expect_reject_rest("1-2-3-99999999999999999999-t");
 }
 
 /* Offsets of 20 digits whose value wraps an unsigned 64-bit accumulator back into range:
@@ -219,26 +280,34 @@ static void test_parse_rejects_overflow(void **state)
  * above INT64_MAX and must be refused, not read as small offsets. */
 static void test_parse_rejects_wrapping_offset(void **state)
 {
-    expect_reject_rest("1-2-18446744073709551616-t");
-    expect_reject_rest("1-2-18446744073709551620-t");
-    expect_reject_rest("1-2-18446744073709561615-t");
+    expect_reject_rest("1-2-18446744073709551616-4-t");
+    expect_reject_rest("1-2-18446744073709551620-4-t");
+    expect_reject_rest("1-2-18446744073709561615-4-t");
 }
 
 static void test_parse_rejects_overlong(void **state)
 {
     char buf[2048];
     /* Structurally valid (leading zeros) but KS_ACK_ID_MAX chars long, and much longer. */
-    size_t pad = KS_ACK_ID_MAX - strlen("a1deadbeef0badf00d-") - strlen("1-2-3-t");
+    size_t pad = KS_ACK_ID_MAX - strlen("a1deadbeef0badf00d-") - strlen("1-2-3-4-t");
     char rest[KS_ACK_ID_MAX + 16];
     memset(rest, '0', pad);
-    snprintf(rest + pad, sizeof(rest) - pad, "1-2-3-t");
+    snprintf(rest + pad, sizeof(rest) - pad, "1-2-3-4-t");
     with_prefix(buf, sizeof(buf), rest);
     assert_int_equal(strlen(buf), KS_ACK_ID_MAX);
     expect_reject(buf);
+    /* One char shorter (KS_ACK_ID_MAX - 1 chars) still parses: the zeros are only padding. */
+    with_prefix(buf, sizeof(buf), rest + 1);
+    assert_int_equal(strlen(buf), KS_ACK_ID_MAX - 1);
+    ks_ack_id_t out;
+    assert_int_equal(ks_ack_id_parse(buf, &out), 0);
+    assert_int_equal(out.epoch, 1);
+    assert_int_equal(out.attempt, 4);
+    assert_string_equal(out.topic, "t");
 
     memset(buf, 'a', sizeof(buf) - 1);
     buf[sizeof(buf) - 1] = '\0';
-    memcpy(buf, "a1deadbeef0badf00d-1-2-3-", strlen("a1deadbeef0badf00d-1-2-3-"));
+    memcpy(buf, "a1deadbeef0badf00d-1-2-3-4-", strlen("a1deadbeef0badf00d-1-2-3-4-"));
     expect_reject(buf);
 }
 
@@ -271,7 +340,7 @@ static void test_group_hash(void **state)
     }
 
     /* The hash survives a round trip inside an id. */
-    ks_ack_id_t id = make_id(9, ks_ack_id_group_hash("payments"), 1, 1, 1, "p");
+    ks_ack_id_t id = make_id(9, ks_ack_id_group_hash("payments"), 1, 1, 1, 1, "p");
     char buf[KS_ACK_ID_MAX];
     ks_ack_id_format(&id, buf, sizeof(buf));
     ks_ack_id_t out;

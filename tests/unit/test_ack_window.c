@@ -1,4 +1,5 @@
-/* test_ack_window.c: tests the per-partition ack window and its contiguous commit point (proxy/ack_window.c), incl. a randomized model check. */
+/* test_ack_window.c: tests the per-partition ack window and its contiguous commit point
+ * (proxy/ack_window.c), incl. a randomized model check. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -425,7 +426,7 @@ static void test_leased_count(void **state)
         assert_non_null(ks_ack_window_lease_next(&w));
     assert_null(ks_ack_window_lease_next(&w));
     assert_int_equal(ks_ack_window_leased(&w), 7);
-    assert_int_equal(ks_ack_window_leased(&w) , ks_ack_window_count(&w));
+    assert_int_equal(ks_ack_window_leased(&w), ks_ack_window_count(&w));
     ks_ack_window_destroy(&w);
 }
 
@@ -509,9 +510,9 @@ typedef struct {
     int *freed;        /* free_msg calls by offset (the msgs point here) */
     int64_t *pushed;   /* pushed offsets in order */
     size_t npushed;
-    size_t lo;         /* index in pushed of the lowest not-acked record */
-    size_t ready;      /* index in pushed of the lowest READY record */
-    int64_t *leased;   /* offsets in LEASED state, unordered */
+    size_t lo;       /* index in pushed of the lowest not-acked record */
+    size_t ready;    /* index in pushed of the lowest READY record */
+    int64_t *leased; /* offsets in LEASED state, unordered */
     size_t nleased;
     int64_t held_bytes;
     int64_t maxoff;

@@ -1,5 +1,4 @@
-/* test_commit_meta.c: tests the commit metadata codec (proxy/commit_meta.c): round trips, size
- * cuts, garbage. */
+/* test_commit_meta.c: tests the commit metadata codec (proxy/commit_meta.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -166,7 +165,7 @@ static ks_commit_meta_t random_meta(uint64_t *s)
         break;
     }
     size_t na = rnd_below(s, 5) == 0 ? 0 : (size_t)rnd_below(s, 300);
-    size_t nt = rnd_below(s, 3) == 0 ? 0 : (size_t)rnd_below(s, 60);
+    size_t nt = rnd_below(s, 3) == 0 ? 0 : (size_t)rnd_below(s, 150);
     m.acked = malloc((na + 1) * sizeof(*m.acked));
     m.attempts = malloc((nt + 1) * sizeof(*m.attempts));
     assert_non_null(m.acked);
@@ -177,13 +176,29 @@ static ks_commit_meta_t random_meta(uint64_t *s)
         o += k < 6 ? 1 : k < 8 ? 2 : k < 9 ? (int64_t)rnd_below(s, 200) + 1 : 1;
         m.acked[m.acked_cnt++] = o;
     }
+    /* Attempt counts from 1 up, often repeated over consecutive offsets so that runs form,
+     * sometimes repeated across a gap (which must not merge). */
     o = m.commit_offset + (int64_t)rnd_below(s, 3);
+    uint32_t att = 1;
     for (size_t i = 0; i < nt; i++) {
+        if (i == 0 || rnd_below(s, 3) == 0) {
+            switch (rnd_below(s, 4)) {
+            case 0:
+                att = 1;
+                break;
+            case 1:
+                att = (uint32_t)rnd(s);
+                att = att ? att : UINT32_MAX;
+                break;
+            default:
+                att = 1 + (uint32_t)rnd_below(s, 10);
+                break;
+            }
+        }
         m.attempts[m.attempt_cnt].offset = o;
-        m.attempts[m.attempt_cnt].attempts =
-            rnd_below(s, 4) == 0 ? (uint32_t)rnd(s) | 2u : 2u + (uint32_t)rnd_below(s, 10);
+        m.attempts[m.attempt_cnt].attempts = att;
         m.attempt_cnt++;
-        o += 1 + (int64_t)rnd_below(s, rnd_below(s, 2) ? 3 : 500);
+        o += rnd_below(s, 2) ? 1 : 1 + (int64_t)rnd_below(s, rnd_below(s, 2) ? 3 : 500);
     }
     return m;
 }
@@ -266,6 +281,20 @@ static int craft_decode(craft_t *c, int64_t commit_offset)
     return r;
 }
 
+/* Decodes the crafted payload c against commit_offset into *d (which the caller frees),
+ * asserting that it is accepted and that encoding the result gives back exactly the same
+ * text (a valid payload is the canonical one). */
+static void craft_decode_meta(craft_t *c, int64_t commit_offset, ks_commit_meta_t *d)
+{
+    char text[512];
+    size_t n = craft_finish(c, text);
+    assert_int_equal(ks_commit_meta_decode(text, n, commit_offset, d), 0);
+    char again[512];
+    int m = ks_commit_meta_encode(d, again, sizeof(again), NULL);
+    assert_int_equal(m, (int)n);
+    assert_string_equal(again, text);
+}
+
 /* ---- round trips -------------------------------------------------------------------------- */
 
 static void test_empty(void **state)
@@ -306,6 +335,18 @@ static void test_attempts_only(void **state)
     ks_meta_attempt_t at[] = {{50, 2}, {51, 7}, {60, UINT32_MAX}, {1000, 3}};
     ks_commit_meta_t m = {.commit_offset = 50, .attempts = at, .attempt_cnt = 4};
     round_trip(&m);
+
+    /* Attempts 1 is valid; runs of equal counts, equal counts across a gap, a count change
+     * inside a block of consecutive offsets. */
+    ks_meta_attempt_t once[] = {{50, 1}};
+    m.attempts = once;
+    m.attempt_cnt = 1;
+    round_trip(&m);
+    ks_meta_attempt_t runs[] = {{50, 1}, {51, 1}, {52, 1}, {53, 2}, {54, 2}, {56, 2},
+                                {57, 1}, {58, 1}, {59, 3}, {60, 1}, {61, 1}, {99, 1}};
+    m.attempts = runs;
+    m.attempt_cnt = sizeof(runs) / sizeof(runs[0]);
+    round_trip(&m);
 }
 
 static void test_both(void **state)
@@ -314,6 +355,10 @@ static void test_both(void **state)
     ks_meta_attempt_t at[] = {{41, 2}, {44, 3}, {45, 9}, {51, 2}};
     ks_commit_meta_t m = {
         .commit_offset = 41, .acked = acked, .acked_cnt = 5, .attempts = at, .attempt_cnt = 4};
+    round_trip(&m);
+    ks_meta_attempt_t at1[] = {{41, 1}, {42, 1}, {43, 1}, {44, 1}, {45, 1}, {46, 4}, {51, 1}};
+    m.attempts = at1;
+    m.attempt_cnt = 7;
     round_trip(&m);
 }
 
@@ -328,12 +373,12 @@ static void test_large_offsets(void **state)
 
     /* The very top of the range. */
     int64_t top[] = {INT64_MAX - 2, INT64_MAX - 1, INT64_MAX};
-    ks_meta_attempt_t tat[] = {{INT64_MAX - 3, 2}, {INT64_MAX, 5}};
+    ks_meta_attempt_t tat[] = {{INT64_MAX - 3, 2}, {INT64_MAX - 1, 1}, {INT64_MAX, 1}};
     ks_commit_meta_t t = {.commit_offset = INT64_MAX - 3,
                           .acked = top,
                           .acked_cnt = 3,
                           .attempts = tat,
-                          .attempt_cnt = 2};
+                          .attempt_cnt = 3};
     round_trip(&t);
     /* A gap spanning almost all of it. */
     int64_t far[] = {INT64_MAX};
@@ -365,6 +410,35 @@ static void test_format(void **state)
 
     /* cut_offset may be NULL. */
     assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), NULL), n);
+
+    /* Attempts as runs: {7, 8, 9} x1, {11, 12} x3, {20} x3 (same count after a gap: a new
+     * run), {21} x2 (adjacent, another count: a new run with delta 1). */
+    ks_meta_attempt_t at[] = {{7, 1}, {8, 1}, {9, 1}, {11, 3}, {12, 3}, {20, 3}, {21, 2}};
+    m.attempts = at;
+    m.attempt_cnt = 7;
+    n = ks_commit_meta_encode(&m, buf, sizeof(buf), &cut);
+    assert_true(n > 4);
+    assert_int_equal(cut, -1);
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 7);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    craft_varint(&c, 4); /* attempt runs */
+    craft_varint(&c, 0);
+    craft_varint(&c, 3);
+    craft_varint(&c, 1);
+    craft_varint(&c, 2);
+    craft_varint(&c, 2);
+    craft_varint(&c, 3);
+    craft_varint(&c, 8);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 2);
+    craft_finish(&c, want);
+    assert_string_equal(buf, want);
 }
 
 /* The sizes the final report quotes: a contiguous block, and every other offset. */
@@ -384,6 +458,53 @@ static void test_compactness(void **state)
     assert_true(contiguous < 24);
     assert_true(alternate < 4096);
     free(acked);
+}
+
+/* Attempt entries go as runs: a block delivered once costs a few bytes however long, and
+ * counts that change at every offset still round-trip. */
+static void test_attempt_compactness(void **state)
+{
+    ks_meta_attempt_t *at = malloc(1000 * sizeof(*at));
+    assert_non_null(at);
+    ks_commit_meta_t m = {.commit_offset = 1000000, .attempts = at, .attempt_cnt = 1000};
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000000 + i, 1};
+    int ones = round_trip(&m);
+    /* commit 3 + ack runs 1 + attempt runs 1 + delta 1 + length 2 + count 1 + CRC 4 = 13
+     * bytes: "ks1:" and 18 characters. */
+    assert_int_equal(ones, 22);
+
+    /* The same block above a gap, with acks interleaved below it. */
+    int64_t acked[] = {1000001, 1000002, 1000005};
+    m.acked = acked;
+    m.acked_cnt = 3;
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000010 + i, 1};
+    assert_true(round_trip(&m) < 40);
+    m.acked = NULL;
+    m.acked_cnt = 0;
+
+    /* Alternating counts: every offset its own run. */
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000000 + i, i % 2 ? 2u : 1u};
+    int alt = round_trip(&m);
+    /* Alternating in pairs, and three counts cycling with a large one. */
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000000 + i, (i / 2) % 2 ? 1u : 5u};
+    round_trip(&m);
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000000 + i, i % 3 == 0 ? 1u : i % 3 == 1 ? UINT32_MAX : 7u};
+    round_trip(&m);
+    /* The same count at every other offset: runs of length 1, never merged across gaps. */
+    for (int i = 0; i < 1000; i++)
+        at[i] = (ks_meta_attempt_t){1000000 + 2 * i, 1};
+    int gaps = round_trip(&m);
+    print_message("encoded size: 1000 consecutive attempts x1 %d chars, 1000 alternating 1/2 "
+                  "%d chars, 1000 every-other x1 %d chars\n",
+                  ones, alt, gaps);
+    assert_true(alt < 4096);
+    assert_true(gaps < 4096);
+    free(at);
 }
 
 static void test_random_round_trip(void **state)
@@ -427,16 +548,36 @@ static void test_encode_rejects(void **state)
     m.acked_cnt = 0;
     assert_true(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut) > 0);
 
+    /* Attempts 1 is valid (and round-trips); attempts 0 is not, alone or inside a run. */
     ks_meta_attempt_t one[] = {{1, 1}};
     m.attempts = one;
     m.attempt_cnt = 1;
+    assert_true(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut) > 0);
+    assert_int_equal(cut, -1);
+    round_trip(&m);
+    cut = 777;
+    ks_meta_attempt_t zero[] = {{1, 0}};
+    m.attempts = zero;
     assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
+    assert_string_equal(buf, "");
+    assert_int_equal(cut, 777);
+    ks_meta_attempt_t zero_in_run[] = {{1, 1}, {2, 1}, {3, 0}, {4, 1}};
+    m.attempts = zero_in_run;
+    m.attempt_cnt = 4;
+    assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
+    m.attempt_cnt = 1;
     ks_meta_attempt_t low[] = {{0, 2}};
     m.attempts = low;
     assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
     ks_meta_attempt_t uns[] = {{3, 2}, {3, 2}};
     m.attempts = uns;
     m.attempt_cnt = 2;
+    assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
+    ks_meta_attempt_t back[] = {{3, 1}, {4, 1}, {2, 1}};
+    m.attempts = back;
+    m.attempt_cnt = 3;
+    assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
+    m.attempts = NULL;
     assert_int_equal(ks_commit_meta_encode(&m, buf, sizeof(buf), &cut), -1);
 
     ks_commit_meta_t neg = {.commit_offset = -1};
@@ -499,7 +640,7 @@ static void test_size_bound(void **state)
      * one (acked offsets are at least 1 apart, so these stay ascending and >= commit). */
     for (size_t i = 0; i < n / 10; i++) {
         at[i].offset = acked[i * 7] - (int64_t)(i % 2);
-        at[i].attempts = 2 + (uint32_t)rnd_below(&s, 100000);
+        at[i].attempts = 1 + (uint32_t)rnd_below(&s, 100000);
     }
     m.attempts = at;
     m.attempt_cnt = n / 10;
@@ -507,6 +648,54 @@ static void test_size_bound(void **state)
         assert_true(check_cut(&m, limits[l]) >= m.commit_offset);
     free(acked);
     free(at);
+}
+
+/* Cuts through attempt runs: a long block of consecutive offsets whose counts come in runs
+ * of random lengths, with acks among them. The cut may fall inside a run, which then keeps
+ * only its part below the cut. */
+static void test_attempt_runs_cut(void **state)
+{
+    uint64_t s = 4711;
+    size_t n = 20000, na = 3000;
+    ks_meta_attempt_t *at = malloc(n * sizeof(*at));
+    int64_t *acked = malloc(na * sizeof(*acked));
+    assert_non_null(at);
+    assert_non_null(acked);
+    int64_t o = 100;
+    uint32_t att = 1;
+    for (size_t i = 0; i < n;) {
+        size_t len = 1 + (size_t)rnd_below(&s, 60);
+        uint32_t next;
+        do
+            next = rnd_below(&s, 3) ? 1 + (uint32_t)rnd_below(&s, 4) : (uint32_t)rnd(&s) | 1u;
+        while (next == att);
+        att = next;
+        for (size_t k = 0; k < len && i < n; k++, i++)
+            at[i] = (ks_meta_attempt_t){o++, att};
+        if (rnd_below(&s, 4) == 0)
+            o += 1 + (int64_t)rnd_below(&s, 5);
+    }
+    ks_commit_meta_t m = {.commit_offset = 100, .attempts = at, .attempt_cnt = n};
+    size_t full = (size_t)round_trip(&m);
+    assert_true(full > 1000);
+    assert_int_equal(check_cut(&m, full + 1), -1);
+    const size_t limits[] = {full, full / 2, 1000, 256, 64, 40, 30, KS_COMMIT_META_MIN_BYTES};
+    for (size_t l = 0; l < sizeof(limits) / sizeof(limits[0]); l++)
+        assert_true(check_cut(&m, limits[l]) >= m.commit_offset);
+    for (size_t lim = KS_COMMIT_META_MIN_BYTES; lim < 400; lim += 7)
+        check_cut(&m, lim);
+
+    /* One long run of ones: cutting it keeps its lower part, in a few bytes. */
+    for (size_t i = 0; i < n; i++)
+        at[i] = (ks_meta_attempt_t){100 + (int64_t)i, 1};
+    for (size_t i = 0; i < na; i++)
+        acked[i] = 101 + 3 * (int64_t)i;
+    m.acked = acked;
+    m.acked_cnt = na;
+    for (size_t lim = KS_COMMIT_META_MIN_BYTES; lim < 1200; lim += 13)
+        check_cut(&m, lim);
+    free(at);
+    free(acked);
 }
 
 static void test_fits_gives_no_cut(void **state)
@@ -645,9 +834,9 @@ static void test_garbage(void **state)
 static void test_mutations_and_truncations(void **state)
 {
     int64_t acked[] = {101, 102, 103, 110, 200, 201};
-    ks_meta_attempt_t at[] = {{100, 3}, {150, 70000}};
+    ks_meta_attempt_t at[] = {{100, 3}, {104, 1}, {105, 1}, {106, 1}, {107, 2}, {150, 70000}};
     ks_commit_meta_t m = {
-        .commit_offset = 100, .acked = acked, .acked_cnt = 6, .attempts = at, .attempt_cnt = 2};
+        .commit_offset = 100, .acked = acked, .acked_cnt = 6, .attempts = at, .attempt_cnt = 6};
     char buf[256];
     int n = ks_commit_meta_encode(&m, buf, sizeof(buf), NULL);
     assert_true(n > 0);
@@ -719,6 +908,7 @@ static void test_crafted(void **state)
     craft_varint(&c, 1); /* 10 */
     craft_varint(&c, 1);
     craft_varint(&c, 0);
+    craft_varint(&c, 1);
     craft_varint(&c, 4); /* 5 x4 */
     assert_int_equal(craft_decode(&c, 5), 0);
 
@@ -799,33 +989,288 @@ static void test_crafted(void **state)
     craft_varint(&c, 0);
     assert_int_equal(craft_decode(&c, 5), -1);
 
-    /* Attempt entries: attempts 0, 1 and above UINT32_MAX; a repeated offset. */
-    const uint64_t bad_att[] = {0, 1, (uint64_t)UINT32_MAX + 1};
-    for (size_t i = 0; i < 3; i++) {
+    /* Attempt runs decode to the expanded entries: {5, 6, 7} x1, {8, 9} x4 (adjacent, another
+     * count), {14} x1 and {16, 17} x1 (the same count across gaps), {18} xUINT32_MAX. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 3);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 2);
+    craft_varint(&c, 4);
+    craft_varint(&c, 5);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 2);
+    craft_varint(&c, 2);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, UINT32_MAX);
+    ks_commit_meta_t d;
+    craft_decode_meta(&c, 5, &d);
+    const ks_meta_attempt_t want[] = {{5, 1},  {6, 1},  {7, 1},  {8, 4},          {9, 4},
+                                      {14, 1}, {16, 1}, {17, 1}, {18, UINT32_MAX}};
+    assert_int_equal(d.commit_offset, 5);
+    assert_int_equal(d.acked_cnt, 0);
+    assert_int_equal(d.attempt_cnt, sizeof(want) / sizeof(want[0]));
+    for (size_t i = 0; i < d.attempt_cnt; i++) {
+        assert_int_equal(d.attempts[i].offset, want[i].offset);
+        assert_int_equal(d.attempts[i].attempts, want[i].attempts);
+    }
+    ks_commit_meta_free(&d);
+
+    /* With acks, and a first run above commit_offset. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3); /* 6, 7, 8 */
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    craft_varint(&c, 1000);
+    craft_varint(&c, 1); /* 8 .. 1007 x1 */
+    craft_decode_meta(&c, 5, &d);
+    assert_int_equal(d.acked_cnt, 3);
+    assert_int_equal(d.attempt_cnt, 1000);
+    for (size_t i = 0; i < 1000; i++) {
+        assert_int_equal(d.attempts[i].offset, 8 + (int64_t)i);
+        assert_int_equal(d.attempts[i].attempts, 1);
+    }
+    ks_commit_meta_free(&d);
+
+    /* Attempts 0 and above UINT32_MAX are refused; 1 and UINT32_MAX are fine. */
+    const uint64_t atts[][2] = {
+        {0, -1}, {(uint64_t)UINT32_MAX + 1, -1}, {1ull << 62, -1}, {1, 0}, {UINT32_MAX, 0}};
+    for (size_t i = 0; i < sizeof(atts) / sizeof(atts[0]); i++) {
         c = (craft_t){.n = 0};
         craft_varint(&c, 5);
         craft_varint(&c, 0);
         craft_varint(&c, 1);
         craft_varint(&c, 0);
-        craft_varint(&c, bad_att[i]);
-        assert_int_equal(craft_decode(&c, 5), -1);
+        craft_varint(&c, 2);
+        craft_varint(&c, atts[i][0]);
+        assert_int_equal(craft_decode(&c, 5), (int)(int64_t)atts[i][1]);
     }
+    /* An attempts 0 in a later run. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 2);
+    craft_varint(&c, 0);
+    craft_varint(&c, 2);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    craft_varint(&c, 1);
+    craft_varint(&c, 0);
+    assert_int_equal(craft_decode(&c, 5), -1);
+
+    /* Non-canonical: an adjacent run with the same count (it should have been one run). The
+     * same count after a gap, or an adjacent run with another count, is fine. */
+    const uint64_t second[][3] = {/* delta, count, expected */
+                                  {1, 3, -1},
+                                  {2, 3, 0},
+                                  {1, 4, 0},
+                                  {1, 1, 0}};
+    for (size_t i = 0; i < sizeof(second) / sizeof(second[0]); i++) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, 5);
+        craft_varint(&c, 0);
+        craft_varint(&c, 2);
+        craft_varint(&c, 1);
+        craft_varint(&c, 2);
+        craft_varint(&c, 3); /* 6, 7 x3 */
+        craft_varint(&c, second[i][0]);
+        craft_varint(&c, 2);
+        craft_varint(&c, second[i][1]);
+        if ((int64_t)second[i][2] == 0) {
+            craft_decode_meta(&c, 5, &d);
+            ks_commit_meta_free(&d);
+        } else {
+            assert_int_equal(craft_decode(&c, 5), -1);
+        }
+    }
+    /* Non-canonical with counts of 1 too, after runs of length 1. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 2);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    assert_int_equal(craft_decode(&c, 5), -1);
+
+    /* Offsets must go strictly up: a delta of 0 after a run (a repeated offset). A delta of 0
+     * for the first run (at commit_offset) is fine. */
     c = (craft_t){.n = 0};
     craft_varint(&c, 5);
     craft_varint(&c, 0);
     craft_varint(&c, 2);
     craft_varint(&c, 1);
     craft_varint(&c, 2);
+    craft_varint(&c, 2);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    assert_int_equal(craft_decode(&c, 5), -1);
+
+    /* A run of length 0, first or later. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
+    craft_varint(&c, 0);
     craft_varint(&c, 0);
     craft_varint(&c, 2);
     assert_int_equal(craft_decode(&c, 5), -1);
-    /* An attempt offset past INT64_MAX. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 2);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
+    craft_varint(&c, 2);
+    craft_varint(&c, 3);
+    craft_varint(&c, 0);
+    craft_varint(&c, 2);
+    assert_int_equal(craft_decode(&c, 5), -1);
+
+    /* Huge run counts with few bytes behind them: refused before any allocation. So is a count
+     * one more than the runs that follow. */
+    const uint64_t run_cnts[] = {(uint64_t)INT64_MAX, 1ull << 40, KS_COMMIT_META_MAX_ACKS + 1ull,
+                                 2};
+    for (size_t i = 0; i < sizeof(run_cnts) / sizeof(run_cnts[0]); i++) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, 5);
+        craft_varint(&c, 0);
+        craft_varint(&c, run_cnts[i]);
+        craft_varint(&c, 1);
+        craft_varint(&c, 1);
+        craft_varint(&c, 2);
+        assert_int_equal(craft_decode(&c, 5), -1);
+    }
+
+    /* One run of a huge length, and one just over the cap: refused before any allocation. */
+    const uint64_t att_lens[] = {(uint64_t)INT64_MAX, 1ull << 40, KS_COMMIT_META_MAX_ACKS + 1ull};
+    for (size_t i = 0; i < sizeof(att_lens) / sizeof(att_lens[0]); i++) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, 5);
+        craft_varint(&c, 0);
+        craft_varint(&c, 1);
+        craft_varint(&c, 1);
+        craft_varint(&c, att_lens[i]);
+        craft_varint(&c, 1);
+        assert_int_equal(craft_decode(&c, 5), -1);
+    }
+    /* Runs that add up past the cap; runs that add up to exactly the cap are fine. */
+    for (int over = 1; over >= 0; over--) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, 5);
+        craft_varint(&c, 0);
+        craft_varint(&c, 2);
+        craft_varint(&c, 0);
+        craft_varint(&c, KS_COMMIT_META_MAX_ACKS / 2);
+        craft_varint(&c, 1);
+        craft_varint(&c, 1);
+        craft_varint(&c, KS_COMMIT_META_MAX_ACKS / 2 + (uint64_t)over);
+        craft_varint(&c, 2);
+        if (over) {
+            assert_int_equal(craft_decode(&c, 5), -1);
+        } else {
+            craft_decode_meta(&c, 5, &d);
+            assert_int_equal(d.attempt_cnt, KS_COMMIT_META_MAX_ACKS);
+            assert_int_equal(d.attempts[KS_COMMIT_META_MAX_ACKS - 1].offset,
+                             5 + KS_COMMIT_META_MAX_ACKS - 1);
+            assert_int_equal(d.attempts[KS_COMMIT_META_MAX_ACKS - 1].attempts, 2);
+            ks_commit_meta_free(&d);
+        }
+    }
+    /* The attempts cap is its own: a full ack section does not reduce it. */
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, KS_COMMIT_META_MAX_ACKS);
+    craft_varint(&c, 1);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    assert_int_equal(craft_decode(&c, 5), 0);
+
+    /* Offsets past INT64_MAX: by the delta of a first or later run, or by a run's length. Runs
+     * that end exactly on INT64_MAX are fine. */
+    const uint64_t over_first[][3] = {
+        /* delta, length, expected */
+        {(uint64_t)INT64_MAX - 4, 1, -1}, {(uint64_t)INT64_MAX, 1, -1},
+        {(uint64_t)INT64_MAX - 5, 1, 0},  {(uint64_t)INT64_MAX - 5, 2, -1},
+        {(uint64_t)INT64_MAX - 6, 2, 0},  {(uint64_t)INT64_MAX - 6, 3, -1},
+        {0, (uint64_t)INT64_MAX, -1}};
+    for (size_t i = 0; i < sizeof(over_first) / sizeof(over_first[0]); i++) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, 5);
+        craft_varint(&c, 0);
+        craft_varint(&c, 1);
+        craft_varint(&c, over_first[i][0]);
+        craft_varint(&c, over_first[i][1]);
+        craft_varint(&c, 2);
+        if ((int64_t)over_first[i][2] == 0) {
+            craft_decode_meta(&c, 5, &d);
+            assert_int_equal(d.attempts[d.attempt_cnt - 1].offset, INT64_MAX);
+            ks_commit_meta_free(&d);
+        } else {
+            assert_int_equal(craft_decode(&c, 5), -1);
+        }
+    }
+    const uint64_t over_later[][3] = {
+        /* delta, length, expected */
+        {3, 1, -1}, {(uint64_t)INT64_MAX, 1, -1}, {2, 1, 0}, {2, 2, -1}, {1, 2, 0}, {1, 3, -1}};
+    for (size_t i = 0; i < sizeof(over_later) / sizeof(over_later[0]); i++) {
+        c = (craft_t){.n = 0};
+        craft_varint(&c, (uint64_t)INT64_MAX - 2);
+        craft_varint(&c, 0);
+        craft_varint(&c, 2);
+        craft_varint(&c, 0);
+        craft_varint(&c, 1);
+        craft_varint(&c, 2); /* INT64_MAX - 2 */
+        craft_varint(&c, over_later[i][0]);
+        craft_varint(&c, over_later[i][1]);
+        craft_varint(&c, 3);
+        if ((int64_t)over_later[i][2] == 0) {
+            craft_decode_meta(&c, INT64_MAX - 2, &d);
+            assert_int_equal(d.attempts[d.attempt_cnt - 1].offset, INT64_MAX);
+            ks_commit_meta_free(&d);
+        } else {
+            assert_int_equal(craft_decode(&c, INT64_MAX - 2), -1);
+        }
+    }
+
+    /* A run cut short: the count's varint, or the whole last triple, missing. */
     c = (craft_t){.n = 0};
     craft_varint(&c, 5);
     craft_varint(&c, 0);
     craft_varint(&c, 1);
-    craft_varint(&c, (uint64_t)INT64_MAX - 4);
+    craft_varint(&c, 0);
+    craft_varint(&c, 4);
+    assert_int_equal(craft_decode(&c, 5), -1);
+    c = (craft_t){.n = 0};
+    craft_varint(&c, 5);
+    craft_varint(&c, 0);
+    craft_varint(&c, 3);
+    craft_varint(&c, 0);
+    craft_varint(&c, 1);
     craft_varint(&c, 2);
+    craft_varint(&c, 1);
+    craft_varint(&c, 1);
+    craft_varint(&c, 3);
+    craft_varint(&c, 0);
+    craft_varint(&c, 0);
+    craft_varint(&c, 0);
     assert_int_equal(craft_decode(&c, 5), -1);
 
     /* The payload's own commit offset disagrees. */
@@ -874,7 +1319,6 @@ static void test_crafted(void **state)
     craft_varint(&c, 0);
     char text[512];
     size_t n = craft_finish(&c, text);
-    ks_commit_meta_t d;
     assert_int_equal(ks_commit_meta_decode(text, n, 5, &d), 0);
     ks_commit_meta_free(&d);
     text[n - 2] = text[n - 2] == 'A' ? 'B' : 'A';
@@ -917,10 +1361,12 @@ int main(void)
         cmocka_unit_test(test_large_offsets),
         cmocka_unit_test(test_format),
         cmocka_unit_test(test_compactness),
+        cmocka_unit_test(test_attempt_compactness),
         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_encode_rejects),
         cmocka_unit_test(test_encode_too_small),
         cmocka_unit_test(test_size_bound),
+        cmocka_unit_test(test_attempt_runs_cut),
         cmocka_unit_test(test_fits_gives_no_cut),
         cmocka_unit_test(test_lowest_part_kept),
         cmocka_unit_test(test_random_cuts),

@@ -1,4 +1,5 @@
-/* test_config.c: tests config defaults, JSON/env/flag parsing and layering, validation, dump masking and ks_valid_kafka_name (proxy/config.c). */
+/* test_config.c: tests config defaults, JSON/env/flag parsing and layering, validation, dump
+ * masking and ks_valid_kafka_name (proxy/config.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -200,9 +201,8 @@ static void test_json_dotted_keys(void **state)
     assert_int_equal(cfg.window_max_bytes, INT64_C(1) << 40);
 
     /* Dotted and nested forms can mix. */
-    assert_int_equal(load(&cfg, "{\"shutdown\":{\"grace_ms\":0},\"fetch.max_records\":3}", err,
-                          sizeof(err)),
-                     0);
+    assert_int_equal(
+        load(&cfg, "{\"shutdown\":{\"grace_ms\":0},\"fetch.max_records\":3}", err, sizeof(err)), 0);
     assert_int_equal(cfg.shutdown_grace_ms, 0);
     assert_int_equal(cfg.fetch_max_records, 3);
     /* A later load overrides an earlier one. */
@@ -218,8 +218,8 @@ static void test_json_nested_dev_prefix(void **state)
     ks_config_t cfg;
     char err[512];
     ks_config_defaults(&cfg);
-    int rc = load(&cfg, "{\"dev\":{\"topic\":\"demo2\",\"partitions\":5,\"rate\":9}}", err,
-                  sizeof(err));
+    int rc =
+        load(&cfg, "{\"dev\":{\"topic\":\"demo2\",\"partitions\":5,\"rate\":9}}", err, sizeof(err));
     if (rc != 0) {
         ks_config_free(&cfg);
         fail_msg("nested {\"dev\":{...}} refused: %s", err);
@@ -353,8 +353,7 @@ static void test_json_out_of_range(void **state)
     assert_contains(err, "commit.interval_ms");
     assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":-1}}", err, sizeof(err)), -1);
     /* Larger than an int: must be refused, not truncated into range. */
-    assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":4294967796}}", err, sizeof(err)),
-                     -1);
+    assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":4294967796}}", err, sizeof(err)), -1);
     assert_contains(err, "commit.interval_ms");
     assert_int_equal(cfg.commit_interval_ms, 500);
     /* The bounds themselves are fine. */
@@ -467,8 +466,7 @@ static void test_set_ints(void **state)
     ks_config_defaults(&cfg);
     assert_int_equal(ks_config_set(&cfg, "commit.interval_ms", "250", err, sizeof(err)), 0);
     assert_int_equal(cfg.commit_interval_ms, 250);
-    assert_int_equal(ks_config_set(&cfg, "window.max_bytes", "1099511627776", err, sizeof(err)),
-                     0);
+    assert_int_equal(ks_config_set(&cfg, "window.max_bytes", "1099511627776", err, sizeof(err)), 0);
     assert_int_equal(cfg.window_max_bytes, INT64_C(1) << 40);
     assert_int_equal(ks_config_set(&cfg, "fetch.max_records", "1000000", err, sizeof(err)), 0);
     assert_int_equal(cfg.fetch_max_records, 1000000);
@@ -515,8 +513,7 @@ static void test_set_strings_levels_formats(void **state)
     assert_false(cfg.log_json);
 
     /* kafka.* is passed through from text as well. */
-    assert_int_equal(ks_config_set(&cfg, "kafka.bootstrap.servers", "b:9092", err, sizeof(err)),
-                     0);
+    assert_int_equal(ks_config_set(&cfg, "kafka.bootstrap.servers", "b:9092", err, sizeof(err)), 0);
     assert_string_equal(ks_config_kafka_get(&cfg, "bootstrap.servers"), "b:9092");
     /* "kafka." with no property, and unknown keys, are refused by name. */
     assert_int_equal(ks_config_set(&cfg, "kafka.", "x", err, sizeof(err)), -1);
@@ -532,9 +529,8 @@ static void test_set_groups_allowed(void **state)
     ks_config_t cfg;
     char err[512];
     ks_config_defaults(&cfg);
-    assert_int_equal(ks_config_set(&cfg, "groups.allowed", "orders-*,payments,audit?", err,
-                                   sizeof(err)),
-                     0);
+    assert_int_equal(
+        ks_config_set(&cfg, "groups.allowed", "orders-*,payments,audit?", err, sizeof(err)), 0);
     assert_int_equal(cfg.group_pattern_cnt, 3);
     assert_string_equal(cfg.group_patterns[0], "orders-*");
     assert_string_equal(cfg.group_patterns[1], "payments");
@@ -562,9 +558,8 @@ static void test_set_groups_allowed_trailing_blanks(void **state)
     ks_config_t cfg;
     char err[512];
     ks_config_defaults(&cfg);
-    assert_int_equal(ks_config_set(&cfg, "groups.allowed", "orders-* , payments ", err,
-                                   sizeof(err)),
-                     0);
+    assert_int_equal(
+        ks_config_set(&cfg, "groups.allowed", "orders-* , payments ", err, sizeof(err)), 0);
     size_t n = cfg.group_pattern_cnt;
     char p0[64] = "", p1[64] = "";
     if (n == 2) {
@@ -645,8 +640,8 @@ static void test_static_groups(void **state)
     assert_string_equal(g1->topics[0], "a");
     assert_string_equal(g1->topics[1], "b.c");
     assert_int_equal(g1->ordering, KS_ORDER_NONE);
-    assert_int_equal(g1->max_attempts, 5);             /* from the defaults */
-    assert_string_equal(g1->dead_letter_topic, "");    /* from the defaults */
+    assert_int_equal(g1->max_attempts, 5);          /* from the defaults */
+    assert_string_equal(g1->dead_letter_topic, ""); /* from the defaults */
     const ks_group_conf_t *g2 = ks_config_group(&cfg, "g2");
     assert_string_equal(g2->name, "g2");
     assert_int_equal(g2->ordering, KS_ORDER_KEY);
@@ -676,8 +671,7 @@ static void test_static_groups(void **state)
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[]}]}", "groups.static[0]"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"a/b\"]}]}", "groups.static[0]"},
         {"{\"groups.static\":[{\"name\":\"x y\",\"topics\":[\"t\"]}]}", "groups.static[0]"},
-        {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"color\":\"red\"}]}",
-         "color"},
+        {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"color\":\"red\"}]}", "color"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"ordering\":\"up\"}]}",
          "groups.static[0]"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"max_attempts\":0}]}",
@@ -868,7 +862,7 @@ static void test_args_layering(void **state)
         assert_int_equal(run_args(&cfg, args, env, &action, err, sizeof(err)), 0);
         assert_int_equal(cfg.commit_interval_ms, 123);
         assert_string_equal(ks_config_kafka_get(&cfg, "bootstrap.servers"), "env:2");
-        assert_int_equal(cfg.fetch_max_records, 77);                          /* file */
+        assert_int_equal(cfg.fetch_max_records, 77);                              /* file */
         assert_string_equal(ks_config_kafka_get(&cfg, "client.id"), "from-file"); /* file */
         ks_config_free(&cfg);
     }
@@ -885,15 +879,14 @@ static void test_args_layering(void **state)
         snprintf(cfgarg, sizeof(cfgarg), "--config=%s", path);
         args[4] = cfgarg;
         const char *env[] = {"KSIDECAR_COMMIT_INTERVAL_MS=123",
-                             "KSIDECAR_KAFKA_BOOTSTRAP_SERVERS=env:2", "KSIDECAR_DEV_RATE=6",
-                             NULL};
+                             "KSIDECAR_KAFKA_BOOTSTRAP_SERVERS=env:2", "KSIDECAR_DEV_RATE=6", NULL};
         int rc = run_args(&cfg, args, env, &action, err, sizeof(err));
         if (rc != 0)
             fail_msg("from_args: %s", err);
         assert_int_equal(action, KS_CONFIG_RUN);
         assert_int_equal(cfg.commit_interval_ms, 777);
         assert_string_equal(ks_config_kafka_get(&cfg, "bootstrap.servers"), "flag:3");
-        assert_int_equal(cfg.dev_rate, 6);        /* env over file, no flag */
+        assert_int_equal(cfg.dev_rate, 6);           /* env over file, no flag */
         assert_int_equal(cfg.fetch_max_records, 77); /* file only */
         ks_config_free(&cfg);
     }
@@ -1072,9 +1065,8 @@ static void test_dump_masks_secrets(void **state)
     ks_config_t cfg;
     char err[512];
     ks_config_defaults(&cfg);
-    assert_int_equal(ks_config_set(&cfg, "kafka.bootstrap.servers", "broker:9092", err,
-                                   sizeof(err)),
-                     0);
+    assert_int_equal(
+        ks_config_set(&cfg, "kafka.bootstrap.servers", "broker:9092", err, sizeof(err)), 0);
     assert_int_equal(ks_config_set(&cfg, "kafka.sasl.password", "hunter2", err, sizeof(err)), 0);
     assert_int_equal(ks_config_set(&cfg, "kafka.ssl.key.password", "s3cr3tkey", err, sizeof(err)),
                      0);
@@ -1104,8 +1096,7 @@ static void test_dump_masks_secrets(void **state)
                         "broker:9092");
     assert_string_equal(json_string_value(json_object_get(root, "kafka.sasl.username")), "alice");
     assert_int_equal(json_integer_value(json_object_get(root, "commit.interval_ms")), 250);
-    assert_string_equal(json_string_value(json_object_get(root, "http.listen")),
-                        "127.0.0.1:8080");
+    assert_string_equal(json_string_value(json_object_get(root, "http.listen")), "127.0.0.1:8080");
     assert_string_equal(json_string_value(json_object_get(root, "log.level")), "info");
     assert_string_equal(json_string_value(json_object_get(root, "log.format")), "text");
     assert_true(json_is_false(json_object_get(root, "dev")));
@@ -1113,8 +1104,8 @@ static void test_dump_masks_secrets(void **state)
     assert_true(json_is_array(groups));
     assert_int_equal(json_array_size(groups), 1);
     assert_string_equal(json_string_value(json_array_get(groups, 0)), "*");
-    assert_int_equal(json_integer_value(json_object_get(root, "window.max_bytes")),
-                     INT64_C(64) << 20);
+    assert_int_equal(json_integer_value(json_object_get(root, "window.max_bytes")), INT64_C(64)
+                                                                                        << 20);
     json_decref(root);
     free(out);
     ks_config_free(&cfg);

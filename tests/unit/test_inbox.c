@@ -1,4 +1,5 @@
-/* test_inbox.c: tests the group loop's command inbox: FIFO order, close, eventfd wakeups and multi-producer delivery (proxy/inbox.c). */
+/* test_inbox.c: tests the group loop's command inbox: FIFO order, close, eventfd wakeups and
+ * multi-producer delivery (proxy/inbox.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

@@ -1,4 +1,5 @@
-/* test_owner.c: tests the owner-thread check of group state (proxy/owner.h): re-entrancy, hand-off, and abort on cross-thread use. */
+/* test_owner.c: tests the owner-thread check of group state (proxy/owner.h): re-entrancy, hand-off,
+ * and abort on cross-thread use. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -64,7 +65,7 @@ static void test_reentrant_same_thread(void **state)
 
 typedef struct {
     ks_owner_t *o;
-    long tid_seen;  /* o->tid while this thread held it */
+    long tid_seen; /* o->tid while this thread held it */
     long self;
     int depth_seen;
     long tid_after; /* o->tid after this thread left */
@@ -162,8 +163,8 @@ static void expect_abort(child_fn *fn, const char *what)
     char out[4096];
     int status = run_child(fn, out, sizeof(out));
     if (WIFEXITED(status))
-        fail_msg("child exited with %d instead of aborting (%s); stderr: %s",
-                 WEXITSTATUS(status), what, out);
+        fail_msg("child exited with %d instead of aborting (%s); stderr: %s", WEXITSTATUS(status),
+                 what, out);
     assert_true(WIFSIGNALED(status));
     if (WTERMSIG(status) != SIGABRT)
         fail_msg("child died by signal %d, not SIGABRT (%s)", WTERMSIG(status), what);
