@@ -49,6 +49,7 @@ typedef struct req {
     ks_group_status_t **groups; /* a status answer */
     size_t group_cnt;
     bool is_status, status_one;
+    ks_settle_op_t op;
     value_fmt_t fmt;
 } req_t;
 
@@ -268,8 +269,10 @@ static enum MHD_Result reply_ack(req_t *r)
             first_msg = a->reason;
         }
     }
-    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "acked", (json_int_t)ok, "rejected",
-                             (json_int_t)(r->ack_cnt - ok));
+    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "accepted", (json_int_t)ok,
+                             "rejected", (json_int_t)(r->ack_cnt - ok));
+    if (r->op == KS_SETTLE_ACK)
+        json_object_set_new(root, "acked", json_integer((json_int_t)ok));
     /* All rejected: the request as a whole failed, with the first reason's status. */
     if (ok == 0 && first_bad != KS_OK) {
         json_object_update(root, error_obj(first_bad, first_msg));
@@ -565,6 +568,7 @@ static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, 
         r->ack_cnt = i + 1;
     }
     char err[512];
+    r->op = op;
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
     ks_status_t st =
