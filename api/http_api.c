@@ -3,6 +3,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <gnutls/gnutls.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -25,6 +26,8 @@ struct ks_http {
     struct MHD_Daemon *d;
     ks_engine_t *eng;
     const ks_config_t *cfg;
+    const ks_auth_t *auth;
+    char *tls_cert, *tls_key, *tls_ca; /* PEM; libmicrohttpd borrows them while it runs */
     int port;
 };
 
@@ -275,7 +278,9 @@ static enum MHD_Result reply_ack(req_t *r)
         json_object_set_new(root, "acked", json_integer((json_int_t)ok));
     /* All rejected: the request as a whole failed, with the first reason's status. */
     if (ok == 0 && first_bad != KS_OK) {
-        json_object_update(root, error_obj(first_bad, first_msg));
+        json_t *eo = error_obj(first_bad, first_msg);
+        json_object_update(root, eo);
+        json_decref(eo);
         return send_json(r->conn, http_status_of(first_bad), root);
     }
     return send_json(r->conn, 200, root);
@@ -615,8 +620,41 @@ static bool split_group_url(const char *url, char *group, size_t gsize, const ch
     return true;
 }
 
+/* Checks the bearer token (for group, when not NULL). Returns true, or false after
+ * queueing the error. */
+static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_Result *ret)
+{
+    char err[256];
+    const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    ks_status_t st = ks_auth_check(h->auth, a, group, err, sizeof(err));
+    if (st == KS_OK)
+        return true;
+    *ret = send_error(r->conn, st, "%s", err);
+    return false;
+}
+
+/* With mTLS, the client's certificate must have verified against the client CA. */
+static bool client_cert_ok(ks_http_t *h, struct MHD_Connection *conn)
+{
+    if (!h->tls_ca)
+        return true;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    if (!ci || !ci->tls_session)
+        return false;
+    gnutls_session_t tls = (gnutls_session_t)ci->tls_session;
+    unsigned int n = 0, status = 0;
+    if (!gnutls_certificate_get_peers(tls, &n) || n == 0)
+        return false;
+    return gnutls_certificate_verify_peers2(tls, &status) == 0 && status == 0;
+}
+
 static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const char *url)
 {
+    enum MHD_Result aret = MHD_NO;
+    if (!client_cert_ok(h, r->conn))
+        return send_error(r->conn, KS_E_UNAUTH,
+                          "a client certificate signed by the configured client CA is required");
     if (!strcmp(url, "/healthz")) {
         if (strcmp(method, "GET"))
             return send_error(r->conn, KS_E_INVALID, "use GET for /healthz");
@@ -627,14 +665,20 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
     if (!strcmp(url, "/v1/groups") || !strcmp(url, "/v1/groups/")) {
         if (strcmp(method, "GET"))
             return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
+        if (!http_authorized(h, r, NULL, &aret))
+            return aret;
         return handle_status(h, r, NULL);
     }
     if (!strncmp(url, "/v1/groups/", 11) && !strchr(url + 11, '/') && url[11]) {
         if (strcmp(method, "GET"))
             return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
+        if (!http_authorized(h, r, url + 11, &aret))
+            return aret;
         return handle_status(h, r, url + 11);
     }
     if (!strncmp(url, "/v1/groups/", 11) && split_group_url(url, group, sizeof(group), &rest)) {
+        if (!http_authorized(h, r, group, &aret))
+            return aret;
         static const struct {
             const char *name;
             ks_settle_op_t op;
@@ -744,7 +788,33 @@ bad:
     return -1;
 }
 
-ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, size_t errsize)
+static char *slurp(const char *path)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+    if (!buf)
+        abort();
+    size_t got = fread(buf, 1, (size_t)(n > 0 ? n : 0), f);
+    buf[got] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void http_free(ks_http_t *h)
+{
+    free(h->tls_cert);
+    free(h->tls_key);
+    free(h->tls_ca);
+    free(h);
+}
+
+ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
+                         size_t errsize)
 {
     struct sockaddr_in sa;
     if (parse_listen(cfg->http_listen, &sa, err, errsize) < 0)
@@ -754,21 +824,46 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, si
         abort();
     h->eng = eng;
     h->cfg = cfg;
-    h->d = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
-                                MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG,
-                            0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
-                            MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-                            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+    h->auth = auth;
+    unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
+                         MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    struct MHD_OptionItem tls[4];
+    memset(tls, 0, sizeof(tls));
+    size_t nt = 0;
+    if (*cfg->tls_cert_file) {
+        h->tls_cert = slurp(cfg->tls_cert_file);
+        h->tls_key = slurp(cfg->tls_key_file);
+        if (*cfg->tls_client_ca_file)
+            h->tls_ca = slurp(cfg->tls_client_ca_file);
+        if (!h->tls_cert || !h->tls_key || (*cfg->tls_client_ca_file && !h->tls_ca)) {
+            snprintf(err, errsize,
+                     "cannot read the TLS files (tls.cert_file, tls.key_file, "
+                     "tls.client_ca_file)");
+            http_free(h);
+            return NULL;
+        }
+        flags |= MHD_USE_TLS;
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
+        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
+        if (h->tls_ca)
+            tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_ca};
+    }
+    tls[nt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+                            mhd_log, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED,
+                            on_completed, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
+                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_ARRAY, tls,
+                            MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errsize, "cannot listen for HTTP on %s: %s", cfg->http_listen,
                  strerror(errno));
-        free(h);
+        http_free(h);
         return NULL;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : ntohs(sa.sin_port);
-    ks_info(LOGC, "listening on http://%s:%d", inet_ntoa(sa.sin_addr), h->port);
+    ks_info(LOGC, "listening on %s://%s:%d%s", h->tls_cert ? "https" : "http",
+            inet_ntoa(sa.sin_addr), h->port, h->tls_ca ? " (client certificates required)" : "");
     return h;
 }
 
@@ -789,5 +884,5 @@ void ks_http_stop(ks_http_t *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d);
-    free(h);
+    http_free(h);
 }

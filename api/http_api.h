@@ -4,14 +4,17 @@
 
 #include <stddef.h>
 
+#include "auth.h"
 #include "config.h"
 #include "engine.h"
 
 typedef struct ks_http ks_http_t;
 
 /* Listens on cfg->http_listen ("host:port", port 0 picks one) and serves requests
- * from libmicrohttpd's threads. eng and cfg are borrowed. Returns NULL with err. */
-ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, char *err, size_t errsize);
+ * from libmicrohttpd's threads, over TLS when cfg has a certificate, checking bearer
+ * tokens when auth is not NULL. eng, cfg and auth are borrowed. Returns NULL with err. */
+ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
+                         size_t errsize);
 
 /* The bound port. */
 int ks_http_port(const ks_http_t *h);

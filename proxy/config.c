@@ -74,6 +74,22 @@ static const key_t_ keys[] = {
      "credits: most unacked records one subscriber may hold"},
     {"subscriber.max_bytes", T_I64, OFF(sub_max_bytes), 1, INT64_C(1) << 40,
      "credits: most unacked bytes one subscriber may hold"},
+    {"tls.cert_file", T_STR, OFF(tls_cert_file), 0, 0,
+     "PEM certificate: turns on TLS for gRPC and HTTP (with tls.key_file)"},
+    {"tls.key_file", T_STR, OFF(tls_key_file), 0, 0, "PEM private key of tls.cert_file"},
+    {"tls.client_ca_file", T_STR, OFF(tls_client_ca_file), 0, 0,
+     "PEM CA: clients must present a certificate it signed (mTLS)"},
+    {"auth.tokens_file", T_STR, OFF(auth_tokens_file), 0, 0,
+     "bearer tokens: lines of \"<sha256 hex> <group patterns>\" (empty: no auth)"},
+    {"grpc.max_message_bytes", T_I64, OFF(grpc_max_message_bytes), 1024, INT64_C(1) << 30,
+     "largest gRPC message received or sent"},
+    {"grpc.max_streams_per_client", T_INT, OFF(grpc_max_streams_per_client), 1, 100000,
+     "most concurrent Subscribe streams from one client address"},
+    {"grpc.threads", T_INT, OFF(grpc_threads), 1, 64, "completion-queue threads"},
+    {"subscriber.max_credit_records", T_I64, OFF(sub_max_credit_records), 1, INT64_C(1) << 40,
+     "largest record credits a subscriber may ask for"},
+    {"subscriber.max_credit_bytes", T_I64, OFF(sub_max_credit_bytes), 1, INT64_C(1) << 50,
+     "largest byte credits a subscriber may ask for"},
     {"dev.topic", T_STR, OFF(dev_topic), 0, 0, "dev mode: the demo topic"},
     {"dev.partitions", T_INT, OFF(dev_partitions), 1, 64, "dev mode: the demo topic's partitions"},
     {"dev.rate", T_INT, OFF(dev_rate), 0, 100000, "dev mode: sample records produced per second"},
@@ -122,6 +138,15 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->meta_max_bytes = 4096;
     cfg->sub_max_records = 1000;
     cfg->sub_max_bytes = INT64_C(10) << 20;
+    cfg->tls_cert_file = xstrdup("");
+    cfg->tls_key_file = xstrdup("");
+    cfg->tls_client_ca_file = xstrdup("");
+    cfg->auth_tokens_file = xstrdup("");
+    cfg->grpc_max_message_bytes = INT64_C(4) << 20;
+    cfg->grpc_max_streams_per_client = 100;
+    cfg->grpc_threads = 2;
+    cfg->sub_max_credit_records = 100000;
+    cfg->sub_max_credit_bytes = INT64_C(1) << 30;
     cfg->group_defaults.ordering = KS_ORDER_KEY;
     cfg->group_defaults.dead_letter_topic = xstrdup("");
     cfg->group_defaults.max_attempts = 5;
@@ -150,6 +175,10 @@ static void static_groups_free(ks_config_t *cfg)
 void ks_config_free(ks_config_t *cfg)
 {
     group_conf_free(&cfg->group_defaults);
+    free(cfg->tls_cert_file);
+    free(cfg->tls_key_file);
+    free(cfg->tls_client_ca_file);
+    free(cfg->auth_tokens_file);
     static_groups_free(cfg);
     free(cfg->config_file);
     free(cfg->http_listen);
@@ -752,6 +781,16 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
         snprintf(err, errsize,
                  "config key 'group.dead_letter_topic': \"%s\" is not a valid topic name",
                  cfg->group_defaults.dead_letter_topic);
+        return -1;
+    }
+    if (!*cfg->tls_cert_file != !*cfg->tls_key_file) {
+        snprintf(err, errsize, "config keys 'tls.cert_file' and 'tls.key_file' go together");
+        return -1;
+    }
+    if (*cfg->tls_client_ca_file && !*cfg->tls_cert_file) {
+        snprintf(err, errsize,
+                 "config key 'tls.client_ca_file' needs tls.cert_file and "
+                 "tls.key_file");
         return -1;
     }
     if (cfg->lease_deadline_ms > cfg->lease_max_deadline_ms) {

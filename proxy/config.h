@@ -52,6 +52,12 @@ typedef struct ks_config {
     int meta_max_bytes;
     int sub_max_records;
     int64_t sub_max_bytes;
+    char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* empty: plaintext */
+    char *auth_tokens_file;                                  /* empty: no auth */
+    int64_t grpc_max_message_bytes;
+    int grpc_max_streams_per_client;
+    int grpc_threads;
+    int64_t sub_max_credit_records, sub_max_credit_bytes;
     ks_group_conf_t group_defaults;
     ks_group_conf_t *static_groups;
     size_t static_group_cnt;

@@ -12,6 +12,7 @@
 
 #include "group_loop.h"
 #include "log.h"
+#include "producer.h"
 
 /* A registered group. `refs` counts API threads using it right now; a group that
  * closed for idleness leaves the lookup (live = false) and is freed once it has
@@ -29,6 +30,7 @@ struct ks_engine {
     gent_t **ents;
     size_t ent_cnt;
     bool stopping;
+    ks_producer_t *producer;
 };
 
 const char *ks_status_name(ks_status_t s)
@@ -61,6 +63,7 @@ void ks_batch_free(ks_batch_t *b)
     if (!b)
         return;
     free(b->arena);
+    free(b->assigned);
     free(b);
 }
 
@@ -85,6 +88,12 @@ ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
     if (getrandom(&e->instance, sizeof(e->instance), 0) != sizeof(e->instance))
         e->instance = (uint32_t)getpid() ^ (uint32_t)time(NULL);
     pthread_mutex_init(&e->lock, NULL);
+    e->producer = ks_producer_new(cfg, err, errsize);
+    if (!e->producer) {
+        pthread_mutex_destroy(&e->lock);
+        free(e);
+        return NULL;
+    }
     return e;
 }
 
@@ -379,6 +388,57 @@ ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb
     return KS_OK;
 }
 
+ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
+                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
+                           char *err, size_t errsize)
+{
+    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
+    if (st || (st = check_topics(&topic, 1, err, errsize)))
+        return st;
+    if (partition < 0) {
+        snprintf(err, errsize, "partition must be >= 0, got %d", partition);
+        return KS_E_INVALID;
+    }
+    if (kind == KS_SEEK_OFFSET && value < 0) {
+        snprintf(err, errsize, "offset must be >= 0, got %lld", (long long)value);
+        return KS_E_INVALID;
+    }
+    gent_t *ge = get_group(e, group, false, &st, err, errsize);
+    if (!ge)
+        return st;
+    st = ks_group_seek(ge->g, topic, partition, kind, value, cb, opaque);
+    put_group(e, ge);
+    if (st)
+        snprintf(err, errsize, "group \"%s\" is closing", group);
+    return st;
+}
+
+void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber)
+{
+    char err[256];
+    ks_status_t st;
+    gent_t *ge = get_group(e, group, false, &st, err, sizeof(err));
+    if (!ge)
+        return;
+    ks_group_release(ge->g, subscriber);
+    put_group(e, ge);
+}
+
+ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
+                              ks_produce_cb *cb, void *opaque, char *err, size_t errsize)
+{
+    if (n == 0) {
+        snprintf(err, errsize, "records is empty: give at least one record");
+        return KS_E_INVALID;
+    }
+    return ks_producer_send(e->producer, recs, n, cb, opaque, err, errsize);
+}
+
+bool ks_engine_kafka_up(ks_engine_t *e)
+{
+    return ks_producer_kafka_up(e->producer);
+}
+
 void ks_engine_stop_delivering(ks_engine_t *e)
 {
     pthread_mutex_lock(&e->lock);
@@ -416,6 +476,7 @@ void ks_engine_destroy(ks_engine_t *e)
         free(e->ents[i]);
     }
     free(e->ents);
+    ks_producer_destroy(e->producer);
     pthread_mutex_destroy(&e->lock);
     free(e);
 }

@@ -2,6 +2,7 @@
 #ifndef KS_ENGINE_H
 #define KS_ENGINE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -29,6 +30,11 @@ typedef struct ks_header {
     size_t value_len;
 } ks_header_t;
 
+typedef struct ks_tp {
+    char topic[256];
+    int32_t partition;
+} ks_tp_t;
+
 /* One delivered record. Every pointer points into its batch. */
 typedef struct ks_record {
     const char *topic;
@@ -51,6 +57,11 @@ typedef struct ks_batch {
     size_t cnt;
     ks_record_t *recs;
     void *arena; /* holds every record's bytes; freed with the batch */
+    /* With opts.notify: the group's current assignment (of the fetch's topics), set
+     * when it changed since this subscriber's last batch. */
+    int has_assignment;
+    size_t assign_cnt;
+    ks_tp_t *assigned;
 } ks_batch_t;
 
 void ks_batch_free(ks_batch_t *b);
@@ -61,6 +72,9 @@ typedef struct ks_fetch_opts {
     int wait_ms;            /* 0 .. fetch.max_wait_ms */
     int deadline_ms;        /* lease deadline; 0 takes lease.deadline_ms */
     const char *subscriber; /* the pull session's name; NULL or "" is "default" */
+    int64_t credit_records; /* the subscriber's credits; 0 takes subscriber.max_records */
+    int64_t credit_bytes;   /* 0 takes subscriber.max_bytes */
+    int notify;             /* also end the wait when the assignment changed, with a snapshot */
 } ks_fetch_opts_t;
 
 /* What to do with a batch of ack ids. */
@@ -156,6 +170,63 @@ ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t o
  * Returns KS_OK and cb runs once later (any thread), or an error and cb never runs. */
 ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
                              char *err, size_t errsize);
+
+/* Where a seek moves a partition. */
+typedef enum {
+    KS_SEEK_OFFSET = 0,
+    KS_SEEK_TIMESTAMP,
+    KS_SEEK_EARLIEST,
+    KS_SEEK_LATEST,
+} ks_seek_kind_t;
+
+typedef struct ks_seek_result {
+    ks_status_t status;
+    char message[256];
+    int64_t offset;       /* the position now fetched from (-2 earliest, -1 latest) */
+    int64_t stale_leases; /* leases the seek made stale */
+} ks_seek_result_t;
+
+/* Called once from the group loop; the callee owns res (free()). */
+typedef void(ks_seek_cb)(ks_seek_result_t *res, void *opaque);
+
+/* Moves one assigned partition's fetch position; its in-flight leases become stale
+ * and its window starts again there. Same contract as ks_engine_ack. */
+ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
+                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
+                           char *err, size_t errsize);
+
+/* The subscriber is gone (its stream closed): its leases go back to the pool now,
+ * not at their deadline, and its waiting fetches end. Any thread; no answer. */
+void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber);
+
+/* One record to produce. */
+typedef struct ks_produce_rec {
+    const char *topic;
+    int32_t partition; /* -1: by the key (the default partitioner) */
+    const void *key;   /* NULL: null key */
+    size_t key_len;
+    const void *value; /* NULL: null value */
+    size_t value_len;
+    const ks_header_t *headers;
+    size_t header_cnt;
+} ks_produce_rec_t;
+
+typedef struct ks_produce_result {
+    int32_t partition;
+    int64_t offset;
+    char error[160]; /* empty on success */
+} ks_produce_result_t;
+
+/* Called once, from the producer's thread; the callee owns results (free()). */
+typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque);
+
+/* Produces recs (copied) and calls cb when every one is delivered or failed. Returns
+ * KS_OK (cb will run) or an error with err (cb will not run). Any thread. */
+ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
+                              ks_produce_cb *cb, void *opaque, char *err, size_t errsize);
+
+/* True while Kafka answers (a metadata probe every 2 s). Any thread. */
+bool ks_engine_kafka_up(ks_engine_t *e);
 
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);

@@ -28,7 +28,15 @@
 #define DEFAULT_SUB  "default"
 #define DLQ_RETRY_MS 1000
 
-typedef enum { CMD_FETCH, CMD_SETTLE, CMD_STATUS, CMD_STOP_DELIVERING, CMD_SHUTDOWN } cmd_type_t;
+typedef enum {
+    CMD_FETCH,
+    CMD_SETTLE,
+    CMD_STATUS,
+    CMD_SEEK,
+    CMD_RELEASE,
+    CMD_STOP_DELIVERING,
+    CMD_SHUTDOWN
+} cmd_type_t;
 
 /* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
 typedef struct cmd {
@@ -42,6 +50,8 @@ typedef struct cmd {
             int max;
             int deadline_ms;
             char sub[64];
+            int64_t credit_records, credit_bytes;
+            bool notify;
             int64_t wait_until_ms;
             ks_fetch_cb *cb;
             void *opaque;
@@ -59,6 +69,15 @@ typedef struct cmd {
             ks_group_status_cb *cb;
             void *opaque;
         } status;
+        struct {
+            char topic[256];
+            int32_t partition;
+            ks_seek_kind_t kind;
+            int64_t value;
+            ks_seek_cb *cb;
+            void *opaque;
+        } seek;
+        char release_sub[64];
         int64_t ack_deadline_ms; /* CMD_SHUTDOWN */
     } u;
 } cmd_t;
@@ -85,8 +104,10 @@ typedef struct part {
 typedef struct sub {
     uint32_t id;
     char name[64];
+    int64_t credit_records, credit_bytes; /* the most it may hold unacked */
     int64_t out_records, out_bytes;
     int64_t last_seen_ms;
+    uint64_t seen_assign_ver; /* the assignment version its last batch showed */
 } sub_t;
 
 /* What a dead-letter produce remembers until its delivery report. */
@@ -130,6 +151,7 @@ struct ks_group {
     cmd_t *wait_head, *wait_tail;
     cmd_t *deferred; /* fetches that arrived inside a rebalance callback */
     uint32_t next_epoch;
+    uint64_t assign_ver; /* bumped on every assignment change */
     bool delivering;
     bool draining; /* shutdown asked: waiting for acks until drain_until_ms */
     int64_t drain_until_ms;
@@ -219,6 +241,8 @@ static sub_t *sub_get(ks_group_t *g, const char *name, int64_t now)
         abort();
     s->id = ++g->next_sub_id;
     snprintf(s->name, sizeof(s->name), "%s", name);
+    s->credit_records = g->cfg->sub_max_records;
+    s->credit_bytes = g->cfg->sub_max_bytes;
     s->last_seen_ms = now;
     g->subs[g->sub_cnt++] = s;
     ks_dbg(g->log_name, "subscriber %s joined", s->name);
@@ -822,12 +846,15 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                         p->partition, p->epoch, (long long)p->committed);
             }
         }
+        g->assign_ver++;
         if (coop)
             error = rd_kafka_incremental_assign(rk, parts);
         else
             aerr = rd_kafka_assign(rk, parts);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        /* 1. stop delivering; 2. let leases finish; 3. commit; 4. give them up. */
+        /* 1. stop delivering (streams hear of it); 2. let leases finish; 3. commit;
+         * 4. give them up. */
+        g->assign_ver++;
         part_t **rev = calloc((size_t)parts->cnt + 1, sizeof(*rev));
         size_t n = 0;
         if (!rev)
@@ -987,8 +1014,8 @@ typedef struct take {
 static void take_one(ks_group_t *g, take_t *t, int64_t now)
 {
     sub_t *s = t->sub;
-    if (t->n >= t->cap || s->out_records >= g->cfg->sub_max_records ||
-        (s->out_bytes >= g->cfg->sub_max_bytes && s->out_records > 0)) {
+    if (t->n >= t->cap || s->out_records >= s->credit_records ||
+        (s->out_bytes >= s->credit_bytes && s->out_records > 0)) {
         t->dry = true;
         return;
     }
@@ -1001,7 +1028,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         ks_win_entry_t *e = ks_key_sched_next(&p->sched, &p->win, !p->held_back);
         if (!e)
             continue;
-        if (s->out_records > 0 && s->out_bytes + e->bytes > g->cfg->sub_max_bytes) {
+        if (s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) {
             ks_key_sched_requeue(&p->sched, &p->win, e);
             t->dry = true;
             return;
@@ -1045,6 +1072,23 @@ static void finish_fetch(cmd_t *c, ks_batch_t *b)
     cmd_free(c);
 }
 
+/* Puts the current assignment (of c's topics) into b. */
+static void attach_assignment(ks_group_t *g, const cmd_t *c, sub_t *s, ks_batch_t *b)
+{
+    b->has_assignment = 1;
+    b->assigned = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(ks_tp_t));
+    if (!b->assigned)
+        abort();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (!wants_topic(c, p->topic) || p->state == KS_PS_REVOKING)
+            continue;
+        snprintf(b->assigned[b->assign_cnt].topic, sizeof(b->assigned[0].topic), "%s", p->topic);
+        b->assigned[b->assign_cnt++].partition = p->partition;
+    }
+    s->seen_assign_ver = g->assign_ver;
+}
+
 /* Serves parked fetches, one record to each in turn so concurrent subscribers share
  * the load, and ends those past their wait. @locality group loop */
 static void serve_waiting(ks_group_t *g, int64_t now)
@@ -1080,12 +1124,15 @@ static void serve_waiting(ks_group_t *g, int64_t now)
     for (i = 0; i < nw; i++) {
         cmd_t *c = ts[i].c;
         ks_batch_t *b = NULL;
+        bool notify = c->u.fetch.notify && ts[i].sub->seen_assign_ver != g->assign_ver;
         if (!g->delivering)
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
         else if (ts[i].n > 0)
             b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
-        else if (now >= c->u.fetch.wait_until_ms)
+        else if (notify || now >= c->u.fetch.wait_until_ms)
             b = calloc(1, sizeof(ks_batch_t)); /* the wait ran out: an empty batch */
+        if (b && notify && !b->status)
+            attach_assignment(g, c, ts[i].sub, b);
         free(ts[i].ents);
         free(ts[i].eparts);
         if (!b) {
@@ -1187,8 +1234,8 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         sub_t *s = g->subs[i];
         ks_sub_status_t *ss = &st->subs[i];
         snprintf(ss->name, sizeof(ss->name), "%s", s->name);
-        ss->credit_records = g->cfg->sub_max_records;
-        ss->credit_bytes = g->cfg->sub_max_bytes;
+        ss->credit_records = s->credit_records;
+        ss->credit_bytes = s->credit_bytes;
         ss->outstanding_records = s->out_records;
         ss->outstanding_bytes = s->out_bytes;
         for (cmd_t *c = g->wait_head; c; c = c->next_wait)
@@ -1196,6 +1243,137 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
                 ss->waiting = 1;
     }
     return st;
+}
+
+/* A subscriber is gone: its leases go back now, its parked fetches end. */
+static void handle_release(ks_group_t *g, const char *name)
+{
+    sub_t *s = NULL;
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (!strcmp(g->subs[i]->name, name))
+            s = g->subs[i];
+    if (!s)
+        return;
+    size_t released = 0;
+    int64_t now = ks_now_ms();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        for (size_t j = 0; j < ks_ack_window_count(&p->win) && p->leased; j++) {
+            ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
+            if (e->state != KS_REC_LEASED || e->sub_id != s->id)
+                continue;
+            unlease(g, p, e);
+            ks_lease_release(&g->leases, &p->win, p, e, now, 0);
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+            released++;
+        }
+    }
+    cmd_t *prev = NULL, *c = g->wait_head;
+    while (c) {
+        cmd_t *next = c->next_wait;
+        if (!strcmp(c->u.fetch.sub, name)) {
+            wait_unlink(g, prev, c);
+            finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "the subscriber was released"));
+        } else {
+            prev = c;
+        }
+        c = next;
+    }
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (g->subs[i] == s) {
+            g->subs[i] = g->subs[--g->sub_cnt];
+            break;
+        }
+    free(s);
+    if (released)
+        ks_info(g->log_name, "subscriber %s left: %zu leased records go back now", name, released);
+}
+
+static void seek_done(cmd_t *c, ks_status_t st, const char *msg, int64_t offset, int64_t stale)
+{
+    ks_seek_result_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        abort();
+    r->status = st;
+    snprintf(r->message, sizeof(r->message), "%s", msg);
+    r->offset = offset;
+    r->stale_leases = stale;
+    c->u.seek.cb(r, c->u.seek.opaque);
+    cmd_free(c);
+}
+
+/* Moves a partition: its leases turn stale (new epoch), its window starts over. */
+static void handle_seek(ks_group_t *g, cmd_t *c)
+{
+    part_t *p = part_find(g, c->u.seek.topic, c->u.seek.partition);
+    if (!p || !ks_pstate_deliverable(p->state)) {
+        seek_done(c, KS_E_NOT_FOUND, "that partition is not assigned to this process", -1, 0);
+        return;
+    }
+    int64_t target = c->u.seek.value;
+    switch (c->u.seek.kind) {
+    case KS_SEEK_EARLIEST:
+        target = RD_KAFKA_OFFSET_BEGINNING;
+        break;
+    case KS_SEEK_LATEST:
+        target = RD_KAFKA_OFFSET_END;
+        break;
+    case KS_SEEK_TIMESTAMP: {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = c->u.seek.value;
+        rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(g->rk, l, 5000);
+        if (!err)
+            err = l->elems[0].err;
+        target = l->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(l);
+        if (err) {
+            seek_done(c, KS_E_UNAVAILABLE, rd_kafka_err2str(err), -1, 0);
+            return;
+        }
+        if (target < 0)
+            target = RD_KAFKA_OFFSET_END; /* no record that late */
+        break;
+    }
+    case KS_SEEK_OFFSET:
+        if (target < 0) {
+            seek_done(c, KS_E_INVALID, "offset must be >= 0", -1, 0);
+            return;
+        }
+        break;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = target;
+    rd_kafka_error_t *error = rd_kafka_seek_partitions(g->rk, l, 5000);
+    rd_kafka_resp_err_t perr = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (error || perr) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "seek failed: %s",
+                 error ? rd_kafka_error_string(error) : rd_kafka_err2str(perr));
+        if (error)
+            rd_kafka_error_destroy(error);
+        seek_done(c, KS_E_UNAVAILABLE, msg, -1, 0);
+        return;
+    }
+    int64_t stale = (int64_t)p->leased;
+    for (size_t j = 0; j < ks_ack_window_count(&p->win); j++) {
+        ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
+        if (e->state == KS_REC_LEASED)
+            unlease(g, p, e);
+    }
+    ks_leases_forget(&g->leases, p);
+    ks_ack_window_destroy(&p->win);
+    ks_key_sched_destroy(&p->sched);
+    ks_commit_meta_free(&p->restore);
+    p->restore_ack_i = p->restore_att_i = 0;
+    p->held_back = false;
+    p->leased = 0;
+    p->epoch = ++g->next_epoch;
+    if (p->state == KS_PS_PAUSED)
+        part_set_paused(g, p, false);
+    ks_info(g->log_name, "%s[%d]: seek to %lld; %lld leases are stale now (epoch %u)", p->topic,
+            p->partition, (long long)target, (long long)stale, p->epoch);
+    seek_done(c, KS_OK, "", target, stale);
 }
 
 static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
@@ -1207,7 +1385,13 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
             finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down"));
             return;
         }
-        sub_get(g, c->u.fetch.sub, now);
+        {
+            sub_t *s = sub_get(g, c->u.fetch.sub, now);
+            if (c->u.fetch.credit_records > 0)
+                s->credit_records = c->u.fetch.credit_records;
+            if (c->u.fetch.credit_bytes > 0)
+                s->credit_bytes = c->u.fetch.credit_bytes;
+        }
         subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
         c->next_wait = NULL;
         if (g->wait_tail)
@@ -1222,6 +1406,13 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
         break;
     case CMD_STATUS:
         c->u.status.cb(build_status(g, now), c->u.status.opaque);
+        cmd_free(c);
+        break;
+    case CMD_SEEK:
+        handle_seek(g, c);
+        break;
+    case CMD_RELEASE:
+        handle_release(g, c->u.release_sub);
         cmd_free(c);
         break;
     case CMD_STOP_DELIVERING:
@@ -1580,6 +1771,9 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
     snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s",
              opts->subscriber && *opts->subscriber ? opts->subscriber : DEFAULT_SUB);
     c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
+    c->u.fetch.credit_records = opts->credit_records;
+    c->u.fetch.credit_bytes = opts->credit_bytes;
+    c->u.fetch.notify = opts->notify != 0;
     c->u.fetch.cb = cb;
     c->u.fetch.opaque = opaque;
     return post(g, c);
@@ -1597,6 +1791,26 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     c->u.settle.cb = cb;
     c->u.settle.opaque = opaque;
     return post(g, c);
+}
+
+ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
+                          int64_t value, ks_seek_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(CMD_SEEK);
+    snprintf(c->u.seek.topic, sizeof(c->u.seek.topic), "%s", topic);
+    c->u.seek.partition = partition;
+    c->u.seek.kind = kind;
+    c->u.seek.value = value;
+    c->u.seek.cb = cb;
+    c->u.seek.opaque = opaque;
+    return post(g, c);
+}
+
+void ks_group_release(ks_group_t *g, const char *subscriber)
+{
+    cmd_t *c = cmd_new(CMD_RELEASE);
+    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
+    post(g, c);
 }
 
 ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)

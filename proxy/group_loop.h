@@ -42,6 +42,13 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
 /* Posts a status request. Any thread. Same returns as ks_group_fetch. */
 ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque);
 
+/* Posts a seek. Any thread. Same returns as ks_group_fetch. */
+ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
+                          int64_t value, ks_seek_cb *cb, void *opaque);
+
+/* Posts the release of a subscriber's leases and waiting fetches. Any thread. */
+void ks_group_release(ks_group_t *g, const char *subscriber);
+
 /* Stops delivering: waiting and later fetches end with UNAVAILABLE. Any thread. */
 void ks_group_stop_delivering(ks_group_t *g);
 

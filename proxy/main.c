@@ -9,13 +9,15 @@
 #include "config.h"
 #include "dev_cluster.h"
 #include "engine.h"
+#include "auth.h"
+#include "grpc_api.h"
 #include "group_loop.h"
 #include "http_api.h"
 #include "log.h"
 
 extern char **environ;
 
-static void print_dev_banner(const ks_config_t *cfg, int http_port)
+static void print_dev_banner(const ks_config_t *cfg, int http_port, int grpc_port)
 {
     const char *host = "127.0.0.1";
     printf("\nksidecar dev mode is up: a mock Kafka cluster with topic '%s' "
@@ -26,8 +28,11 @@ static void print_dev_banner(const ks_config_t *cfg, int http_port)
            "Ack them (paste ack_id values from the fetch):\n"
            "  curl -s -X POST http://%s:%d/v1/groups/demo-group/acks "
            "-H 'Content-Type: application/json' -d '{\"ack_ids\":[\"ACK_ID\"]}'\n\n"
+           "gRPC (ksidecar.v1.Consumer, health, reflection) on %s:%d:\n"
+           "  grpcurl -plaintext %s:%d list\n\n"
            "Press Ctrl-C to stop.\n\n",
-           cfg->dev_topic, cfg->dev_rate, host, http_port, cfg->dev_topic, host, http_port);
+           cfg->dev_topic, cfg->dev_rate, host, http_port, cfg->dev_topic, host, http_port, host,
+           grpc_port, host, grpc_port);
     fflush(stdout);
 }
 
@@ -79,6 +84,8 @@ int main(int argc, char **argv)
     ks_dev_t *dev = NULL;
     ks_engine_t *eng = NULL;
     ks_http_t *http = NULL;
+    ks_grpc_t *grpc = NULL;
+    ks_auth_t *auth = NULL;
     if (cfg.dev) {
         char boot[256];
         dev = ks_dev_start(cfg.dev_topic, cfg.dev_partitions, cfg.dev_rate, boot, sizeof(boot), err,
@@ -88,19 +95,26 @@ int main(int argc, char **argv)
         if (ks_config_set(&cfg, "kafka.bootstrap.servers", boot, err, sizeof(err)) < 0)
             goto out_fail;
     }
+    if (*cfg.auth_tokens_file && !(auth = ks_auth_load(cfg.auth_tokens_file, err, sizeof(err))))
+        goto out_fail;
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
     if (ks_engine_start_static(eng, err, sizeof(err)) < 0)
         goto out_fail;
     if (*cfg.http_listen) {
-        http = ks_http_start(eng, &cfg, err, sizeof(err));
+        http = ks_http_start(eng, &cfg, auth, err, sizeof(err));
         if (!http)
+            goto out_fail;
+    }
+    if (*cfg.grpc_listen) {
+        grpc = ks_grpc_start(eng, &cfg, auth, err, sizeof(err));
+        if (!grpc)
             goto out_fail;
     }
     ks_info("main", "ksidecar %s started (pid %d)", KSIDECAR_VERSION, (int)getpid());
     if (cfg.dev && http)
-        print_dev_banner(&cfg, ks_http_port(http));
+        print_dev_banner(&cfg, ks_http_port(http), grpc ? ks_grpc_port(grpc) : 0);
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -111,24 +125,28 @@ int main(int argc, char **argv)
      * acks, which HTTP still takes; 3. commit and leave; 4. close the listeners. */
     ks_engine_stop_delivering(eng);
     rc = ks_engine_shutdown(eng, cfg.shutdown_grace_ms) == 0 ? 0 : 1;
+    ks_grpc_stop(grpc);
     if (http)
         ks_http_quiesce(http);
     ks_http_stop(http);
     if (rc == 0)
         ks_engine_destroy(eng);
     ks_dev_stop(dev);
+    ks_auth_free(auth);
     ks_info("main", "stopped");
     ks_config_free(&cfg);
     return rc;
 
 out_fail:
     ks_err("main", "%s", err);
+    ks_grpc_stop(grpc);
     ks_http_stop(http);
     if (eng) {
         ks_engine_shutdown(eng, 1000);
         ks_engine_destroy(eng);
     }
     ks_dev_stop(dev);
+    ks_auth_free(auth);
     ks_config_free(&cfg);
     return 1;
 }

@@ -5,7 +5,7 @@ set -euo pipefail
 
 APT_PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
-  librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler
+  librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
   libmicrohttpd-dev libjansson-dev libssl-dev libcmocka-dev
   clang-format openssl maven openjdk-17-jre-headless python3 procps
 )

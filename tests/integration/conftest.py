@@ -102,9 +102,11 @@ class Sidecar:
 
     def __init__(self, bootstrap, args=(), env=None, tmp_path=None):
         self.port = free_port()
+        self.grpc_port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = (tmp_path or pathlib.Path("/tmp")) / f"ksidecar-{self.port}.log"
         cmd = [BIN, f"--kafka.bootstrap.servers={bootstrap}", f"--http.listen=127.0.0.1:{self.port}",
+               f"--grpc.listen=127.0.0.1:{self.grpc_port}",
                "--commit.interval_ms=200", "--kafka.session.timeout.ms=6000",
                "--kafka.heartbeat.interval.ms=500", *args]
         self.log = open(self.log_path, "wb")

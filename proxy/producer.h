@@ -1,0 +1,27 @@
+/* producer.h: the engine's shared Kafka producer (Produce calls) and its connectivity probe. */
+#ifndef KS_PRODUCER_H
+#define KS_PRODUCER_H
+
+#include <stdbool.h>
+
+#include "config.h"
+#include "engine.h"
+
+typedef struct ks_producer ks_producer_t;
+
+/* Makes the producer and starts its poll thread, which also probes Kafka every 2 s.
+ * cfg is borrowed. Returns NULL with err. */
+ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize);
+
+/* Produces recs (copied); cb runs once from the poll thread when all are settled.
+ * Returns KS_OK or an error with err (cb then never runs). Any thread. */
+ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, size_t n,
+                             ks_produce_cb *cb, void *opaque, char *err, size_t errsize);
+
+/* True while the last probe reached a broker. Any thread. */
+bool ks_producer_kafka_up(ks_producer_t *p);
+
+/* Flushes for up to 5 s, stops the thread and frees p. */
+void ks_producer_destroy(ks_producer_t *p);
+
+#endif
