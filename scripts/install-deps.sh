@@ -31,3 +31,20 @@ if [ "${#todo[@]}" -gt 0 ]; then
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null
 fi
+
+# Test clients: Python grpcio (+ grpcio-tools for stubs) and pytest from PyPI, grpcurl from
+# the Go module proxy, built into the cache.
+if ! python3 -c "import grpc, grpc_tools, pytest" >/dev/null 2>&1; then
+  echo "install-deps: installing grpcio grpcio-tools pytest from PyPI" >&2
+  python3 -m pip install -q grpcio grpcio-tools pytest
+fi
+CACHE="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
+if [ ! -x "$CACHE/bin/grpcurl" ] && ! command -v grpcurl >/dev/null 2>&1; then
+  if ! command -v go >/dev/null 2>&1; then
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+  fi
+  echo "install-deps: building grpcurl v1.9.4 into $CACHE/bin" >&2
+  mkdir -p "$CACHE/bin"
+  GOBIN="$CACHE/bin" go install github.com/fullstorydev/grpcurl/cmd/grpcurl@v1.9.4
+fi

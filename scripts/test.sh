@@ -7,7 +7,6 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 scripts/install-deps.sh
-python3 -m pytest --version >/dev/null 2>&1 || python3 -m pip install -q pytest
 tests/kafka/kafka.sh fetch
 
 echo "== format check (.clang-format)"
@@ -22,6 +21,9 @@ scripts/build.sh
 dir=build
 [ "${KSIDECAR_BUILD_SANITIZE:-0}" = 1 ] && dir=build-asan
 export KSIDECAR_TEST_BIN="$PWD/$dir/ksidecar" KSIDECAR_TEST_KSTOOL="$PWD/$dir/kstool"
+cache="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
+KSIDECAR_TEST_GRPCURL="$(command -v grpcurl || echo "$cache/bin/grpcurl")"
+export KSIDECAR_TEST_GRPCURL
 
 echo "== unit tests"
 (cd "$dir" && ctest --output-on-failure)
