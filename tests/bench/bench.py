@@ -1,0 +1,223 @@
+"""ksidecar benchmarks against a real broker, each beside a native librdkafka consumer
+measured in the same run. Prints a table and writes RESULTS.md. Asserts no timing; it
+does check that every run delivered everything and committed every partition to its end."""
+import argparse
+import datetime
+import os
+import pathlib
+import platform
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parents[2]
+BUILD = ROOT / "build"
+KSIDECAR, KSTOOL, KSBENCH = BUILD / "ksidecar", BUILD / "kstool", BUILD / "ksbench"
+BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
+COMMANDS = []
+
+
+def sh(cmd, **kw):
+    COMMANDS.append(" ".join(str(c) for c in cmd))
+    return subprocess.run([str(c) for c in cmd], check=True, capture_output=True, text=True, **kw)
+
+
+def uniq(p):
+    return f"{p}-{uuid.uuid4().hex[:8]}"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+def produce(topic, n, parts, keys=0, size=100):
+    sh([KSTOOL, "create", "-b", BOOT, "-t", topic, "-p", parts])
+    args = [KSTOOL, "produce", "-b", BOOT, "-t", topic, "-n", n, "-p", parts, "-s", size]
+    if keys:
+        args += ["-k", keys]
+    t0 = time.time()
+    sh(args, timeout=1800)
+    return time.time() - t0
+
+
+def ends(topic):
+    out = sh([KSTOOL, "watermarks", "-b", BOOT, "-t", topic]).stdout
+    return {int(l.split()[0]): int(l.split()[2]) for l in out.splitlines() if l.strip()}
+
+
+def committed(group, topic, nparts):
+    out = sh([KSTOOL, "committed", "-b", BOOT, "-t", topic, "-g", group, "-p", nparts]).stdout
+    return {int(l.split()[0]): int(l.split()[1]) for l in out.splitlines() if l.strip()}
+
+
+def check_committed(group, topic, nparts, timeout=60):
+    want = ends(topic)
+    deadline = time.time() + timeout
+    got = {}
+    while time.time() < deadline:
+        got = committed(group, topic, nparts)
+        if got == want:
+            return True
+        time.sleep(0.5)
+    raise SystemExit(f"FAIL: group {group} committed {got}, end offsets {want}")
+
+
+def parse(out):
+    line = [l for l in out.splitlines() if l.startswith("mode=")][-1]
+    return {k: v for k, v in (kv.split("=", 1) for kv in line.split())}
+
+
+class Sidecar:
+    def __init__(self, args=()):
+        self.http, self.grpc = free_port(), free_port()
+        cmd = [KSIDECAR, f"--kafka.bootstrap.servers={BOOT}", f"--http.listen=127.0.0.1:{self.http}",
+               f"--grpc.listen=127.0.0.1:{self.grpc}", "--log.level=warn", *args]
+        COMMANDS.append(" ".join(str(c) for c in cmd))
+        self.proc = subprocess.Popen([str(c) for c in cmd], stderr=subprocess.DEVNULL)
+        time.sleep(0.5)
+
+    def peak_rss_mb(self):
+        with open(f"/proc/{self.proc.pid}/status") as f:
+            for line in f:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        return 0.0
+
+    def stop(self):
+        rss = self.peak_rss_mb()
+        self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=60)
+        if rc != 0:
+            raise SystemExit(f"FAIL: ksidecar exited {rc}")
+        return rss
+
+
+def bench(args, timeout=3600):
+    return parse(sh([KSBENCH, *args], timeout=timeout).stdout)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--smoke", action="store_true", help="small sizes: check that it all works")
+    a = ap.parse_args()
+    s = a.smoke
+    n_tp = 20_000 if s else 2_000_000
+    n_slow = 2_000 if s else 100_000
+    n_mem = 50_000 if s else 5_000_000
+    lat_n, lat_rate = (2_000, 1_000) if s else (100_000, 10_000)
+    rows = []
+
+    # 1. Throughput ceiling: 8 partitions of 100-byte records.
+    t = uniq("tp")
+    secs = produce(t, n_tp, 8)
+    print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
+    g = uniq("native")
+    base = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp])
+    check_committed(g, t, 8)
+    base_rate = float(base["rate"])
+    rows.append(("1. throughput", "native librdkafka consumer (baseline)", f"{base_rate:,.0f} rec/s",
+                 "1.00x", ""))
+    sc = Sidecar(["--subscriber.max_credit_records=100000"])
+    g = uniq("grpc")
+    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_tp,
+               "--credits", "20000", "--ack-batch", "2000"])
+    check_committed(g, t, 8)
+    rss = sc.stop()
+    assert int(r["distinct"]) == n_tp, r
+    rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{float(r['rate']):,.0f} rec/s",
+                 f"{float(r['rate']) / base_rate:.2f}x (target >= 0.5x)", f"peak RSS {rss:.0f} MB"))
+    sc = Sidecar(["--subscriber.max_records=20000"])
+    g = uniq("http")
+    r = bench(["http", "--addr", f"127.0.0.1:{sc.http}", "--topic", t, "--group", g, "--count", n_tp,
+               "--fetch-max", "5000"])
+    check_committed(g, t, 8)
+    rss = sc.stop()
+    assert int(r["distinct"]) == n_tp, r
+    rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{float(r['rate']):,.0f} rec/s",
+                 f"{float(r['rate']) / base_rate:.2f}x (target >= 0.2x)", f"peak RSS {rss:.0f} MB"))
+
+    # 2. The slow consumer: one partition, 1000 keys, 10 ms per record, 500 in flight.
+    t = uniq("slow")
+    produce(t, n_slow, 1, keys=1000)
+    sc = Sidecar(["--group.ordering=key"])
+    g = uniq("slow")
+    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_slow,
+               "--credits", "500", "--delay-ms", "10", "--ack-batch", "1"])
+    check_committed(g, t, 1)
+    sc.stop()
+    assert int(r["distinct"]) == n_slow and int(r["order_violations"]) == 0, r
+    rows.append(("2. slow consumer", "plain single-threaded consumer (10 ms/record)", "100 rec/s",
+                 "", "computed: 1 / 10 ms"))
+    rows.append(("2. slow consumer", "ksidecar gRPC, key order, 500 in flight",
+                 f"{float(r['rate']):,.0f} rec/s",
+                 f"{float(r['rate']) / 100:.0f}x the plain consumer (target >= 40,000 rec/s)",
+                 f"lost 0, order violations {r['order_violations']}"))
+
+    # 3. Memory: a slower client drains a big backlog.
+    t = uniq("mem")
+    produce(t, n_mem, 8)
+    sc = Sidecar([])
+    g = uniq("mem")
+    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_mem,
+               "--credits", "5000", "--delay-ms", "20", "--ack-batch", "500"], timeout=7200)
+    check_committed(g, t, 8)
+    rss = sc.stop()
+    assert int(r["distinct"]) == n_mem, r
+    rows.append(("3. memory", f"{n_mem:,} backlog, client slower than the broker",
+                 f"{float(r['rate']):,.0f} rec/s", "target peak RSS <= 256 MB",
+                 f"ksidecar peak RSS {rss:.0f} MB"))
+
+    # 4. Latency: steady produce rate, produce -> client receipt.
+    t = uniq("lat")
+    sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", 1])
+    g = uniq("latn")
+    base = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", lat_n, "--latency",
+                  "--produce", lat_n, "--rate", lat_rate])
+    t2 = uniq("lat")
+    sh([KSTOOL, "create", "-b", BOOT, "-t", t2, "-p", 1])
+    sc = Sidecar([])
+    g = uniq("latg")
+    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--bootstrap", BOOT, "--topic", t2, "--group", g,
+               "--count", lat_n, "--credits", "20000", "--ack-batch", "100", "--latency", "--produce", lat_n,
+               "--rate", lat_rate])
+    sc.stop()
+    rows.append(("4. latency", f"native consumer, {lat_rate:,} rec/s produced",
+                 f"p50 {float(base['p50_ms']):.2f} ms, p99 {float(base['p99_ms']):.2f} ms", "", ""))
+    added = float(r["p99_ms"]) - float(base["p99_ms"])
+    rows.append(("4. latency", f"ksidecar gRPC, {lat_rate:,} rec/s produced",
+                 f"p50 {float(r['p50_ms']):.2f} ms, p99 {float(r['p99_ms']):.2f} ms",
+                 f"adds {added:.2f} ms at p99 (target <= 5 ms)", ""))
+
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
+                            text=True).stdout.strip()
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    mem = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
+    table = ["| Benchmark | Run | Result | Ratio / target | Notes |", "| --- | --- | --- | --- | --- |"]
+    table += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
+    out = [f"# ksidecar benchmark results{' (smoke run)' if s else ''}", "",
+           f"- date: {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC')}",
+           f"- commit: {commit}",
+           f"- machine: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, {platform.platform()}",
+           "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
+           f"- command: tests/bench/run.sh{' --smoke' if s else ''}", "", *table, "",
+           "## Exact commands", "", "```", *COMMANDS, "```", ""]
+    text = "\n".join(out)
+    print("\n".join(table))
+    dest = (BUILD / "bench-smoke.md") if s else (ROOT / "tests" / "bench" / "RESULTS.md")
+    existing = dest.read_text() if dest.exists() and not s else ""
+    keep = existing.split("\n## Profile and changes", 1)
+    dest.write_text(text + ("\n## Profile and changes" + keep[1] if len(keep) == 2 else ""))
+    print(f"written to {dest}")
+    print("bench: 4 passed, 0 failed")
+
+
+if __name__ == "__main__":
+    main()

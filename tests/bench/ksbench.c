@@ -1,0 +1,602 @@
+/* ksbench.c: benchmark clients: a native librdkafka consumer (the baseline), a gRPC
+ * Subscribe client on grpc core, and an HTTP long-poll client, each counting records,
+ * acking them, and measuring rate, per-key order and produce-to-receipt latency. */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <getopt.h>
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/support/time.h>
+#include <jansson.h>
+#include <librdkafka/rdkafka.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ksidecar/v1/consumer.pb-c.h"
+
+static const char *boot, *topic, *group, *addr;
+static long want = 0;
+static int credits = 20000, ack_batch = 1000, delay_ms = 0, fetch_max = 5000;
+static bool latency_mode = false;
+static int produce_rate = 10000;
+static long produce_n = 0;
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static int64_t wall_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void die(const char *a, const char *b)
+{
+    fprintf(stderr, "ksbench: %s: %s\n", a, b);
+    exit(1);
+}
+
+/* ---- measurements ---- */
+
+static int64_t *lat;
+static size_t lat_n, lat_cap;
+
+static void lat_add(const void *payload, size_t len)
+{
+    /* Timed records start with "t=<wall clock microseconds>;". */
+    if (len < 3 || memcmp(payload, "t=", 2) != 0)
+        return;
+    char buf[32];
+    size_t n = len < sizeof(buf) - 1 ? len : sizeof(buf) - 1;
+    memcpy(buf, payload, n);
+    buf[n] = '\0';
+    int64_t t = strtoll(buf + 2, NULL, 10);
+    if (lat_n == lat_cap) {
+        lat_cap = lat_cap ? lat_cap * 2 : 65536;
+        lat = realloc(lat, lat_cap * sizeof(*lat));
+        if (!lat)
+            abort();
+    }
+    lat[lat_n++] = wall_us() - t;
+}
+
+static int cmp64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Per (partition, key) last offset seen, to count order violations. Keys are "k<n>". */
+#define MAX_KEYS 20000
+static int64_t *last_off;
+static long order_violations;
+static unsigned char *seen; /* per (partition, offset) bitmap for distinct counting */
+static long distinct, dup_deliveries;
+
+static void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
+{
+    if (offset >= 0 && offset < (int64_t)1 << 26 && partition < 64) {
+        size_t bit = (size_t)partition * ((size_t)1 << 26) + (size_t)offset;
+        if (seen[bit >> 3] & (1u << (bit & 7)))
+            dup_deliveries++;
+        else {
+            seen[bit >> 3] |= (unsigned char)(1u << (bit & 7));
+            distinct++;
+        }
+    }
+    if (key && key_len > 1 && ((const char *)key)[0] == 'k') {
+        char kb[16];
+        size_t n = key_len < 15 ? key_len : 15;
+        memcpy(kb, (const char *)key + 1, n - 1);
+        kb[n - 1] = '\0';
+        long k = atol(kb);
+        if (k >= 0 && k < MAX_KEYS && partition < 64) {
+            int64_t *l = &last_off[(size_t)partition * MAX_KEYS + (size_t)k];
+            if (*l >= offset)
+                order_violations++;
+            *l = offset;
+        }
+    }
+}
+
+static void report(const char *mode, long n, double secs)
+{
+    printf("mode=%s records=%ld seconds=%.3f rate=%.0f distinct=%ld duplicates=%ld "
+           "order_violations=%ld",
+           mode, n, secs, n / secs, distinct, dup_deliveries, order_violations);
+    if (lat_n) {
+        qsort(lat, lat_n, sizeof(*lat), cmp64);
+        printf(" lat_n=%zu p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", lat_n, lat[lat_n / 2] / 1000.0,
+               lat[(size_t)(lat_n * 0.99)] / 1000.0, lat[lat_n - 1] / 1000.0);
+    }
+    printf("\n");
+    fflush(stdout);
+}
+
+/* ---- a timed producer (latency mode) ---- */
+
+static atomic_bool produce_go;
+
+static void *producer_main(void *arg)
+{
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
+    rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err));
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
+    if (!rk)
+        die("producer", err);
+    while (!atomic_load(&produce_go))
+        usleep(1000);
+    double start = now_s();
+    char val[100];
+    for (long i = 0; i < produce_n; i++) {
+        /* Steady rate: wait for this record's slot. */
+        double due = start + (double)i / produce_rate;
+        double d;
+        while ((d = due - now_s()) > 0)
+            usleep(d > 0.001 ? 500 : 50);
+        int n = snprintf(val, sizeof(val), "t=%lld;", (long long)wall_us());
+        memset(val + n, 'x', sizeof(val) - (size_t)n);
+        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                          RD_KAFKA_V_VALUE(val, sizeof(val)), RD_KAFKA_V_END);
+        rd_kafka_poll(rk, 0);
+    }
+    rd_kafka_flush(rk, 10000);
+    rd_kafka_destroy(rk);
+    return NULL;
+}
+
+/* ---- native: the baseline ---- */
+
+static void run_native(void)
+{
+    char err[256];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
+    rd_kafka_conf_set(conf, "group.id", group, err, sizeof(err));
+    rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", err, sizeof(err));
+    rd_kafka_conf_set(conf, "enable.auto.commit", "false", err, sizeof(err));
+    rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
+    if (!rk)
+        die("consumer", err);
+    rd_kafka_poll_set_consumer(rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, topic, RD_KAFKA_PARTITION_UA);
+    rd_kafka_subscribe(rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    pthread_t pt;
+    if (latency_mode)
+        pthread_create(&pt, NULL, producer_main, NULL);
+    long n = 0;
+    double t0 = 0;
+    while (n < want) {
+        rd_kafka_message_t *m = rd_kafka_consumer_poll(rk, 100);
+        if (!m) {
+            if (latency_mode && !atomic_load(&produce_go)) {
+                rd_kafka_topic_partition_list_t *a = NULL;
+                if (rd_kafka_assignment(rk, &a) == 0 && a && a->cnt > 0) {
+                    atomic_store(&produce_go, true);
+                    t0 = now_s();
+                }
+                if (a)
+                    rd_kafka_topic_partition_list_destroy(a);
+            }
+            continue;
+        }
+        if (!m->err) {
+            if (n == 0 && !latency_mode)
+                t0 = now_s();
+            if (latency_mode)
+                lat_add(m->payload, m->len);
+            track(m->partition, m->offset, m->key, m->key_len);
+            n++;
+        }
+        rd_kafka_message_destroy(m);
+    }
+    double secs = now_s() - t0;
+    rd_kafka_commit(rk, NULL, 0);
+    report("native", n, secs);
+    if (latency_mode)
+        pthread_join(pt, NULL);
+    rd_kafka_consumer_close(rk);
+    rd_kafka_destroy(rk);
+}
+
+/* ---- gRPC Subscribe client on grpc core ---- */
+
+typedef struct {
+    grpc_completion_queue *cq;
+    grpc_call *call;
+    grpc_byte_buffer *recv;
+    bool send_busy;
+    char **pending; /* ack ids waiting for the next ack message */
+    size_t pend_n, pend_cap;
+} gclient_t;
+
+enum { TAG_START = 1, TAG_RECV, TAG_SEND, TAG_STATUS };
+
+static void g_send(gclient_t *g, const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    grpc_slice sl = grpc_slice_malloc(n);
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_SEND_MESSAGE;
+    op.data.send_message.send_message = bb;
+    g->send_busy = true;
+    if (grpc_call_start_batch(g->call, &op, 1, (void *)TAG_SEND, NULL) != GRPC_CALL_OK)
+        die("grpc", "send batch");
+    grpc_byte_buffer_destroy(bb); /* the batch holds its own reference */
+}
+
+static void g_recv(gclient_t *g)
+{
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_MESSAGE;
+    op.data.recv_message.recv_message = &g->recv;
+    if (grpc_call_start_batch(g->call, &op, 1, (void *)TAG_RECV, NULL) != GRPC_CALL_OK)
+        die("grpc", "recv batch");
+}
+
+static void g_flush_acks(gclient_t *g)
+{
+    if (g->send_busy || g->pend_n == 0)
+        return;
+    Ksidecar__V1__AckIds ids = KSIDECAR__V1__ACK_IDS__INIT;
+    ids.n_ack_ids = g->pend_n;
+    ids.ack_ids = g->pending;
+    Ksidecar__V1__SubscribeRequest req = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
+    req.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK;
+    req.ack = &ids;
+    g_send(g, &req.base);
+    for (size_t i = 0; i < g->pend_n; i++)
+        free(g->pending[i]);
+    g->pend_n = 0;
+}
+
+/* Acks waiting out the simulated processing time (slow mode), oldest first. */
+typedef struct {
+    double due;
+    char *id;
+} delayed_t;
+
+static void run_grpc(void)
+{
+    grpc_init();
+    gclient_t g = {0};
+    grpc_channel_credentials *cr = grpc_insecure_credentials_create();
+    grpc_arg arg = {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = 64 << 20}};
+    grpc_channel_args args = {1, &arg};
+    grpc_channel *ch = grpc_channel_create(addr, cr, &args);
+    grpc_channel_credentials_release(cr);
+    g.cq = grpc_completion_queue_create_for_next(NULL);
+    grpc_slice method = grpc_slice_from_static_string("/ksidecar.v1.Consumer/Subscribe");
+    g.call = grpc_channel_create_call(ch, NULL, GRPC_PROPAGATE_DEFAULTS, g.cq, method, NULL,
+                                      gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+    grpc_metadata_array md_in, trailing;
+    grpc_metadata_array_init(&md_in);
+    grpc_metadata_array_init(&trailing);
+    grpc_status_code status;
+    grpc_slice details;
+    grpc_op ops[2];
+    memset(ops, 0, sizeof(ops));
+    ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
+    ops[1].op = GRPC_OP_RECV_INITIAL_METADATA;
+    ops[1].data.recv_initial_metadata.recv_initial_metadata = &md_in;
+    grpc_call_start_batch(g.call, ops, 2, (void *)TAG_START, NULL);
+    grpc_op st;
+    memset(&st, 0, sizeof(st));
+    st.op = GRPC_OP_RECV_STATUS_ON_CLIENT;
+    st.data.recv_status_on_client.trailing_metadata = &trailing;
+    st.data.recv_status_on_client.status = &status;
+    st.data.recv_status_on_client.status_details = &details;
+    grpc_call_start_batch(g.call, &st, 1, (void *)TAG_STATUS, NULL);
+
+    char *topics[1] = {(char *)topic};
+    Ksidecar__V1__Credits c = KSIDECAR__V1__CREDITS__INIT;
+    c.records = credits;
+    Ksidecar__V1__Open open = KSIDECAR__V1__OPEN__INIT;
+    open.group = (char *)group;
+    open.n_topics = 1;
+    open.topics = topics;
+    open.credits = &c;
+    open.deadline_ms = 120000;
+    Ksidecar__V1__SubscribeRequest req = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
+    req.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN;
+    req.open = &open;
+    g_send(&g, &req.base);
+    g_recv(&g);
+
+    g.pend_cap = (size_t)credits + 16;
+    g.pending = calloc(g.pend_cap, sizeof(char *));
+    delayed_t *dq = calloc((size_t)credits + 16, sizeof(*dq));
+    size_t dq_h = 0, dq_n = 0, dq_cap = (size_t)credits + 16;
+    pthread_t pt;
+    if (latency_mode)
+        pthread_create(&pt, NULL, producer_main, NULL);
+
+    long n = 0;
+    double t0 = 0;
+    bool done = false;
+    while (!done) {
+        /* Slow mode: acks come due 10 ms after receipt. */
+        double wait = 0.2;
+        if (dq_n) {
+            double now = now_s();
+            while (dq_n && dq[dq_h].due <= now) {
+                g.pending[g.pend_n++] = dq[dq_h].id;
+                dq_h = (dq_h + 1) % dq_cap;
+                dq_n--;
+            }
+            if (dq_n)
+                wait = dq[dq_h].due - now;
+        }
+        g_flush_acks(&g);
+        if (n >= want && g.pend_n == 0 && dq_n == 0 && !g.send_busy)
+            break;
+        gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
+                                       gpr_time_from_micros((int64_t)(wait * 1e6), GPR_TIMESPAN));
+        grpc_event ev = grpc_completion_queue_next(g.cq, dl, NULL);
+        if (ev.type != GRPC_OP_COMPLETE)
+            continue;
+        switch ((intptr_t)ev.tag) {
+        case TAG_SEND:
+            g.send_busy = false;
+            break;
+        case TAG_STATUS:
+            fprintf(stderr, "ksbench: stream ended with status %d\n", status);
+            done = true;
+            break;
+        case TAG_RECV: {
+            if (!g.recv) {
+                done = true;
+                break;
+            }
+            grpc_byte_buffer_reader r;
+            grpc_byte_buffer_reader_init(&r, g.recv);
+            grpc_slice sl = grpc_byte_buffer_reader_readall(&r);
+            grpc_byte_buffer_reader_destroy(&r);
+            grpc_byte_buffer_destroy(g.recv);
+            g.recv = NULL;
+            Ksidecar__V1__SubscribeResponse *resp = ksidecar__v1__subscribe_response__unpack(
+                NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+            grpc_slice_unref(sl);
+            if (resp && resp->kind_case == KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_ASSIGNMENT &&
+                latency_mode)
+                atomic_store(&produce_go, true);
+            if (resp && resp->kind_case == KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_BATCH) {
+                if (n == 0)
+                    t0 = now_s();
+                double now = now_s();
+                for (size_t i = 0; i < resp->batch->n_records; i++) {
+                    Ksidecar__V1__Record *rec = resp->batch->records[i];
+                    if (latency_mode)
+                        lat_add(rec->value.data, rec->value.len);
+                    track(rec->partition, rec->offset, rec->key_null ? NULL : rec->key.data,
+                          rec->key.len);
+                    char *id = strdup(rec->ack_id);
+                    if (delay_ms > 0) {
+                        dq[(dq_h + dq_n) % dq_cap] = (delayed_t){now + delay_ms / 1000.0, id};
+                        dq_n++;
+                    } else {
+                        if (g.pend_n == g.pend_cap) {
+                            g.pend_cap *= 2;
+                            g.pending = realloc(g.pending, g.pend_cap * sizeof(char *));
+                        }
+                        g.pending[g.pend_n++] = id;
+                    }
+                    n++;
+                }
+            }
+            if (resp)
+                ksidecar__v1__subscribe_response__free_unpacked(resp, NULL);
+            if (g.pend_n >= (size_t)ack_batch || n >= want)
+                g_flush_acks(&g);
+            g_recv(&g);
+            break;
+        }
+        default:
+            break;
+        }
+    }
+    double secs = now_s() - t0;
+    report(delay_ms ? "grpc-slow" : "grpc", n, secs);
+    /* Give the last acks a moment to land, then cancel. */
+    usleep(300000);
+    grpc_call_cancel(g.call, NULL);
+    if (latency_mode)
+        pthread_join(pt, NULL);
+    grpc_call_unref(g.call);
+    grpc_channel_destroy(ch);
+    grpc_completion_queue_shutdown(g.cq);
+    while (grpc_completion_queue_next(g.cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(g.cq);
+    grpc_shutdown();
+}
+
+/* ---- HTTP long-poll client (one keep-alive connection) ---- */
+
+static int http_fd = -1;
+
+static void http_connect(void)
+{
+    char host[128];
+    snprintf(host, sizeof(host), "%s", addr);
+    char *colon = strrchr(host, ':');
+    if (!colon)
+        die("http", "address must be host:port");
+    *colon = '\0';
+    struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
+    inet_pton(AF_INET, host, &sa.sin_addr);
+    http_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(http_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(http_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+        die("http connect", strerror(errno));
+}
+
+/* Sends one request; returns the body (caller frees). */
+static char *http_call(const char *method, const char *path, const char *body, size_t blen)
+{
+    char head[1024];
+    int hl = snprintf(head, sizeof(head),
+                      "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                      "Content-Length: %zu\r\n\r\n",
+                      method, path, blen);
+    if (write(http_fd, head, (size_t)hl) != hl || (blen && write(http_fd, body, blen) != (ssize_t)blen))
+        die("http", "write");
+    static char *buf;
+    static size_t cap, len;
+    if (!buf) {
+        cap = 1 << 20;
+        buf = malloc(cap);
+    }
+    len = 0;
+    for (;;) {
+        if (len + 65536 > cap) {
+            cap *= 2;
+            buf = realloc(buf, cap);
+        }
+        ssize_t r = read(http_fd, buf + len, cap - len - 1);
+        if (r <= 0)
+            die("http", "connection closed");
+        len += (size_t)r;
+        buf[len] = '\0';
+        char *eoh = strstr(buf, "\r\n\r\n");
+        if (!eoh)
+            continue;
+        char *cl = strcasestr(buf, "Content-Length:");
+        if (!cl || cl > eoh)
+            die("http", "no content length");
+        size_t clen = (size_t)atol(cl + 15);
+        size_t have = len - (size_t)(eoh + 4 - buf);
+        if (have < clen)
+            continue;
+        char *out = malloc(clen + 1);
+        memcpy(out, eoh + 4, clen);
+        out[clen] = '\0';
+        return out;
+    }
+}
+
+static void run_http(void)
+{
+    http_connect();
+    char path[512];
+    snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group,
+             topic, fetch_max);
+    char ackpath[300];
+    snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks", group);
+    long n = 0;
+    double t0 = 0;
+    size_t acap = 1 << 20;
+    char *ab = malloc(acap);
+    while (n < want) {
+        char *body = http_call("GET", path, NULL, 0);
+        json_t *root = json_loads(body, 0, NULL);
+        free(body);
+        json_t *recs = json_object_get(root, "records");
+        size_t cnt = json_array_size(recs);
+        if (cnt && n == 0)
+            t0 = now_s();
+        size_t al = (size_t)snprintf(ab, acap, "{\"ack_ids\":[");
+        for (size_t i = 0; i < cnt; i++) {
+            json_t *r = json_array_get(recs, i);
+            const char *id = json_string_value(json_object_get(r, "ack_id"));
+            json_t *k = json_object_get(r, "key");
+            const char *ks = json_is_string(k) ? json_string_value(k) : NULL;
+            track((int32_t)json_integer_value(json_object_get(r, "partition")),
+                  json_integer_value(json_object_get(r, "offset")), ks, ks ? strlen(ks) : 0);
+            if (al + strlen(id) + 8 > acap) {
+                acap *= 2;
+                ab = realloc(ab, acap);
+            }
+            al += (size_t)snprintf(ab + al, acap - al, "%s\"%s\"", i ? "," : "", id);
+        }
+        n += (long)cnt;
+        if (cnt) {
+            al += (size_t)snprintf(ab + al, acap - al, "]}");
+            free(http_call("POST", ackpath, ab, al));
+        }
+        json_decref(root);
+    }
+    report("http", n, now_s() - t0);
+    close(http_fd);
+    free(ab);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        die("usage", "ksbench native|grpc|http [options]");
+    const char *mode = argv[1];
+    static struct option opts[] = {{"bootstrap", 1, 0, 'b'}, {"topic", 1, 0, 't'},
+                                   {"group", 1, 0, 'g'},     {"addr", 1, 0, 'a'},
+                                   {"count", 1, 0, 'n'},     {"credits", 1, 0, 'c'},
+                                   {"ack-batch", 1, 0, 'k'}, {"delay-ms", 1, 0, 'd'},
+                                   {"fetch-max", 1, 0, 'm'}, {"latency", 0, 0, 'L'},
+                                   {"rate", 1, 0, 'r'},      {"produce", 1, 0, 'p'},
+                                   {0, 0, 0, 0}};
+    int o;
+    optind = 2;
+    while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
+        switch (o) {
+        case 'b': boot = optarg; break;
+        case 't': topic = optarg; break;
+        case 'g': group = optarg; break;
+        case 'a': addr = optarg; break;
+        case 'n': want = atol(optarg); break;
+        case 'c': credits = atoi(optarg); break;
+        case 'k': ack_batch = atoi(optarg); break;
+        case 'd': delay_ms = atoi(optarg); break;
+        case 'm': fetch_max = atoi(optarg); break;
+        case 'L': latency_mode = true; break;
+        case 'r': produce_rate = atoi(optarg); break;
+        case 'p': produce_n = atol(optarg); break;
+        default: return 2;
+        }
+    }
+    if (!topic || !group || want <= 0)
+        die("usage", "--topic, --group and --count are required");
+    if (latency_mode && (!boot || produce_n <= 0))
+        die("usage", "--latency needs --bootstrap and --produce N");
+    last_off = malloc((size_t)64 * MAX_KEYS * sizeof(int64_t));
+    memset(last_off, 0xff, (size_t)64 * MAX_KEYS * sizeof(int64_t)); /* -1 */
+    seen = calloc(((size_t)64 << 26) / 8, 1);
+    if (!last_off || !seen)
+        die("memory", "out of memory");
+    atomic_init(&produce_go, false);
+    if (!strcmp(mode, "native"))
+        run_native();
+    else if (!strcmp(mode, "grpc"))
+        run_grpc();
+    else if (!strcmp(mode, "http"))
+        run_http();
+    else
+        die("usage", "mode must be native, grpc or http");
+    return 0;
+}
