@@ -321,10 +321,9 @@ static void kick_locked(call_t *c)
     }
 }
 
-/* Queues a message (m is packed now; the caller keeps m). */
-static void call_send(call_t *c, const ProtobufCMessage *m)
+/* Queues an encoded message (the call takes bb). */
+static void call_send_bb(call_t *c, grpc_byte_buffer *bb)
 {
-    grpc_byte_buffer *bb = pack(m);
     pthread_mutex_lock(&c->lock);
     if (c->closed || c->status_started || c->want_status) {
         pthread_mutex_unlock(&c->lock);
@@ -348,6 +347,12 @@ static void call_send(call_t *c, const ProtobufCMessage *m)
     if (!c->sending)
         kick_locked(c);
     pthread_mutex_unlock(&c->lock);
+}
+
+/* Queues a message (m is packed now; the caller keeps m). */
+static void call_send(call_t *c, const ProtobufCMessage *m)
+{
+    call_send_bb(c, pack(m));
 }
 
 /* Ends the call with a status once the queued messages are out. */
@@ -424,67 +429,158 @@ static bool authorized(call_t *c, const char *group)
 
 /* ---- records ---- */
 
-static void record_to_pb(const ks_record_t *r, Ksidecar__V1__Record *pr, Ksidecar__V1__Header *hs,
-                         Ksidecar__V1__Header **hp)
+/* ---- a direct encoder for record batches ----
+ * The hot path: a batch of thousands of records would cost two protobuf-c passes
+ * (size, then pack) over a tree of views. This writes the same wire format
+ * (SubscribeResponse.batch / FetchResponse.records) in one sizing pass and one
+ * writing pass, straight from the engine's records. */
+
+static size_t vlen(uint64_t v)
 {
-    ksidecar__v1__record__init(pr);
-    pr->topic = (char *)(uintptr_t)r->topic;
-    pr->partition = r->partition;
-    pr->offset = r->offset;
-    pr->timestamp_ms = r->timestamp;
-    pr->key_null = r->key == NULL;
-    pr->key.data = (uint8_t *)(uintptr_t)r->key;
-    pr->key.len = r->key_len;
-    pr->value_null = r->value == NULL;
-    pr->value.data = (uint8_t *)(uintptr_t)r->value;
-    pr->value.len = r->value_len;
-    pr->ack_id = (char *)(uintptr_t)r->ack_id;
-    pr->attempt = r->attempt;
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *vput(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Size of a length-delimited field with tag < 16 and payload n. */
+static size_t ld_size(size_t n)
+{
+    return 1 + vlen(n) + n;
+}
+
+static uint8_t *ld_put(uint8_t *p, unsigned field, const void *data, size_t n)
+{
+    *p++ = (uint8_t)(field << 3 | 2);
+    p = vput(p, n);
+    memcpy(p, data, n);
+    return p + n;
+}
+
+static size_t header_size(const ks_header_t *h)
+{
+    size_t n = 0, kl = strlen(h->name);
+    if (kl)
+        n += ld_size(kl);
+    if (h->value_len)
+        n += ld_size(h->value_len);
+    if (!h->value)
+        n += 2;
+    return n;
+}
+
+static size_t record_size(const ks_record_t *r)
+{
+    size_t n = ld_size(strlen(r->topic));
+    if (r->partition)
+        n += 1 + vlen((uint64_t)(int64_t)r->partition);
+    if (r->offset)
+        n += 1 + vlen((uint64_t)r->offset);
+    if (r->timestamp)
+        n += 1 + vlen((uint64_t)r->timestamp);
+    if (r->key_len)
+        n += ld_size(r->key_len);
+    if (!r->key)
+        n += 2;
+    if (r->value_len)
+        n += ld_size(r->value_len);
+    if (!r->value)
+        n += 2;
+    for (size_t h = 0; h < r->header_cnt; h++)
+        n += ld_size(header_size(&r->headers[h]));
+    n += ld_size(strlen(r->ack_id));
+    if (r->attempt)
+        n += 1 + vlen((uint64_t)(int64_t)r->attempt);
+    return n;
+}
+
+static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size)
+{
+    *p++ = 1 << 3 | 2; /* RecordBatch.records / FetchResponse.records: field 1 */
+    p = vput(p, size);
+    p = ld_put(p, 1, r->topic, strlen(r->topic));
+    if (r->partition) {
+        *p++ = 2 << 3;
+        p = vput(p, (uint64_t)(int64_t)r->partition);
+    }
+    if (r->offset) {
+        *p++ = 3 << 3;
+        p = vput(p, (uint64_t)r->offset);
+    }
+    if (r->timestamp) {
+        *p++ = 4 << 3;
+        p = vput(p, (uint64_t)r->timestamp);
+    }
+    if (r->key_len)
+        p = ld_put(p, 5, r->key, r->key_len);
+    if (!r->key) {
+        *p++ = 6 << 3;
+        *p++ = 1;
+    }
+    if (r->value_len)
+        p = ld_put(p, 7, r->value, r->value_len);
+    if (!r->value) {
+        *p++ = 8 << 3;
+        *p++ = 1;
+    }
     for (size_t h = 0; h < r->header_cnt; h++) {
-        ksidecar__v1__header__init(&hs[h]);
-        hs[h].key = (char *)(uintptr_t)r->headers[h].name;
-        hs[h].value.data = (uint8_t *)(uintptr_t)r->headers[h].value;
-        hs[h].value.len = r->headers[h].value_len;
-        hs[h].value_null = r->headers[h].value == NULL;
-        hp[h] = &hs[h];
+        const ks_header_t *hd = &r->headers[h];
+        *p++ = 9 << 3 | 2;
+        p = vput(p, header_size(hd));
+        size_t kl = strlen(hd->name);
+        if (kl)
+            p = ld_put(p, 1, hd->name, kl);
+        if (hd->value_len)
+            p = ld_put(p, 2, hd->value, hd->value_len);
+        if (!hd->value) {
+            *p++ = 3 << 3;
+            *p++ = 1;
+        }
     }
-    pr->n_headers = r->header_cnt;
-    pr->headers = r->header_cnt ? hp : NULL;
+    p = ld_put(p, 10, r->ack_id, strlen(r->ack_id));
+    if (r->attempt) {
+        *p++ = 11 << 3;
+        p = vput(p, (uint64_t)(int64_t)r->attempt);
+    }
+    return p;
 }
 
-/* Builds the records of b as protobuf views into b (valid while b lives). */
-typedef struct pb_records {
-    Ksidecar__V1__Record *recs;
-    Ksidecar__V1__Record **ptrs;
-    Ksidecar__V1__Header *hdrs;
-    Ksidecar__V1__Header **hptrs;
-} pb_records_t;
-
-static void pb_records_build(const ks_batch_t *b, pb_records_t *out)
+/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
+static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
 {
-    size_t nh = 0;
-    for (size_t i = 0; i < b->cnt; i++)
-        nh += b->recs[i].header_cnt;
-    out->recs = calloc(b->cnt + 1, sizeof(*out->recs));
-    out->ptrs = calloc(b->cnt + 1, sizeof(*out->ptrs));
-    out->hdrs = calloc(nh + 1, sizeof(*out->hdrs));
-    out->hptrs = calloc(nh + 1, sizeof(*out->hptrs));
-    if (!out->recs || !out->ptrs || !out->hdrs || !out->hptrs)
+    size_t *sizes = malloc((b->cnt + 1) * sizeof(size_t));
+    if (!sizes)
         abort();
-    size_t h = 0;
+    size_t body = 0;
     for (size_t i = 0; i < b->cnt; i++) {
-        record_to_pb(&b->recs[i], &out->recs[i], &out->hdrs[h], &out->hptrs[h]);
-        h += b->recs[i].header_cnt;
-        out->ptrs[i] = &out->recs[i];
+        sizes[i] = record_size(&b->recs[i]);
+        body += 1 + vlen(sizes[i]) + sizes[i];
     }
-}
-
-static void pb_records_free(pb_records_t *r)
-{
-    free(r->recs);
-    free(r->ptrs);
-    free(r->hdrs);
-    free(r->hptrs);
+    size_t total = wrap ? 1 + vlen(body) + body : body;
+    grpc_slice sl = grpc_slice_malloc(total);
+    uint8_t *p = GRPC_SLICE_START_PTR(sl);
+    if (wrap) {
+        *p++ = 1 << 3 | 2; /* SubscribeResponse.batch */
+        p = vput(p, body);
+    }
+    for (size_t i = 0; i < b->cnt; i++)
+        p = record_put(p, &b->recs[i], sizes[i]);
+    free(sizes);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
 }
 
 /* ---- ack results ---- */
@@ -513,9 +609,7 @@ typedef struct settle_ctx {
 
 static void settle_ctx_free(settle_ctx_t *x)
 {
-    for (size_t i = 0; i < x->n; i++)
-        free(x->ids[i]);
-    free(x->ids);
+    free(x->ids); /* one block, strings included */
     free(x);
 }
 
@@ -534,7 +628,9 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
         ksidecar__v1__ack_result__init(&rs[i]);
         rs[i].ack_id = x->ids[i];
         rs[i].status = ack_status_of(res[i].status);
-        rs[i].message = (char *)(uintptr_t)res[i].reason;
+        /* On a stream, an accepted ack needs no words: the status says it. */
+        rs[i].message = x->stream && res[i].status == KS_OK ? (char *)(uintptr_t) ""
+                                                            : (char *)(uintptr_t)res[i].reason;
         rp[i] = &rs[i];
         if (res[i].status == KS_OK)
             ok++;
@@ -579,11 +675,21 @@ static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, 
     x->c = c;
     x->stream = stream;
     x->n = n;
-    x->ids = calloc(n + 1, sizeof(char *));
+    /* The ids, pointers and strings in one block: acks come thousands at a time. */
+    size_t bytes = (n + 1) * sizeof(char *);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(ids[i]) + 1;
+    x->ids = malloc(bytes);
     if (!x->ids)
         abort();
-    for (size_t i = 0; i < n; i++)
-        x->ids[i] = xstrdup(ids[i]);
+    char *sp = (char *)(x->ids + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(ids[i]) + 1;
+        memcpy(sp, ids[i], l);
+        x->ids[i] = sp;
+        sp += l;
+    }
+    x->ids[n] = NULL;
     char err[512];
     call_ref(c);
     ks_status_t st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids,
@@ -737,14 +843,8 @@ static void on_unary_fetch(ks_batch_t *b, void *opaque)
     if (b->status) {
         call_finish(c, grpc_code_of(b->status), "%s", b->message);
     } else {
-        pb_records_t pr;
-        pb_records_build(b, &pr);
-        Ksidecar__V1__FetchResponse fr = KSIDECAR__V1__FETCH_RESPONSE__INIT;
-        fr.n_records = b->cnt;
-        fr.records = pr.ptrs;
-        call_send(c, &fr.base);
+        call_send_bb(c, encode_records(b, false));
         call_finish(c, GRPC_STATUS_OK, "%s", "");
-        pb_records_free(&pr);
     }
     ks_batch_free(b);
     call_unref(c);
@@ -1130,18 +1230,8 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
     } else {
         if (b->has_assignment)
             send_assignment_diff(c, b);
-        if (b->cnt) {
-            pb_records_t pr;
-            pb_records_build(b, &pr);
-            Ksidecar__V1__RecordBatch rb = KSIDECAR__V1__RECORD_BATCH__INIT;
-            rb.n_records = b->cnt;
-            rb.records = pr.ptrs;
-            Ksidecar__V1__SubscribeResponse resp = KSIDECAR__V1__SUBSCRIBE_RESPONSE__INIT;
-            resp.kind_case = KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_BATCH;
-            resp.batch = &rb;
-            call_send(c, &resp.base);
-            pb_records_free(&pr);
-        }
+        if (b->cnt)
+            call_send_bb(c, encode_records(b, true));
         if (out == 0)
             stream_fetch(c, STREAM_WAIT_MS);
     }

@@ -19,11 +19,55 @@ uint32_t ks_ack_id_group_hash(const char *group)
     return h;
 }
 
+/* Writes v in decimal at p; returns the end. */
+static char *put_dec(char *p, uint64_t v)
+{
+    char tmp[24];
+    int n = 0;
+    do {
+        tmp[n++] = (char)('0' + v % 10);
+        v /= 10;
+    } while (v);
+    while (n)
+        *p++ = tmp[--n];
+    return p;
+}
+
+static char *put_hex8(char *p, uint32_t v)
+{
+    static const char digits[] = "0123456789abcdef";
+    for (int i = 7; i >= 0; i--)
+        *p++ = digits[(v >> (4 * i)) & 0xf];
+    return p;
+}
+
+/* Hand-rolled rather than snprintf: this runs once per delivered record. */
 size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
 {
-    int n = snprintf(buf, size, "a1%08x%08x-%u-%d-%lld-%u-%s", id->instance, id->group_hash,
-                     id->epoch, id->partition, (long long)id->offset, id->attempt, id->topic);
-    return n < 0 ? 0 : (size_t)n;
+    size_t tl = strnlen(id->topic, sizeof(id->topic));
+    if (size < KS_ACK_ID_MAX && size < 2 + 16 + 4 * 21 + tl + 1) {
+        if (size)
+            buf[0] = '\0';
+        return 0;
+    }
+    char *p = buf;
+    *p++ = 'a';
+    *p++ = '1';
+    p = put_hex8(p, id->instance);
+    p = put_hex8(p, id->group_hash);
+    *p++ = '-';
+    p = put_dec(p, id->epoch);
+    *p++ = '-';
+    p = put_dec(p, (uint64_t)(id->partition < 0 ? 0 : id->partition));
+    *p++ = '-';
+    p = put_dec(p, (uint64_t)(id->offset < 0 ? 0 : id->offset));
+    *p++ = '-';
+    p = put_dec(p, id->attempt);
+    *p++ = '-';
+    memcpy(p, id->topic, tl);
+    p += tl;
+    *p = '\0';
+    return (size_t)(p - buf);
 }
 
 /* Reads an unsigned decimal up to the next '-'. Returns the position after the '-'. */
@@ -86,6 +130,6 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
     out->attempt = (uint32_t)v;
     if (!ks_valid_kafka_name(p))
         return -1;
-    snprintf(out->topic, sizeof(out->topic), "%s", p);
+    memcpy(out->topic, p, strlen(p) + 1); /* valid names are at most 249 characters */
     return 0;
 }

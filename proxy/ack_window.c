@@ -116,6 +116,12 @@ ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
 
 long ks_ack_window_find(const ks_ack_window_t *w, int64_t offset)
 {
+    if (w->count == 0)
+        return -1;
+    /* Without gaps the offset is its own index: the common case, in O(1). */
+    int64_t guess = offset - at(w, 0)->offset;
+    if (guess >= 0 && guess < (int64_t)w->count && at(w, (size_t)guess)->offset == offset)
+        return (long)guess;
     size_t lo = 0, hi = w->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;
@@ -150,7 +156,11 @@ ks_win_ack_t ks_ack_window_ack(ks_ack_window_t *w, int64_t offset)
             return KS_ACK_DUPLICATE;
         return KS_ACK_UNKNOWN_OFFSET;
     }
-    ks_win_entry_t *e = at(w, (size_t)i);
+    return ks_ack_window_ack_entry(w, at(w, (size_t)i));
+}
+
+ks_win_ack_t ks_ack_window_ack_entry(ks_ack_window_t *w, ks_win_entry_t *e)
+{
     if (e->state == KS_REC_ACKED)
         return KS_ACK_DUPLICATE;
     if (e->attempts == 0)

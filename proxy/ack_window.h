@@ -79,6 +79,10 @@ ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w);
  * when everything below it is acked too. */
 ks_win_ack_t ks_ack_window_ack(ks_ack_window_t *w, int64_t offset);
 
+/* Acks the entry e of w (from ks_ack_window_get): as ks_ack_window_ack without a
+ * second lookup. */
+ks_win_ack_t ks_ack_window_ack_entry(ks_ack_window_t *w, ks_win_entry_t *e);
+
 /* The commit point, or -1 if nothing was ever pushed. */
 int64_t ks_ack_window_commit_point(const ks_ack_window_t *w);
 

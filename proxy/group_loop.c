@@ -194,12 +194,33 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
+/* Copies v into one allocation (pointers, then the strings): the ids of a settle
+ * command, thousands at a time, cost one malloc. Free with free(). */
+static char **pack_strv(const char *const *v, size_t n)
+{
+    size_t bytes = (n + 1) * sizeof(char *);
+    for (size_t i = 0; i < n; i++)
+        bytes += strlen(v[i]) + 1;
+    char **out = malloc(bytes);
+    if (!out)
+        abort();
+    char *p = (char *)(out + n + 1);
+    for (size_t i = 0; i < n; i++) {
+        size_t l = strlen(v[i]) + 1;
+        memcpy(p, v[i], l);
+        out[i] = p;
+        p += l;
+    }
+    out[n] = NULL;
+    return out;
+}
+
 static void cmd_free(cmd_t *c)
 {
     if (c->type == CMD_FETCH)
         free_strv(c->u.fetch.topics, c->u.fetch.topic_cnt);
     else if (c->type == CMD_SETTLE) {
-        free_strv(c->u.settle.ids, c->u.settle.n);
+        free(c->u.settle.ids); /* one block: pack_strv */
         free(c->u.settle.reason);
     }
     free(c);
@@ -639,7 +660,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *tex
         if (e->state == KS_REC_LEASED)
             unlease(g, p, e);
         mark_done(g, p, e);
-        ks_ack_window_ack(&p->win, id.offset);
+        ks_ack_window_ack_entry(&p->win, e);
         g->st_acked++;
         part_check_bound(g, p);
         return (ks_ack_result_t){KS_OK, "acked"};
@@ -905,16 +926,24 @@ static size_t align8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
+/* Room for an ack id: prefix, four numbers, separators and the topic name. */
+#define ACK_ID_ROOM(m) (2 + 16 + 4 * 21 + strlen(rd_kafka_topic_name((m)->rkt)) + 1)
+
 /* Copies the leased entries into one batch the API thread can own. */
 static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **ents, size_t n)
 {
     size_t need = align8(n * sizeof(ks_record_t));
+    /* Headers are parsed once here and kept for the copy below. */
+    rd_kafka_headers_t **hv_of = calloc(n ? n : 1, sizeof(*hv_of));
+    if (!hv_of)
+        abort();
     for (size_t i = 0; i < n; i++) {
         rd_kafka_message_t *m = ents[i]->msg;
         need += align8(strlen(rd_kafka_topic_name(m->rkt)) + 1);
-        need += align8(m->key_len + 1) + align8(m->len + 1) + align8(KS_ACK_ID_MAX);
+        need += align8(m->key_len + 1) + align8(m->len + 1) + align8(ACK_ID_ROOM(m));
         rd_kafka_headers_t *hdrs = NULL;
         if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
+            hv_of[i] = hdrs;
             size_t hc = rd_kafka_header_cnt(hdrs);
             need += align8(hc * sizeof(ks_header_t));
             const char *name;
@@ -960,15 +989,15 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
                           .partition = m->partition,
                           .offset = m->offset,
                           .attempt = ents[i]->attempts};
-        snprintf(id.topic, sizeof(id.topic), "%s", tn);
+        memcpy(id.topic, tn, strlen(tn) + 1);
         char *aid = pos;
-        ks_ack_id_format(&id, aid, KS_ACK_ID_MAX);
-        pos += align8(KS_ACK_ID_MAX);
+        ks_ack_id_format(&id, aid, ACK_ID_ROOM(m));
+        pos += align8(ACK_ID_ROOM(m));
         r->ack_id = aid;
         r->headers = NULL;
         r->header_cnt = 0;
-        rd_kafka_headers_t *hdrs = NULL;
-        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
+        rd_kafka_headers_t *hdrs = hv_of[i];
+        if (hdrs) {
             size_t hc = rd_kafka_header_cnt(hdrs);
             ks_header_t *hv = (ks_header_t *)pos;
             pos += align8(hc * sizeof(ks_header_t));
@@ -986,6 +1015,7 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         }
     }
 #undef PUT
+    free(hv_of);
     return b;
 }
 
@@ -1786,7 +1816,7 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     c->u.settle.op = op;
     c->u.settle.ms = ms;
     c->u.settle.reason = reason && *reason ? xstrdup(reason) : NULL;
-    c->u.settle.ids = dup_strv(ids, n);
+    c->u.settle.ids = pack_strv(ids, n);
     c->u.settle.n = n;
     c->u.settle.cb = cb;
     c->u.settle.opaque = opaque;

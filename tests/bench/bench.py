@@ -40,7 +40,7 @@ def free_port():
 
 def produce(topic, n, parts, keys=0, size=100):
     sh([KSTOOL, "create", "-b", BOOT, "-t", topic, "-p", parts])
-    args = [KSTOOL, "produce", "-b", BOOT, "-t", topic, "-n", n, "-p", parts, "-s", size]
+    args = [KSTOOL, "produce", "-b", BOOT, "-t", topic, "-n", n, "-p", parts, "-s", size, "-N"]
     if keys:
         args += ["-k", keys]
     t0 = time.time()

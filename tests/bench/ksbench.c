@@ -287,7 +287,8 @@ static void run_grpc(void)
     grpc_init();
     gclient_t g = {0};
     grpc_channel_credentials *cr = grpc_insecure_credentials_create();
-    grpc_arg arg = {GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = 64 << 20}};
+    grpc_arg arg = {
+        GRPC_ARG_INTEGER, (char *)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH, {.integer = 64 << 20}};
     grpc_channel_args args = {1, &arg};
     grpc_channel *ch = grpc_channel_create(addr, cr, &args);
     grpc_channel_credentials_release(cr);
@@ -467,7 +468,8 @@ static char *http_call(const char *method, const char *path, const char *body, s
                       "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\n\r\n",
                       method, path, blen);
-    if (write(http_fd, head, (size_t)hl) != hl || (blen && write(http_fd, body, blen) != (ssize_t)blen))
+    if (write(http_fd, head, (size_t)hl) != hl ||
+        (blen && write(http_fd, body, blen) != (ssize_t)blen))
         die("http", "write");
     static char *buf;
     static size_t cap, len;
@@ -507,8 +509,8 @@ static void run_http(void)
 {
     http_connect();
     char path[512];
-    snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group,
-             topic, fetch_max);
+    snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group, topic,
+             fetch_max);
     char ackpath[300];
     snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks", group);
     long n = 0;
@@ -554,30 +556,61 @@ int main(int argc, char **argv)
     if (argc < 2)
         die("usage", "ksbench native|grpc|http [options]");
     const char *mode = argv[1];
-    static struct option opts[] = {{"bootstrap", 1, 0, 'b'}, {"topic", 1, 0, 't'},
-                                   {"group", 1, 0, 'g'},     {"addr", 1, 0, 'a'},
-                                   {"count", 1, 0, 'n'},     {"credits", 1, 0, 'c'},
-                                   {"ack-batch", 1, 0, 'k'}, {"delay-ms", 1, 0, 'd'},
-                                   {"fetch-max", 1, 0, 'm'}, {"latency", 0, 0, 'L'},
-                                   {"rate", 1, 0, 'r'},      {"produce", 1, 0, 'p'},
+    static struct option opts[] = {{"bootstrap", 1, 0, 'b'},
+                                   {"topic", 1, 0, 't'},
+                                   {"group", 1, 0, 'g'},
+                                   {"addr", 1, 0, 'a'},
+                                   {"count", 1, 0, 'n'},
+                                   {"credits", 1, 0, 'c'},
+                                   {"ack-batch", 1, 0, 'k'},
+                                   {"delay-ms", 1, 0, 'd'},
+                                   {"fetch-max", 1, 0, 'm'},
+                                   {"latency", 0, 0, 'L'},
+                                   {"rate", 1, 0, 'r'},
+                                   {"produce", 1, 0, 'p'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
     while ((o = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (o) {
-        case 'b': boot = optarg; break;
-        case 't': topic = optarg; break;
-        case 'g': group = optarg; break;
-        case 'a': addr = optarg; break;
-        case 'n': want = atol(optarg); break;
-        case 'c': credits = atoi(optarg); break;
-        case 'k': ack_batch = atoi(optarg); break;
-        case 'd': delay_ms = atoi(optarg); break;
-        case 'm': fetch_max = atoi(optarg); break;
-        case 'L': latency_mode = true; break;
-        case 'r': produce_rate = atoi(optarg); break;
-        case 'p': produce_n = atol(optarg); break;
-        default: return 2;
+        case 'b':
+            boot = optarg;
+            break;
+        case 't':
+            topic = optarg;
+            break;
+        case 'g':
+            group = optarg;
+            break;
+        case 'a':
+            addr = optarg;
+            break;
+        case 'n':
+            want = atol(optarg);
+            break;
+        case 'c':
+            credits = atoi(optarg);
+            break;
+        case 'k':
+            ack_batch = atoi(optarg);
+            break;
+        case 'd':
+            delay_ms = atoi(optarg);
+            break;
+        case 'm':
+            fetch_max = atoi(optarg);
+            break;
+        case 'L':
+            latency_mode = true;
+            break;
+        case 'r':
+            produce_rate = atoi(optarg);
+            break;
+        case 'p':
+            produce_n = atol(optarg);
+            break;
+        default:
+            return 2;
         }
     }
     if (!topic || !group || want <= 0)

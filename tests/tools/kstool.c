@@ -7,7 +7,8 @@
 #include <string.h>
 
 static const char *boot, *topic, *group;
-static int partitions = 1, count = 0, keys = 0, size = 0, explicit_part = -1, binary = 0;
+static int partitions = 1, count = 0, keys = 0, size = 0, explicit_part = -1, binary = 0,
+           no_headers = 0;
 
 static void die(const char *what, const char *why)
 {
@@ -93,11 +94,17 @@ static void produce(void)
                                       : i % partitions;
         rd_kafka_resp_err_t e;
         do {
-            e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
-                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                                  RD_KAFKA_V_KEY(keys ? key : NULL, keys ? strlen(key) : 0),
-                                  RD_KAFKA_V_VALUE(val, (size_t)vl),
-                                  RD_KAFKA_V_HEADER("i", idx, -1), RD_KAFKA_V_END);
+            if (no_headers)
+                e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                      RD_KAFKA_V_KEY(keys ? key : NULL, keys ? strlen(key) : 0),
+                                      RD_KAFKA_V_VALUE(val, (size_t)vl), RD_KAFKA_V_END);
+            else
+                e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_PARTITION(part),
+                                      RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                      RD_KAFKA_V_KEY(keys ? key : NULL, keys ? strlen(key) : 0),
+                                      RD_KAFKA_V_VALUE(val, (size_t)vl),
+                                      RD_KAFKA_V_HEADER("i", idx, -1), RD_KAFKA_V_END);
             if (e == RD_KAFKA_RESP_ERR__QUEUE_FULL)
                 rd_kafka_poll(rk, 50);
         } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
@@ -156,14 +163,15 @@ static void committed(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: kstool create|produce|watermarks|committed -b BOOT -t TOPIC "
-                        "[-p PARTS] [-n N] [-k KEYS] [-s SIZE] [-P PARTITION] [-g GROUP] [-x]\n");
+        fprintf(stderr,
+                "usage: kstool create|produce|watermarks|committed -b BOOT -t TOPIC "
+                "[-p PARTS] [-n N] [-k KEYS] [-s SIZE] [-P PARTITION] [-g GROUP] [-x] [-N]\n");
         return 2;
     }
     const char *cmd = argv[1];
     int c;
     optind = 2;
-    while ((c = getopt(argc, argv, "b:t:p:n:k:s:g:P:x")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:p:n:k:s:g:P:xN")) != -1) {
         switch (c) {
         case 'b':
             boot = optarg;
@@ -191,6 +199,9 @@ int main(int argc, char **argv)
             break;
         case 'x':
             binary = 1;
+            break;
+        case 'N':
+            no_headers = 1;
             break;
         default:
             return 2;
