@@ -66,3 +66,24 @@ def test_bad_config_stops_startup_with_exit_2_naming_the_key(tmp_path):
     r = run(["--kafka.bootstrap.servers=127.0.0.1:1", "--kafka.no.such.prop=1",
              "--http.listen=127.0.0.1:0"], timeout=30)
     assert r.returncode == 2 and "kafka.no.such.prop" in r.stderr, r.stderr
+
+
+def test_json_log_lines(tmp_path):
+    import signal
+    import time
+    port = __import__("conftest").free_port()
+    p = subprocess.Popen([BIN, "--dev", "--log.format=json", "--log.level=debug",
+                          f"--http.listen=127.0.0.1:{port}", "--grpc.listen="],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    p.send_signal(signal.SIGTERM)
+    _, err = p.communicate(timeout=30)
+    assert p.returncode == 0
+    lines = [l for l in err.splitlines() if l.strip()]
+    assert len(lines) >= 3
+    for l in lines:
+        if l.startswith("%"):  # librdkafka's own mock-cluster notice, before our logger
+            continue
+        rec = json.loads(l)
+        assert {"ts", "level", "component", "msg"} <= set(rec), rec
+    assert any(json.loads(l)["level"] == "info" for l in lines if not l.startswith("%"))

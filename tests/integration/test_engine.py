@@ -413,3 +413,30 @@ def test_idle_dynamic_group_closes(bootstrap, sidecars):
     produce(bootstrap, topic, 1)
     assert [r["offset"] for r in fetch_all(sc, g, topic, 1)] == [2]
     assert sc.stop() == 0
+
+
+def test_metadata_overflow_holds_back_new_deliveries(bootstrap, sidecars):
+    topic, g = unique("tmeta"), unique("gmeta")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 200)
+    sc = sidecars(["--commit.metadata_max_bytes=64", "--group.ordering=none"])
+    recs = fetch_all(sc, g, topic, 200, max=200)
+    assert len(recs) == 200
+    # Every other record acked: 100 scattered acks above offset 0 do not fit in 64 bytes.
+    st, body = sc.ack(g, [r["ack_id"] for r in recs if r["offset"] % 2 == 1])
+    assert body["acked"] == 100
+
+    def held():
+        p = sc.get(f"/v1/groups/{g}")[1]["partitions"][0]
+        return p if p["held_back"] and p["metadata_truncations"] >= 1 else None
+
+    wait_for(held, 20, 0.3, "the partition to be held back")
+    produce(bootstrap, topic, 5)  # new records: held back while the metadata overflows
+    assert sc.fetch(g, topic, wait_ms=2000) == []
+    # Ack the rest: the metadata fits again and the new records flow.
+    st, body = sc.ack(g, [r["ack_id"] for r in recs if r["offset"] % 2 == 0])
+    assert body["acked"] == 100
+    new = fetch_all(sc, g, topic, 5, max=10)
+    assert sorted(r["offset"] for r in new) == [200, 201, 202, 203, 204]
+    assert sc.get(f"/v1/groups/{g}")[1]["partitions"][0]["held_back"] is False
+    assert sc.stop() == 0
