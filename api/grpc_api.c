@@ -28,6 +28,8 @@
 #define LOGC           "grpc"
 #define ARMED_REQUESTS 16
 #define STREAM_WAIT_MS 30000
+/* Fetches a stream keeps parked: while one batch is on its way, the next fills. */
+#define STREAM_PIPELINE 2
 
 /* The descriptor set of our protos, embedded at build time for reflection. */
 extern const unsigned char ks_descriptor_set[];
@@ -1232,7 +1234,7 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
             send_assignment_diff(c, b);
         if (b->cnt)
             call_send_bb(c, encode_records(b, true));
-        if (out == 0)
+        if (out < STREAM_PIPELINE)
             stream_fetch(c, STREAM_WAIT_MS);
     }
     ks_batch_free(b);
@@ -1383,7 +1385,8 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     c->deadline_ms = o->deadline_ms;
     c->opened = true;
     ks_dbg(LOGC, "stream %s opened on group %s", c->sub, c->group);
-    stream_fetch(c, STREAM_WAIT_MS);
+    for (int i = 0; i < STREAM_PIPELINE; i++)
+        stream_fetch(c, STREAM_WAIT_MS);
 }
 
 static void handle_subscribe_msg(call_t *c, grpc_slice sl)
