@@ -388,6 +388,15 @@ static void part_set_paused(ks_group_t *g, part_t *p, bool pause)
     rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
     rd_kafka_resp_err_t err =
         pause ? rd_kafka_pause_partitions(g->rk, l) : rd_kafka_resume_partitions(g->rk, l);
+    if (!err && !pause && p->win.end_offset >= 0) {
+        /* librdkafka 2.0.2 fetches a resumed partition only on its broker thread's next
+         * wakeup, up to a second later (measured). An asynchronous seek to where we
+         * stand wakes it now; nothing is queued to lose after the pause purged it. */
+        l->elems[0].offset = p->win.end_offset;
+        rd_kafka_error_t *serr = rd_kafka_seek_partitions(g->rk, l, 0);
+        if (serr)
+            rd_kafka_error_destroy(serr);
+    }
     rd_kafka_topic_partition_list_destroy(l);
     if (err) {
         ks_warn(g->log_name, "%s %s[%d] failed: %s", pause ? "pause" : "resume", p->topic,
