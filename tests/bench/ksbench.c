@@ -139,7 +139,8 @@ static void *producer_main(void *arg)
     char err[256];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
     rd_kafka_conf_set(conf, "bootstrap.servers", boot, err, sizeof(err));
-    rd_kafka_conf_set(conf, "linger.ms", "0", err, sizeof(err));
+    /* A little batching: one produce request per record would swamp the broker at 10k/s. */
+    rd_kafka_conf_set(conf, "linger.ms", "1", err, sizeof(err));
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!rk)
         die("producer", err);
