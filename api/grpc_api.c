@@ -24,6 +24,7 @@
 #include "ksidecar/v1/consumer.pb-c.h"
 #include "ksidecar/v1/producer.pb-c.h"
 #include "log.h"
+#include "util.h"
 
 #define LOGC           "grpc"
 #define ARMED_REQUESTS 16
@@ -677,21 +678,7 @@ static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, 
     x->c = c;
     x->stream = stream;
     x->n = n;
-    /* The ids, pointers and strings in one block: acks come thousands at a time. */
-    size_t bytes = (n + 1) * sizeof(char *);
-    for (size_t i = 0; i < n; i++)
-        bytes += strlen(ids[i]) + 1;
-    x->ids = malloc(bytes);
-    if (!x->ids)
-        abort();
-    char *sp = (char *)(x->ids + n + 1);
-    for (size_t i = 0; i < n; i++) {
-        size_t l = strlen(ids[i]) + 1;
-        memcpy(sp, ids[i], l);
-        x->ids[i] = sp;
-        sp += l;
-    }
-    x->ids[n] = NULL;
+    x->ids = ks_strv_pack((const char *const *)ids, n);
     char err[512];
     call_ref(c);
     ks_status_t st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids,
@@ -1759,20 +1746,9 @@ static void *health_main(void *arg)
 
 static char *read_file(const char *path, char *err, size_t errsize, const char *key)
 {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        snprintf(err, errsize, "config key '%s': cannot read %s", key, path);
-        return NULL;
-    }
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
+    char *buf = ks_read_file(path);
     if (!buf)
-        abort();
-    size_t got = fread(buf, 1, (size_t)(n > 0 ? n : 0), f);
-    buf[got] = '\0';
-    fclose(f);
+        snprintf(err, errsize, "config key '%s': cannot read %s", key, path);
     return buf;
 }
 

@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "log.h"
+#include "util.h"
 
 #define LOGC        "http"
 #define MAX_TOPICS  64
@@ -788,23 +789,6 @@ bad:
     return -1;
 }
 
-static char *slurp(const char *path)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)(n > 0 ? n : 0) + 1);
-    if (!buf)
-        abort();
-    size_t got = fread(buf, 1, (size_t)(n > 0 ? n : 0), f);
-    buf[got] = '\0';
-    fclose(f);
-    return buf;
-}
-
 static void http_free(ks_http_t *h)
 {
     free(h->tls_cert);
@@ -831,10 +815,10 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     memset(tls, 0, sizeof(tls));
     size_t nt = 0;
     if (*cfg->tls_cert_file) {
-        h->tls_cert = slurp(cfg->tls_cert_file);
-        h->tls_key = slurp(cfg->tls_key_file);
+        h->tls_cert = ks_read_file(cfg->tls_cert_file);
+        h->tls_key = ks_read_file(cfg->tls_key_file);
         if (*cfg->tls_client_ca_file)
-            h->tls_ca = slurp(cfg->tls_client_ca_file);
+            h->tls_ca = ks_read_file(cfg->tls_client_ca_file);
         if (!h->tls_cert || !h->tls_key || (*cfg->tls_client_ca_file && !h->tls_ca)) {
             snprintf(err, errsize,
                      "cannot read the TLS files (tls.cert_file, tls.key_file, "

@@ -24,6 +24,7 @@
 #include "log.h"
 #include "owner.h"
 #include "pstate.h"
+#include "util.h"
 
 #define DEFAULT_SUB  "default"
 #define DLQ_RETRY_MS 1000
@@ -194,33 +195,12 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
-/* Copies v into one allocation (pointers, then the strings): the ids of a settle
- * command, thousands at a time, cost one malloc. Free with free(). */
-static char **pack_strv(const char *const *v, size_t n)
-{
-    size_t bytes = (n + 1) * sizeof(char *);
-    for (size_t i = 0; i < n; i++)
-        bytes += strlen(v[i]) + 1;
-    char **out = malloc(bytes);
-    if (!out)
-        abort();
-    char *p = (char *)(out + n + 1);
-    for (size_t i = 0; i < n; i++) {
-        size_t l = strlen(v[i]) + 1;
-        memcpy(p, v[i], l);
-        out[i] = p;
-        p += l;
-    }
-    out[n] = NULL;
-    return out;
-}
-
 static void cmd_free(cmd_t *c)
 {
     if (c->type == CMD_FETCH)
         free_strv(c->u.fetch.topics, c->u.fetch.topic_cnt);
     else if (c->type == CMD_SETTLE) {
-        free(c->u.settle.ids); /* one block: pack_strv */
+        free(c->u.settle.ids); /* one block: ks_strv_pack */
         free(c->u.settle.reason);
     }
     free(c);
@@ -1825,7 +1805,7 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     c->u.settle.op = op;
     c->u.settle.ms = ms;
     c->u.settle.reason = reason && *reason ? xstrdup(reason) : NULL;
-    c->u.settle.ids = pack_strv(ids, n);
+    c->u.settle.ids = ks_strv_pack(ids, n);
     c->u.settle.n = n;
     c->u.settle.cb = cb;
     c->u.settle.opaque = opaque;
