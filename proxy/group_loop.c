@@ -1703,7 +1703,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
     if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
         conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
-        conf_set(conf, "queued.max.messages.kbytes", "16384", err, errsize) < 0)
+        conf_set(conf, "queued.max.messages.kbytes", "4096", err, errsize) < 0)
         goto fail_conf;
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
         if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)
