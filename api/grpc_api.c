@@ -188,14 +188,6 @@ static grpc_status_code grpc_code_of(ks_status_t st)
     return GRPC_STATUS_INTERNAL;
 }
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static void call_ref(call_t *c)
 {
     pthread_mutex_lock(&c->lock);
@@ -710,7 +702,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
     o->acked = g->acked;
     o->dead_lettered = g->dead_lettered;
     /* topics: split the comma list into a copy */
-    char *tcopy = xstrdup(g->topics);
+    char *tcopy = ks_xstrdup(g->topics);
     allocs[(*na)++] = tcopy;
     size_t nt = 0;
     for (char *p = tcopy; *p; p++)
@@ -1365,7 +1357,7 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     if (!c->topics)
         abort();
     for (size_t i = 0; i < o->n_topics; i++)
-        c->topics[i] = xstrdup(o->topics[i]);
+        c->topics[i] = ks_xstrdup(o->topics[i]);
     c->topic_cnt = o->n_topics;
     c->credit_records = o->credits ? o->credits->records : 0;
     c->credit_bytes = o->credits ? o->credits->bytes : 0;

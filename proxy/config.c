@@ -2,6 +2,7 @@
 #include "config.h"
 
 #include "key_sched.h"
+#include "util.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -96,14 +97,6 @@ static const key_t_ keys[] = {
 };
 #define NKEYS (sizeof(keys) / sizeof(keys[0]))
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static void free_list(char **list, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -114,13 +107,13 @@ static void free_list(char **list, size_t n)
 void ks_config_defaults(ks_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->http_listen = xstrdup("127.0.0.1:8080");
-    cfg->grpc_listen = xstrdup("127.0.0.1:50051");
+    cfg->http_listen = ks_xstrdup("127.0.0.1:8080");
+    cfg->grpc_listen = ks_xstrdup("127.0.0.1:50051");
     cfg->log_level = KS_LOG_INFO;
     cfg->group_patterns = calloc(1, sizeof(char *));
     if (!cfg->group_patterns)
         abort();
-    cfg->group_patterns[0] = xstrdup("*");
+    cfg->group_patterns[0] = ks_xstrdup("*");
     cfg->group_pattern_cnt = 1;
     cfg->commit_interval_ms = 500;
     cfg->shutdown_grace_ms = 10000;
@@ -138,19 +131,19 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->meta_max_bytes = 4096;
     cfg->sub_max_records = 1000;
     cfg->sub_max_bytes = INT64_C(10) << 20;
-    cfg->tls_cert_file = xstrdup("");
-    cfg->tls_key_file = xstrdup("");
-    cfg->tls_client_ca_file = xstrdup("");
-    cfg->auth_tokens_file = xstrdup("");
+    cfg->tls_cert_file = ks_xstrdup("");
+    cfg->tls_key_file = ks_xstrdup("");
+    cfg->tls_client_ca_file = ks_xstrdup("");
+    cfg->auth_tokens_file = ks_xstrdup("");
     cfg->grpc_max_message_bytes = INT64_C(4) << 20;
     cfg->grpc_max_streams_per_client = 100;
     cfg->grpc_threads = 2;
     cfg->sub_max_credit_records = 100000;
     cfg->sub_max_credit_bytes = INT64_C(1) << 30;
     cfg->group_defaults.ordering = KS_ORDER_KEY;
-    cfg->group_defaults.dead_letter_topic = xstrdup("");
+    cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
-    cfg->dev_topic = xstrdup("demo");
+    cfg->dev_topic = ks_xstrdup("demo");
     cfg->dev_partitions = 3;
     cfg->dev_rate = 3;
 }
@@ -211,7 +204,7 @@ static void kafka_set(ks_config_t *cfg, const char *prop, const char *value)
     for (size_t i = 0; i < cfg->kafka_cnt; i++) {
         if (strcmp(cfg->kafka[i].key, prop) == 0) {
             free(cfg->kafka[i].value);
-            cfg->kafka[i].value = xstrdup(value);
+            cfg->kafka[i].value = ks_xstrdup(value);
             return;
         }
     }
@@ -219,8 +212,8 @@ static void kafka_set(ks_config_t *cfg, const char *prop, const char *value)
     if (!n)
         abort();
     cfg->kafka = n;
-    cfg->kafka[cfg->kafka_cnt].key = xstrdup(prop);
-    cfg->kafka[cfg->kafka_cnt].value = xstrdup(value);
+    cfg->kafka[cfg->kafka_cnt].key = ks_xstrdup(prop);
+    cfg->kafka[cfg->kafka_cnt].value = ks_xstrdup(value);
     cfg->kafka_cnt++;
 }
 
@@ -297,7 +290,7 @@ static void propagate_defaults(ks_config_t *cfg)
         if (!(g->explicit_mask & EXPLICIT_DLT) &&
             strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
-            g->dead_letter_topic = xstrdup(d->dead_letter_topic);
+            g->dead_letter_topic = ks_xstrdup(d->dead_letter_topic);
         }
     }
 }
@@ -327,7 +320,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
     switch (k->type) {
     case T_STR:
         free(*(char **)field);
-        *(char **)field = xstrdup(value);
+        *(char **)field = ks_xstrdup(value);
         return 0;
     case T_INT:
     case T_I64: {
@@ -385,7 +378,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
     case T_LIST: {
         size_t n = 0;
         char **items = NULL;
-        char *copy = xstrdup(value), *save = NULL;
+        char *copy = ks_xstrdup(value), *save = NULL;
         for (char *tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
             while (isspace((unsigned char)*tok))
                 tok++;
@@ -398,7 +391,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
             if (!ni)
                 abort();
             items = ni;
-            items[n++] = xstrdup(tok);
+            items[n++] = ks_xstrdup(tok);
         }
         free(copy);
         if (n == 0) {
@@ -493,7 +486,7 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
                 free_list(items, i);
                 goto wrong_type;
             }
-            items[i] = xstrdup(json_string_value(it));
+            items[i] = ks_xstrdup(json_string_value(it));
         }
         set_list(cfg, k, items, n);
         return 0;
@@ -537,7 +530,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         ks_group_conf_t *g = &gs[i];
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
-        g->dead_letter_topic = xstrdup(cfg->group_defaults.dead_letter_topic);
+        g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
         if (!json_is_object(o)) {
             rc = static_err(err, errsize, i, "expected an object");
             break;
@@ -548,7 +541,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         {
             if (!strcmp(k, "name") && json_is_string(v) &&
                 ks_valid_kafka_name(json_string_value(v)))
-                g->name = xstrdup(json_string_value(v));
+                g->name = ks_xstrdup(json_string_value(v));
             else if (!strcmp(k, "topics") && json_is_array(v) && json_array_size(v) > 0) {
                 g->topic_cnt = json_array_size(v);
                 g->topics = calloc(g->topic_cnt, sizeof(char *));
@@ -561,7 +554,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                         rc = static_err(err, errsize, i, "topics must be valid topic names");
                         break;
                     }
-                    g->topics[t] = xstrdup(json_string_value(tv));
+                    g->topics[t] = ks_xstrdup(json_string_value(tv));
                 }
             } else if (!strcmp(k, "ordering") && json_is_string(v)) {
                 ks_ordering_t ord = KS_ORDER_KEY;
@@ -572,7 +565,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
             } else if (!strcmp(k, "dead_letter_topic") && json_is_string(v) &&
                        (!*json_string_value(v) || ks_valid_kafka_name(json_string_value(v)))) {
                 free(g->dead_letter_topic);
-                g->dead_letter_topic = xstrdup(json_string_value(v));
+                g->dead_letter_topic = ks_xstrdup(json_string_value(v));
                 g->explicit_mask |= EXPLICIT_DLT;
             } else if (!strcmp(k, "max_attempts") && json_is_integer(v) &&
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
@@ -885,7 +878,7 @@ int ks_config_from_args(ks_config_t *cfg, int argc, char **argv, char **envp,
         if (ks_config_load_file(cfg, file, err, errsize) < 0)
             return -1;
         free(cfg->config_file);
-        cfg->config_file = xstrdup(file);
+        cfg->config_file = ks_xstrdup(file);
     }
     if (ks_config_apply_env(cfg, envp, err, errsize) < 0)
         return -1;

@@ -170,21 +170,13 @@ int64_t ks_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static char *xstrdup(const char *s)
-{
-    char *d = strdup(s);
-    if (!d)
-        abort();
-    return d;
-}
-
 static char **dup_strv(const char *const *v, size_t n)
 {
     char **out = calloc(n ? n : 1, sizeof(char *));
     if (!out)
         abort();
     for (size_t i = 0; i < n; i++)
-        out[i] = xstrdup(v[i]);
+        out[i] = ks_xstrdup(v[i]);
     return out;
 }
 
@@ -277,6 +269,30 @@ static void subs_reap(ks_group_t *g, int64_t now)
     }
 }
 
+/* e leaves LEASED: its subscriber gets the credit back. */
+static void unlease(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    sub_t *s = sub_by_id(g, e->sub_id);
+    if (s) {
+        s->out_records--;
+        s->out_bytes -= e->bytes;
+    }
+    p->leased--;
+}
+
+/* Ends every lease of p (it is being dropped or moved): the credits go back.
+ * Returns how many there were. */
+static size_t drop_leases(ks_group_t *g, part_t *p)
+{
+    size_t n = p->leased;
+    for (size_t i = 0; i < ks_ack_window_count(&p->win) && p->leased; i++) {
+        ks_win_entry_t *e = ks_ack_window_at(&p->win, i);
+        if (e->state == KS_REC_LEASED)
+            unlease(g, p, e);
+    }
+    return n;
+}
+
 /* ---- partitions ---- */
 
 static void free_rkmessage(void *m)
@@ -312,7 +328,7 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     part_t *p = calloc(1, sizeof(*p));
     if (!p)
         abort();
-    p->topic = xstrdup(topic);
+    p->topic = ks_xstrdup(topic);
     p->partition = partition;
     p->epoch = ++g->next_epoch;
     p->state = KS_PS_INITIALIZING;
@@ -339,21 +355,12 @@ static void part_remove(ks_group_t *g, part_t *p)
         }
     }
     /* Leases of a revoked partition are gone: give their subscribers the credits back. */
-    for (size_t i = 0; i < ks_ack_window_count(&p->win); i++) {
-        ks_win_entry_t *e = ks_ack_window_at(&p->win, i);
-        if (e->state == KS_REC_LEASED) {
-            sub_t *s = sub_by_id(g, e->sub_id);
-            if (s) {
-                s->out_records--;
-                s->out_bytes -= e->bytes;
-            }
-        }
-    }
+    size_t leased = drop_leases(g, p);
     if (p->state != KS_PS_REVOKING)
         part_move(g, p, KS_PS_REVOKING);
     part_move(g, p, KS_PS_GONE);
     ks_info(g->log_name, "revoked %s[%d] (epoch %u): %zu records left in its window, %zu leased",
-            p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), p->leased);
+            p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), leased);
     ks_leases_forget(&g->leases, p);
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
@@ -563,17 +570,6 @@ static void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *pa
 
 /* ---- settling (ack, nack, extend) ---- */
 
-/* e leaves LEASED: its subscriber gets the credit back. */
-static void unlease(ks_group_t *g, part_t *p, ks_win_entry_t *e)
-{
-    sub_t *s = sub_by_id(g, e->sub_id);
-    if (s) {
-        s->out_records--;
-        s->out_bytes -= e->bytes;
-    }
-    p->leased--;
-}
-
 static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
 
 /* A record is done with one delivery (nack, expiry, delay over): dead-letter it once
@@ -598,7 +594,7 @@ static void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, voi
         ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
                (long long)e->offset, e->attempts);
         if (!e->reason)
-            e->reason = xstrdup("lease deadline expired");
+            e->reason = ks_xstrdup("lease deadline expired");
     }
     requeue(g, p, e);
 }
@@ -661,7 +657,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *tex
         g->st_nacked++;
         if (c->u.settle.reason) {
             free(e->reason);
-            e->reason = xstrdup(c->u.settle.reason);
+            e->reason = ks_xstrdup(c->u.settle.reason);
         }
         if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
             e->state = KS_REC_READY;
@@ -1179,7 +1175,7 @@ static void subscribe_to(ks_group_t *g, char *const *topics, size_t n)
         g->topics = realloc(g->topics, (g->topic_cnt + 1) * sizeof(char *));
         if (!g->topics)
             abort();
-        g->topics[g->topic_cnt++] = xstrdup(topics[i]);
+        g->topics[g->topic_cnt++] = ks_xstrdup(topics[i]);
         changed = true;
     }
     if (!changed)
@@ -1374,19 +1370,13 @@ static void handle_seek(ks_group_t *g, cmd_t *c)
         seek_done(c, KS_E_UNAVAILABLE, msg, -1, 0);
         return;
     }
-    int64_t stale = (int64_t)p->leased;
-    for (size_t j = 0; j < ks_ack_window_count(&p->win); j++) {
-        ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
-        if (e->state == KS_REC_LEASED)
-            unlease(g, p, e);
-    }
+    int64_t stale = (int64_t)drop_leases(g, p);
     ks_leases_forget(&g->leases, p);
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
     ks_commit_meta_free(&p->restore);
     p->restore_ack_i = p->restore_att_i = 0;
     p->held_back = false;
-    p->leased = 0;
     p->epoch = ++g->next_epoch;
     if (p->state == KS_PS_PAUSED)
         part_set_paused(g, p, false);
@@ -1683,7 +1673,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     ks_group_t *g = calloc(1, sizeof(*g));
     if (!g)
         abort();
-    g->name = xstrdup(name);
+    g->name = ks_xstrdup(name);
     snprintf(g->log_name, sizeof(g->log_name), "group:%s", name);
     g->group_hash = ks_ack_id_group_hash(name);
     g->instance = instance;
@@ -1804,7 +1794,7 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     cmd_t *c = cmd_new(CMD_SETTLE);
     c->u.settle.op = op;
     c->u.settle.ms = ms;
-    c->u.settle.reason = reason && *reason ? xstrdup(reason) : NULL;
+    c->u.settle.reason = reason && *reason ? ks_xstrdup(reason) : NULL;
     c->u.settle.ids = ks_strv_pack(ids, n);
     c->u.settle.n = n;
     c->u.settle.cb = cb;

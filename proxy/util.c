@@ -24,6 +24,14 @@ char **ks_strv_pack(const char *const *v, size_t n)
     return out;
 }
 
+char *ks_xstrdup(const char *s)
+{
+    char *d = strdup(s);
+    if (!d)
+        abort();
+    return d;
+}
+
 char *ks_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

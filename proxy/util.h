@@ -9,6 +9,9 @@
  * free(). Aborts when out of memory. */
 char **ks_strv_pack(const char *const *v, size_t n);
 
+/* strdup that aborts when out of memory. Caller frees. */
+char *ks_xstrdup(const char *s);
+
 /* Reads a whole file as NUL-terminated text. Returns it (caller frees), or NULL if it
  * cannot be read. */
 char *ks_read_file(const char *path);
