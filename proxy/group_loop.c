@@ -109,6 +109,7 @@ typedef struct sub {
     int64_t out_records, out_bytes;
     int64_t last_seen_ms;
     uint64_t seen_assign_ver; /* the assignment version its last batch showed */
+    size_t turn;              /* serve_waiting: index of its fetch being filled now */
 } sub_t;
 
 /* What a dead-letter produce remembers until its delivery report. */
@@ -1021,7 +1022,8 @@ typedef struct take {
     size_t n, cap;
     ks_win_entry_t **ents;
     part_t **eparts;
-    size_t pcur; /* round-robin cursor over partitions */
+    size_t pcur;      /* round-robin cursor over partitions */
+    size_t next_same; /* serve_waiting: its subscriber's next parked fetch, or SIZE_MAX */
     bool dry;
 } take_t;
 
@@ -1104,7 +1106,10 @@ static void attach_assignment(ks_group_t *g, const cmd_t *c, sub_t *s, ks_batch_
     s->seen_assign_ver = g->assign_ver;
 }
 
-/* Serves parked fetches, one record to each in turn so concurrent subscribers share
+/* Records one subscriber takes in its turn while others wait too. */
+#define SERVE_TURN 32
+
+/* Serves parked fetches, a few records to each subscriber in turn so concurrent subscribers share
  * the load, and ends those past their wait. @locality group loop */
 static void serve_waiting(ks_group_t *g, int64_t now)
 {
@@ -1123,16 +1128,31 @@ static void serve_waiting(ks_group_t *g, int64_t now)
         ts[i].cap = (size_t)c->u.fetch.max;
         ts[i].pcur = g->rr + i;
         ts[i].dry = !g->delivering;
+        ts[i].next_same = SIZE_MAX;
+        ts[i].sub->turn = SIZE_MAX;
+    }
+    for (i = nw; i-- > 0;) { /* link each subscriber's fetches, first parked first */
+        ts[i].next_same = ts[i].sub->turn;
+        ts[i].sub->turn = i;
     }
     g->rr++;
+    /* Subscribers take turns, a few records a turn. One subscriber's fetches fill one
+     * after another, not in turns: interleaving them would split each partition's
+     * offsets across batches, and a client that acks batch by batch would then leave
+     * every other run unacked (commit metadata full of gaps). */
     for (bool progress = true; progress;) {
         progress = false;
         for (i = 0; i < nw; i++) {
             if (ts[i].dry)
                 continue;
+            if (ts[i].sub->turn != i)
+                continue; /* an earlier fetch of its subscriber is still filling */
             size_t before = ts[i].n;
-            take_one(g, &ts[i], now);
-            progress = progress || ts[i].n > before;
+            for (int k = 0; k < SERVE_TURN && !ts[i].dry; k++)
+                take_one(g, &ts[i], now);
+            if (ts[i].dry)
+                ts[i].sub->turn = ts[i].next_same;
+            progress = progress || ts[i].n > before || ts[i].dry;
         }
     }
     cmd_t *prev = NULL;
