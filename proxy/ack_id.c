@@ -70,19 +70,20 @@ size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
     return (size_t)(p - buf);
 }
 
-/* Reads an unsigned decimal up to the next '-'. Returns the position after the '-'. */
-static const char *read_num(const char *p, unsigned long long max, unsigned long long *out)
+/* Reads an unsigned decimal (at most 19 digits after leading zeros, so no overflow while
+ * reading) up to the next '-'. Returns the position after the '-'. */
+static const char *read_num(const char *p, uint64_t max, uint64_t *out)
 {
-    if (*p < '0' || *p > '9')
+    uint64_t v = 0;
+    if (*p != '0' && (unsigned)(*p - '0') > 9)
         return NULL;
-    unsigned long long v = 0;
-    for (; *p >= '0' && *p <= '9'; p++) {
-        unsigned long long d = (unsigned long long)(*p - '0');
-        if (v > (max - d) / 10) /* v * 10 + d would pass max (or wrap) */
-            return NULL;
-        v = v * 10 + d;
-    }
-    if (*p != '-')
+    while (*p == '0')
+        p++; /* leading zeros are allowed and do not count */
+    const char *start = p;
+    for (; (unsigned)(*p - '0') <= 9; p++)
+        v = v * 10 + (uint64_t)(*p - '0');
+    size_t nd = (size_t)(p - start);
+    if (nd > 19 || *p != '-' || v > max)
         return NULL;
     *out = v;
     return p + 1;
@@ -108,14 +109,14 @@ static int hex8(const char *p, uint32_t *out)
 
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
 {
-    if (strncmp(s, "a1", 2) != 0 || strnlen(s, KS_ACK_ID_MAX) >= KS_ACK_ID_MAX)
+    if (s[0] != 'a' || s[1] != '1')
         return -1;
     const char *p = s + 2;
-    if (strnlen(p, 17) < 17 || hex8(p, &out->instance) < 0 || hex8(p + 8, &out->group_hash) < 0 ||
-        p[16] != '-')
+    /* hex8 stops at the first non-hex byte, so it never reads past a shorter string's NUL. */
+    if (hex8(p, &out->instance) < 0 || hex8(p + 8, &out->group_hash) < 0 || p[16] != '-')
         return -1;
     p += 17;
-    unsigned long long v;
+    uint64_t v;
     if (!(p = read_num(p, UINT32_MAX, &v)))
         return -1;
     out->epoch = (uint32_t)v;
@@ -128,8 +129,10 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
     if (!(p = read_num(p, UINT32_MAX, &v)))
         return -1;
     out->attempt = (uint32_t)v;
-    if (!ks_valid_kafka_name(p))
+    size_t tl = strnlen(p, sizeof(out->topic));
+    if (tl >= sizeof(out->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX ||
+        !ks_valid_kafka_name(p))
         return -1;
-    memcpy(out->topic, p, strlen(p) + 1); /* valid names are at most 249 characters */
+    memcpy(out->topic, p, tl + 1); /* valid names are at most 249 characters */
     return 0;
 }

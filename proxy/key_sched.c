@@ -31,6 +31,7 @@ void ks_key_sched_init(ks_key_sched_t *s, ks_ordering_t mode)
 void ks_key_sched_destroy(ks_key_sched_t *s)
 {
     free(s->chains);
+    free(s->run);
     free(s->heap);
     ks_key_sched_init(s, s->mode);
 }
@@ -72,6 +73,30 @@ static void heap_pop(ks_key_sched_t *s)
         s->heap[m] = t;
         i = m;
     }
+}
+
+/* Makes off eligible: appended to the ring if it is above everything there, else heaped. */
+static void make_eligible(ks_key_sched_t *s, int64_t off)
+{
+    size_t mask = s->run_cap - 1;
+    if (s->run_cnt > 0 && off <= s->run[(s->run_head + s->run_cnt - 1) & mask]) {
+        heap_push(s, off);
+        return;
+    }
+    if (s->run_cnt == s->run_cap) {
+        size_t ncap = s->run_cap ? s->run_cap * 2 : 256;
+        int64_t *n = malloc(ncap * sizeof(*n));
+        if (!n)
+            abort();
+        for (size_t i = 0; i < s->run_cnt; i++)
+            n[i] = s->run[(s->run_head + i) & mask];
+        free(s->run);
+        s->run = n;
+        s->run_cap = ncap;
+        s->run_head = 0;
+        mask = ncap - 1;
+    }
+    s->run[(s->run_head + s->run_cnt++) & mask] = off;
 }
 
 /* ---- key chains (open addressing, linear probing, backward-shift delete) ---- */
@@ -157,7 +182,7 @@ void ks_key_sched_add(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e, 
     e->next_same_key = -1;
     e->flags &= (uint8_t)~F_CHAINED;
     if (s->mode == KS_ORDER_NONE || (s->mode == KS_ORDER_KEY && !has_key)) {
-        heap_push(s, e->offset);
+        make_eligible(s, e->offset);
         return;
     }
     uint64_t h = s->mode == KS_ORDER_PARTITION ? 0 : key_hash;
@@ -167,7 +192,7 @@ void ks_key_sched_add(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e, 
     if (!c) {
         c = chain_insert(s, h);
         c->head = c->tail = e->offset;
-        heap_push(s, e->offset);
+        make_eligible(s, e->offset);
         return;
     }
     ks_win_entry_t *tail = ks_ack_window_get(w, c->tail);
@@ -183,7 +208,7 @@ void ks_key_sched_requeue(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t 
         if (!c || c->head != e->offset)
             return; /* not its turn: it goes when the records before it are done */
     }
-    heap_push(s, e->offset);
+    make_eligible(s, e->offset);
 }
 
 void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
@@ -202,7 +227,7 @@ void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
         if (n->state != KS_REC_ACKED) {
             c->head = next;
             if (n->state == KS_REC_READY)
-                heap_push(s, n->offset);
+                make_eligible(s, n->offset);
             return;
         }
         next = n->next_same_key;
@@ -212,16 +237,21 @@ void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
 
 ks_win_entry_t *ks_key_sched_next(ks_key_sched_t *s, ks_ack_window_t *w, bool allow_new)
 {
-    while (s->heap_cnt > 0) {
-        ks_win_entry_t *e = ks_ack_window_get(w, s->heap[0]);
-        if (!e || e->state != KS_REC_READY) {
-            heap_pop(s); /* stale: acked, leased or gone since */
-            continue;
-        }
-        if (!allow_new && e->attempts == 0)
+    while (s->heap_cnt > 0 || s->run_cnt > 0) {
+        bool from_run = s->heap_cnt == 0 || (s->run_cnt > 0 && s->run[s->run_head] < s->heap[0]);
+        int64_t off = from_run ? s->run[s->run_head] : s->heap[0];
+        ks_win_entry_t *e = ks_ack_window_get(w, off);
+        bool stale = !e || e->state != KS_REC_READY; /* acked, leased or gone since */
+        if (!stale && !allow_new && e->attempts == 0)
             return NULL;
-        heap_pop(s);
-        return e;
+        if (from_run) {
+            s->run_head = (s->run_head + 1) & (s->run_cap - 1);
+            s->run_cnt--;
+        } else {
+            heap_pop(s);
+        }
+        if (!stale)
+            return e;
     }
     return NULL;
 }

@@ -25,13 +25,18 @@ typedef struct ks_key_chain {
 } ks_key_chain_t;
 
 /* Records are eligible when they are READY and their chain's head (unchained records
- * always are). Eligible offsets sit in a min-heap, so the lowest goes out first.
+ * always are). The lowest eligible offset goes out first.
  * @locality one thread (the group loop) */
 typedef struct ks_key_sched {
     ks_ordering_t mode;
     ks_key_chain_t *chains; /* open addressing by hash */
     size_t chain_cap, chain_cnt;
-    int64_t *heap; /* eligible offsets; may hold stale ones, checked on pop */
+    /* Eligible offsets, which may hold stale ones (checked on take): those that came in
+     * ascending order (new records, the common case) queue in a ring in O(1); the rest
+     * (requeued, or a key's next record) go to a min-heap. The lowest of both goes first. */
+    int64_t *run; /* ring, power-of-two capacity */
+    size_t run_head, run_cnt, run_cap;
+    int64_t *heap;
     size_t heap_cnt, heap_cap;
 } ks_key_sched_t;
 
@@ -55,7 +60,7 @@ ks_win_entry_t *ks_key_sched_next(ks_key_sched_t *s, ks_ack_window_t *w, bool al
 /* True if some record may be eligible (a cheap hint; next may still find none). */
 static inline bool ks_key_sched_maybe_ready(const ks_key_sched_t *s)
 {
-    return s->heap_cnt > 0;
+    return s->heap_cnt > 0 || s->run_cnt > 0;
 }
 
 #endif
