@@ -90,6 +90,21 @@ typedef struct ev {
     void *ctx;
 } ev_t;
 
+/* A queued message: encoded, or a record batch encoded when its send starts, which is
+ * usually on a completion-queue thread (the previous send's completion) rather than on
+ * the group loop's thread that produced the batch. */
+typedef struct send_item {
+    grpc_byte_buffer *bb;
+    ks_batch_t *batch;
+} send_item_t;
+
+static void send_item_drop(send_item_t *it)
+{
+    if (it->bb)
+        grpc_byte_buffer_destroy(it->bb);
+    ks_batch_free(it->batch);
+}
+
 typedef struct call call_t;
 
 typedef struct peer_count {
@@ -134,10 +149,10 @@ struct call {
     call_t *next, *prev; /* the server's call list */
     grpc_byte_buffer *recv_buf;
     int cancelled;
-    bool closed;          /* RECV_CLOSE_ON_SERVER came: no more sends */
-    bool meta_sent;       /* initial metadata went with the first send */
-    bool status_started;  /* the final status is on its way */
-    grpc_byte_buffer **q; /* messages waiting for the one send in flight */
+    bool closed;         /* RECV_CLOSE_ON_SERVER came: no more sends */
+    bool meta_sent;      /* initial metadata went with the first send */
+    bool status_started; /* the final status is on its way */
+    send_item_t *q;      /* messages waiting for the one send in flight */
     size_t qh, qn, qcap;
     bool sending;
     grpc_byte_buffer *in_flight;
@@ -198,7 +213,7 @@ static void call_ref(call_t *c)
 static void call_free(call_t *c)
 {
     for (size_t i = 0; i < c->qn; i++)
-        grpc_byte_buffer_destroy(c->q[(c->qh + i) % c->qcap]);
+        send_item_drop(&c->q[(c->qh + i) % c->qcap]);
     free(c->q);
     if (c->recv_buf)
         grpc_byte_buffer_destroy(c->recv_buf);
@@ -267,6 +282,8 @@ static const char *md_get(const call_t *c, const char *key, char *buf, size_t si
 static void on_send_done(void *ctx, bool ok);
 static void on_status_done(void *ctx, bool ok);
 
+static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
+
 /* Starts the next send or the final status. Locked by caller. */
 static void kick_locked(call_t *c)
 {
@@ -282,9 +299,14 @@ static void kick_locked(call_t *c)
         c->meta_sent = true;
     }
     if (c->qn > 0 && !c->closed) {
-        grpc_byte_buffer *bb = c->q[c->qh];
+        send_item_t it = c->q[c->qh];
         c->qh = (c->qh + 1) % c->qcap;
         c->qn--;
+        grpc_byte_buffer *bb = it.bb;
+        if (it.batch) {
+            bb = encode_records(it.batch, true);
+            ks_batch_free(it.batch);
+        }
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n].data.send_message.send_message = bb;
         n++;
@@ -316,18 +338,18 @@ static void kick_locked(call_t *c)
     }
 }
 
-/* Queues an encoded message (the call takes bb). */
-static void call_send_bb(call_t *c, grpc_byte_buffer *bb)
+/* Queues a message (the call takes it.bb and it.batch). */
+static void call_send_item(call_t *c, send_item_t it)
 {
     pthread_mutex_lock(&c->lock);
     if (c->closed || c->status_started || c->want_status) {
         pthread_mutex_unlock(&c->lock);
-        grpc_byte_buffer_destroy(bb);
+        send_item_drop(&it);
         return;
     }
     if (c->qn == c->qcap) {
         size_t ncap = c->qcap ? c->qcap * 2 : 8;
-        grpc_byte_buffer **nq = malloc(ncap * sizeof(*nq));
+        send_item_t *nq = malloc(ncap * sizeof(*nq));
         if (!nq)
             abort();
         for (size_t i = 0; i < c->qn; i++)
@@ -337,11 +359,17 @@ static void call_send_bb(call_t *c, grpc_byte_buffer *bb)
         c->qcap = ncap;
         c->qh = 0;
     }
-    c->q[(c->qh + c->qn) % c->qcap] = bb;
+    c->q[(c->qh + c->qn) % c->qcap] = it;
     c->qn++;
     if (!c->sending)
         kick_locked(c);
     pthread_mutex_unlock(&c->lock);
+}
+
+/* Queues an encoded message (the call takes bb). */
+static void call_send_bb(call_t *c, grpc_byte_buffer *bb)
+{
+    call_send_item(c, (send_item_t){bb, NULL});
 }
 
 /* Queues a message (m is packed now; the caller keeps m). */
@@ -1242,8 +1270,10 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
     } else {
         if (b->has_assignment)
             send_assignment_diff(c, b);
-        if (b->cnt)
-            call_send_bb(c, encode_records(b, true));
+        if (b->cnt) {
+            call_send_item(c, (send_item_t){NULL, b}); /* encoded when its send starts */
+            b = NULL;
+        }
         if (out < STREAM_PIPELINE)
             stream_fetch(c, STREAM_WAIT_MS);
     }
@@ -1626,7 +1656,7 @@ static void on_close(void *ctx, bool ok)
     c->closed = true;
     /* Queued messages will never go out now. */
     for (size_t i = 0; i < c->qn; i++)
-        grpc_byte_buffer_destroy(c->q[(c->qh + i) % c->qcap]);
+        send_item_drop(&c->q[(c->qh + i) % c->qcap]);
     c->qn = 0;
     pthread_mutex_unlock(&c->lock);
     if (c->opened) {

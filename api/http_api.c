@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "json_out.h"
 #include "log.h"
 #include "util.h"
 
@@ -50,6 +51,7 @@ typedef struct req {
     ks_ack_result_t *acks;
     size_t ack_cnt;
     char **ack_ids;             /* what the ack results answer, in order */
+    bool ack_ids_in_body;       /* the strings point into body (not separately allocated) */
     ks_group_status_t **groups; /* a status answer */
     size_t group_cnt;
     bool is_status, status_one;
@@ -68,7 +70,7 @@ static void req_unref(req_t *r)
         ks_group_status_free(r->groups[i]);
     free(r->groups);
     if (r->ack_ids) {
-        for (size_t i = 0; i < r->ack_cnt; i++)
+        for (size_t i = 0; i < r->ack_cnt && !r->ack_ids_in_body; i++)
             free(r->ack_ids[i]);
         free(r->ack_ids);
     }
@@ -151,60 +153,77 @@ static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, cons
 
 /* ---- records as JSON ---- */
 
-static json_t *b64(const void *data, size_t len)
-{
-    size_t cap = 4 * ((len + 2) / 3) + 1;
-    char *out = malloc(cap);
-    if (!out)
-        abort();
-    int n = EVP_EncodeBlock((unsigned char *)out, data, (int)len);
-    json_t *s = json_stringn_nocheck(out, (size_t)n);
-    free(out);
-    return s;
-}
-
-/* Sets obj[field] to the bytes as text when they are UTF-8 (and fmt allows),
- * else base64, and obj[field_encoding] to which. NULL data is JSON null. */
-static void set_bytes(json_t *obj, const char *field, const char *enc_field, const void *data,
+/* Writes "field":<bytes>[,"enc_field":"text"|"base64"]: text when the bytes are UTF-8
+ * (and fmt allows), else base64; NULL data is null (and no encoding field). */
+static void put_bytes(ks_jbuf_t *b, const char *field, const char *enc_field, const void *data,
                       size_t len, value_fmt_t fmt)
 {
+    ks_jbuf_lit(b, field);
     if (!data) {
-        json_object_set_new(obj, field, json_null());
+        ks_jbuf_lit(b, "null");
         return;
     }
-    json_t *v = fmt == FMT_AUTO ? json_stringn(data, len) : NULL;
-    if (v) {
-        json_object_set_new(obj, field, v);
-        json_object_set_new(obj, enc_field, json_string("text"));
-    } else {
-        json_object_set_new(obj, field, b64(data, len));
-        json_object_set_new(obj, enc_field, json_string("base64"));
+    if (fmt == FMT_AUTO && ks_jbuf_str(b, data, len)) {
+        ks_jbuf_lit(b, enc_field);
+        ks_jbuf_lit(b, "\"text\"");
+        return;
     }
+    ks_jbuf_b64(b, data, len);
+    ks_jbuf_lit(b, enc_field);
+    ks_jbuf_lit(b, "\"base64\"");
 }
 
-static json_t *record_json(const ks_record_t *r, value_fmt_t fmt)
+/* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
+static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt)
 {
-    json_t *o = json_object();
-    json_object_set_new(o, "topic", json_string(r->topic));
-    json_object_set_new(o, "partition", json_integer(r->partition));
-    json_object_set_new(o, "offset", json_integer(r->offset));
-    json_object_set_new(o, "timestamp",
-                        r->timestamp >= 0 ? json_integer(r->timestamp) : json_null());
-    set_bytes(o, "key", "key_encoding", r->key, r->key_len, fmt);
-    set_bytes(o, "value", "value_encoding", r->value, r->value_len, fmt);
-    json_t *hs = json_array();
+    ks_jbuf_lit(b, "{\"topic\":");
+    ks_jbuf_str(b, r->topic, strlen(r->topic)); /* topic names are ASCII */
+    ks_jbuf_lit(b, ",\"partition\":");
+    ks_jbuf_int(b, r->partition);
+    ks_jbuf_lit(b, ",\"offset\":");
+    ks_jbuf_int(b, r->offset);
+    ks_jbuf_lit(b, ",\"timestamp\":");
+    if (r->timestamp >= 0)
+        ks_jbuf_int(b, r->timestamp);
+    else
+        ks_jbuf_lit(b, "null");
+    put_bytes(b, ",\"key\":", ",\"key_encoding\":", r->key, r->key_len, fmt);
+    put_bytes(b, ",\"value\":", ",\"value_encoding\":", r->value, r->value_len, fmt);
+    ks_jbuf_lit(b, ",\"headers\":[");
     for (size_t i = 0; i < r->header_cnt; i++) {
-        json_t *h = json_object();
-        json_t *name = json_string(r->headers[i].name);
-        json_object_set_new(h, "key",
-                            name ? name : b64(r->headers[i].name, strlen(r->headers[i].name)));
-        set_bytes(h, "value", "value_encoding", r->headers[i].value, r->headers[i].value_len, fmt);
-        json_array_append_new(hs, h);
+        const ks_header_t *h = &r->headers[i];
+        ks_jbuf_lit(b, i ? ",{\"key\":" : "{\"key\":");
+        size_t nl = strlen(h->name);
+        if (!ks_jbuf_str(b, h->name, nl))
+            ks_jbuf_b64(b, h->name, nl);
+        put_bytes(b, ",\"value\":", ",\"value_encoding\":", h->value, h->value_len, fmt);
+        ks_jbuf_lit(b, "}");
     }
-    json_object_set_new(o, "headers", hs);
-    json_object_set_new(o, "ack_id", json_string(r->ack_id));
-    json_object_set_new(o, "attempt", json_integer(r->attempt));
-    return o;
+    ks_jbuf_lit(b, "],\"ack_id\":");
+    ks_jbuf_str(b, r->ack_id, strlen(r->ack_id));
+    ks_jbuf_lit(b, ",\"attempt\":");
+    ks_jbuf_int(b, r->attempt);
+    ks_jbuf_lit(b, "}");
+}
+
+/* Writes s as a JSON string, or "" if it is not UTF-8 (our own messages always are). */
+static void put_str(ks_jbuf_t *b, const char *s)
+{
+    if (!s || !ks_jbuf_str(b, s, strlen(s)))
+        ks_jbuf_lit(b, "\"\"");
+}
+
+/* Sends the text in b (taken) with a trailing newline. */
+static enum MHD_Result send_jbuf(struct MHD_Connection *c, int status, ks_jbuf_t *b)
+{
+    ks_jbuf_lit(b, "\n");
+    size_t n;
+    char *text = ks_jbuf_take(b, &n);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 /* ---- engine callbacks (group loop threads) ---- */
@@ -250,22 +269,35 @@ static enum MHD_Result reply_fetch(req_t *r)
     ks_batch_t *b = r->batch;
     if (b->status)
         return send_error(r->conn, b->status, "%s", b->message);
-    json_t *recs = json_array();
-    for (size_t i = 0; i < b->cnt; i++)
-        json_array_append_new(recs, record_json(&b->recs[i], r->fmt));
-    return send_json(r->conn, 200, json_pack("{s:o}", "records", recs));
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + b->cnt * 256);
+    ks_jbuf_lit(&jb, "{\"records\":[");
+    for (size_t i = 0; i < b->cnt; i++) {
+        if (i)
+            ks_jbuf_lit(&jb, ",");
+        put_record(&jb, &b->recs[i], r->fmt);
+    }
+    ks_jbuf_lit(&jb, "]}");
+    return send_jbuf(r->conn, 200, &jb);
 }
 
 static enum MHD_Result reply_ack(req_t *r)
 {
-    json_t *res = json_array();
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 128 + r->ack_cnt * 96);
+    ks_jbuf_lit(&jb, "{\"results\":[");
     size_t ok = 0;
     ks_status_t first_bad = KS_OK;
     const char *first_msg = NULL;
     for (size_t i = 0; i < r->ack_cnt; i++) {
         ks_ack_result_t *a = &r->acks[i];
-        json_array_append_new(res, json_pack("{s:s,s:s,s:s}", "ack_id", r->ack_ids[i], "status",
-                                             ks_status_name(a->status), "message", a->reason));
+        ks_jbuf_lit(&jb, i ? ",{\"ack_id\":" : "{\"ack_id\":");
+        put_str(&jb, r->ack_ids[i]);
+        ks_jbuf_lit(&jb, ",\"status\":\"");
+        ks_jbuf_lit(&jb, ks_status_name(a->status));
+        ks_jbuf_lit(&jb, "\",\"message\":");
+        put_str(&jb, a->reason);
+        ks_jbuf_lit(&jb, "}");
         if (a->status == KS_OK)
             ok++;
         else if (first_bad == KS_OK) {
@@ -273,18 +305,25 @@ static enum MHD_Result reply_ack(req_t *r)
             first_msg = a->reason;
         }
     }
-    json_t *root = json_pack("{s:o,s:I,s:I}", "results", res, "accepted", (json_int_t)ok,
-                             "rejected", (json_int_t)(r->ack_cnt - ok));
-    if (r->op == KS_SETTLE_ACK)
-        json_object_set_new(root, "acked", json_integer((json_int_t)ok));
+    ks_jbuf_lit(&jb, "],\"accepted\":");
+    ks_jbuf_int(&jb, (int64_t)ok);
+    ks_jbuf_lit(&jb, ",\"rejected\":");
+    ks_jbuf_int(&jb, (int64_t)(r->ack_cnt - ok));
+    if (r->op == KS_SETTLE_ACK) {
+        ks_jbuf_lit(&jb, ",\"acked\":");
+        ks_jbuf_int(&jb, (int64_t)ok);
+    }
     /* All rejected: the request as a whole failed, with the first reason's status. */
     if (ok == 0 && first_bad != KS_OK) {
-        json_t *eo = error_obj(first_bad, first_msg);
-        json_object_update(root, eo);
-        json_decref(eo);
-        return send_json(r->conn, http_status_of(first_bad), root);
+        ks_jbuf_lit(&jb, ",\"error\":{\"code\":\"");
+        ks_jbuf_lit(&jb, ks_status_name(first_bad));
+        ks_jbuf_lit(&jb, "\",\"message\":");
+        put_str(&jb, first_msg);
+        ks_jbuf_lit(&jb, "}}");
+        return send_jbuf(r->conn, http_status_of(first_bad), &jb);
     }
-    return send_json(r->conn, 200, root);
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
 }
 
 static json_t *status_json(const ks_group_status_t *g)
@@ -506,12 +545,103 @@ out:
     return ret;
 }
 
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* The common body, {"ack_ids":["...",...]} with plain ASCII ids, read without building a
+ * JSON tree: the ids are cut out of the body in place. Returns false (body untouched) for
+ * anything else, which then goes through jansson and its error messages. */
+static bool fast_ack_ids(req_t *r)
+{
+    const char *p = r->body, *end = r->body + r->body_len;
+    static const char head[] = "\"ack_ids\"";
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '{')
+        return false;
+    p = skip_ws(p, end);
+    if ((size_t)(end - p) < sizeof(head) - 1 || memcmp(p, head, sizeof(head) - 1) != 0)
+        return false;
+    p = skip_ws(p + sizeof(head) - 1, end);
+    if (p == end || *p++ != ':')
+        return false;
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '[')
+        return false;
+    const char *first = p;
+    size_t n = 0;
+    p = skip_ws(p, end);
+    if (p < end && *p == ']') {
+        p++;
+    } else {
+        for (;;) {
+            if (p == end || *p++ != '"')
+                return false;
+            while (p < end && *p != '"') {
+                unsigned char c = (unsigned char)*p++;
+                if (c < 0x20 || c > 0x7E || c == '\\')
+                    return false;
+            }
+            if (p == end)
+                return false;
+            p = skip_ws(p + 1, end);
+            n++;
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (p == end || *p++ != ']')
+                return false;
+            break;
+        }
+    }
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '}' || skip_ws(p, end) != end || n == 0 || n > MAX_ACK_IDS)
+        return false;
+    r->ack_ids = calloc(n, sizeof(char *));
+    if (!r->ack_ids)
+        abort();
+    r->ack_ids_in_body = true;
+    for (char *q = r->body + (first - r->body); r->ack_cnt < n; q++) {
+        if (*q != '"')
+            continue;
+        r->ack_ids[r->ack_cnt++] = q + 1;
+        q = strchr(q + 1, '"'); /* the closing quote becomes the string's end */
+        *q = '\0';
+    }
+    return true;
+}
+
+/* Hands the ids in r to the engine and parks the request for the answer. */
+static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
+                                     int64_t ms, const char *reason)
+{
+    char err[512];
+    r->op = op;
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st =
+        ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids, r->ack_cnt,
+                         on_ack, r, err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        return send_error(r->conn, st, "%s", err);
+    }
+    return park(r) ? reply(r) : MHD_YES;
+}
+
 static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
     if (r->too_big)
         return send_error(r->conn, KS_E_EXHAUSTED,
                           "request body is larger than http.max_request_bytes (%lld)",
                           (long long)h->cfg->max_request_bytes);
+    if (r->body && op != KS_SETTLE_EXTEND && fast_ack_ids(r))
+        return submit_settle(h, r, group, op, 0, NULL);
     json_error_t jerr;
     json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
     if (!root)
@@ -573,20 +703,7 @@ static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, 
         r->ack_ids[i] = strdup(json_string_value(it));
         r->ack_cnt = i + 1;
     }
-    char err[512];
-    r->op = op;
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    ks_status_t st =
-        ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids, n, on_ack,
-                         r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
-        ret = send_error(r->conn, st, "%s", err);
-        goto out;
-    }
-    ret = park(r) ? reply(r) : MHD_YES;
+    ret = submit_settle(h, r, group, op, ms, reason);
 out:
     json_decref(root);
     return ret;

@@ -107,8 +107,9 @@ static int hex8(const char *p, uint32_t *out)
     return 0;
 }
 
-int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
+int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out)
 {
+    out->ok = false;
     if (s[0] != 'a' || s[1] != '1')
         return -1;
     const char *p = s + 2;
@@ -129,10 +130,26 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
     if (!(p = read_num(p, UINT32_MAX, &v)))
         return -1;
     out->attempt = (uint32_t)v;
-    size_t tl = strnlen(p, sizeof(out->topic));
-    if (tl >= sizeof(out->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX ||
+    size_t tl = strnlen(p, sizeof(((ks_ack_id_t *)0)->topic));
+    if (tl >= sizeof(((ks_ack_id_t *)0)->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX ||
         !ks_valid_kafka_name(p))
         return -1;
-    memcpy(out->topic, p, tl + 1); /* valid names are at most 249 characters */
+    out->topic = p;
+    out->ok = true;
+    return 0;
+}
+
+int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
+{
+    ks_ack_ref_t r;
+    if (ks_ack_id_parse_ref(s, &r) < 0)
+        return -1;
+    out->instance = r.instance;
+    out->group_hash = r.group_hash;
+    out->epoch = r.epoch;
+    out->partition = r.partition;
+    out->offset = r.offset;
+    out->attempt = r.attempt;
+    memcpy(out->topic, r.topic, strlen(r.topic) + 1); /* valid names are at most 249 chars */
     return 0;
 }

@@ -62,6 +62,7 @@ typedef struct cmd {
             int64_t ms;
             char *reason;
             char **ids;
+            ks_ack_ref_t *refs; /* ids parsed, one each */
             size_t n;
             ks_ack_cb *cb;
             void *opaque;
@@ -194,6 +195,7 @@ static void cmd_free(cmd_t *c)
         free_strv(c->u.fetch.topics, c->u.fetch.topic_cnt);
     else if (c->type == CMD_SETTLE) {
         free(c->u.settle.ids); /* one block: ks_strv_pack */
+        free(c->u.settle.refs);
         free(c->u.settle.reason);
     }
     free(c);
@@ -606,10 +608,10 @@ static void mark_done(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     p->meta_dirty = true;
 }
 
-static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, const char *text, int64_t now)
+static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64_t now)
 {
-    ks_ack_id_t id;
-    if (ks_ack_id_parse(text, &id) < 0)
+    const ks_ack_ref_t id = c->u.settle.refs[i]; /* parsed on the caller's thread */
+    if (!id.ok)
         return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
     if (id.group_hash != g->group_hash)
         return (ks_ack_result_t){KS_E_INVALID, "ack id belongs to another group"};
@@ -685,7 +687,7 @@ static void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     if (!res)
         abort();
     for (size_t i = 0; i < c->u.settle.n; i++)
-        res[i] = settle_one(g, c, c->u.settle.ids[i], now);
+        res[i] = settle_one(g, c, i, now);
     c->u.settle.cb(res, c->u.settle.n, c->u.settle.opaque);
     cmd_free(c);
 }
@@ -1817,6 +1819,12 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     c->u.settle.reason = reason && *reason ? ks_xstrdup(reason) : NULL;
     c->u.settle.ids = ks_strv_pack(ids, n);
     c->u.settle.n = n;
+    /* Parsed here, on the edge's thread, so the group loop does not spend its time on it. */
+    c->u.settle.refs = malloc((n ? n : 1) * sizeof(ks_ack_ref_t));
+    if (!c->u.settle.refs)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        ks_ack_id_parse_ref(c->u.settle.ids[i], &c->u.settle.refs[i]);
     c->u.settle.cb = cb;
     c->u.settle.opaque = opaque;
     return post(g, c);

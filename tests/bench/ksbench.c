@@ -232,17 +232,16 @@ typedef struct {
     grpc_call *call;
     grpc_byte_buffer *recv;
     bool send_busy;
-    char **pending; /* ack ids waiting for the next ack message */
-    size_t pend_n, pend_cap;
+    /* Ack ids waiting for the next ack message, already in AckIds' wire format. */
+    uint8_t *pend;
+    size_t pend_len, pend_cap, pend_n;
 } gclient_t;
 
 enum { TAG_START = 1, TAG_RECV, TAG_SEND, TAG_STATUS };
 
-static void g_send(gclient_t *g, const ProtobufCMessage *m)
+/* Sends the message in sl (taken) as the one send in flight. */
+static void g_send_slice(gclient_t *g, grpc_slice sl)
 {
-    size_t n = protobuf_c_message_get_packed_size(m);
-    grpc_slice sl = grpc_slice_malloc(n);
-    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     grpc_op op;
@@ -255,6 +254,13 @@ static void g_send(gclient_t *g, const ProtobufCMessage *m)
     grpc_byte_buffer_destroy(bb); /* the batch holds its own reference */
 }
 
+static void g_send(gclient_t *g, const ProtobufCMessage *m)
+{
+    grpc_slice sl = grpc_slice_malloc(protobuf_c_message_get_packed_size(m));
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+    g_send_slice(g, sl);
+}
+
 static void g_recv(gclient_t *g)
 {
     grpc_op op;
@@ -265,19 +271,134 @@ static void g_recv(gclient_t *g)
         die("grpc", "recv batch");
 }
 
+/* ---- the protobuf wire format, by hand for the hot path ----
+ * A fast client decodes only what it uses: protobuf-c's generic unpack allocates every
+ * record and string. Field numbers are those of proto/ksidecar/v1/consumer.proto. */
+
+static uint8_t *put_varint(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Reads a varint at *p (below end); false if malformed. */
+static bool get_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; *p < end && shift < 64; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* One field: its number, wire type, and (for varints) value or (for LEN) bytes. */
+typedef struct {
+    uint32_t num, type;
+    uint64_t v;
+    const uint8_t *data;
+    size_t len;
+} wfield_t;
+
+static bool next_field(const uint8_t **p, const uint8_t *end, wfield_t *f)
+{
+    uint64_t key;
+    if (!get_varint(p, end, &key))
+        return false;
+    f->num = (uint32_t)(key >> 3);
+    f->type = (uint32_t)(key & 7);
+    switch (f->type) {
+    case 0:
+        return get_varint(p, end, &f->v);
+    case 1:
+    case 5: {
+        size_t n = f->type == 1 ? 8 : 4;
+        if ((size_t)(end - *p) < n)
+            return false;
+        *p += n;
+        return true;
+    }
+    case 2:
+        if (!get_varint(p, end, &f->v) || f->v > (uint64_t)(end - *p))
+            return false;
+        f->data = *p;
+        f->len = (size_t)f->v;
+        *p += f->len;
+        return true;
+    default:
+        return false;
+    }
+}
+
+typedef struct {
+    int32_t partition;
+    int64_t offset;
+    const uint8_t *key, *value, *ack_id;
+    size_t key_len, value_len, ack_id_len;
+    bool key_null;
+} wrecord_t;
+
+static bool decode_record(const uint8_t *p, const uint8_t *end, wrecord_t *r)
+{
+    memset(r, 0, sizeof(*r));
+    wfield_t f;
+    while (p < end) {
+        if (!next_field(&p, end, &f))
+            return false;
+        if (f.num == 2 && f.type == 0)
+            r->partition = (int32_t)f.v;
+        else if (f.num == 3 && f.type == 0)
+            r->offset = (int64_t)f.v;
+        else if (f.num == 5 && f.type == 2)
+            r->key = f.data, r->key_len = f.len;
+        else if (f.num == 6 && f.type == 0)
+            r->key_null = f.v != 0;
+        else if (f.num == 7 && f.type == 2)
+            r->value = f.data, r->value_len = f.len;
+        else if (f.num == 10 && f.type == 2)
+            r->ack_id = f.data, r->ack_id_len = f.len;
+    }
+    return r->ack_id_len > 0;
+}
+
+/* Queues one ack id (AckIds.ack_ids, field 1). */
+static void g_pend(gclient_t *g, const void *id, size_t n)
+{
+    if (g->pend_len + n + 16 > g->pend_cap) {
+        g->pend_cap = (g->pend_len + n + 16) * 2;
+        g->pend = realloc(g->pend, g->pend_cap);
+        if (!g->pend)
+            die("ksbench", "out of memory");
+    }
+    uint8_t *p = g->pend + g->pend_len;
+    *p++ = 1 << 3 | 2;
+    p = put_varint(p, n);
+    memcpy(p, id, n);
+    g->pend_len = (size_t)(p + n - g->pend);
+    g->pend_n++;
+}
+
+/* Sends the queued ack ids as SubscribeRequest{ack: AckIds} (field 2). */
 static void g_flush_acks(gclient_t *g)
 {
     if (g->send_busy || g->pend_n == 0)
         return;
-    Ksidecar__V1__AckIds ids = KSIDECAR__V1__ACK_IDS__INIT;
-    ids.n_ack_ids = g->pend_n;
-    ids.ack_ids = g->pending;
-    Ksidecar__V1__SubscribeRequest req = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
-    req.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK;
-    req.ack = &ids;
-    g_send(g, &req.base);
-    for (size_t i = 0; i < g->pend_n; i++)
-        free(g->pending[i]);
+    uint8_t head[11];
+    head[0] = 2 << 3 | 2;
+    size_t hl = (size_t)(put_varint(head + 1, g->pend_len) - head);
+    grpc_slice sl = grpc_slice_malloc(hl + g->pend_len);
+    memcpy(GRPC_SLICE_START_PTR(sl), head, hl);
+    memcpy(GRPC_SLICE_START_PTR(sl) + hl, g->pend, g->pend_len);
+    g_send_slice(g, sl);
+    g->pend_len = 0;
     g->pend_n = 0;
 }
 
@@ -335,8 +456,6 @@ static void run_grpc(void)
     g_send(&g, &req.base);
     g_recv(&g);
 
-    g.pend_cap = (size_t)credits + 16;
-    g.pending = calloc(g.pend_cap, sizeof(char *));
     delayed_t *dq = calloc((size_t)credits + 16, sizeof(*dq));
     size_t dq_h = 0, dq_n = 0, dq_cap = (size_t)credits + 16;
     pthread_t pt;
@@ -352,7 +471,8 @@ static void run_grpc(void)
         if (dq_n) {
             double now = now_s();
             while (dq_n && dq[dq_h].due <= now) {
-                g.pending[g.pend_n++] = dq[dq_h].id;
+                g_pend(&g, dq[dq_h].id, strlen(dq[dq_h].id));
+                free(dq[dq_h].id);
                 dq_h = (dq_h + 1) % dq_cap;
                 dq_n--;
             }
@@ -386,38 +506,43 @@ static void run_grpc(void)
             grpc_byte_buffer_reader_destroy(&r);
             grpc_byte_buffer_destroy(g.recv);
             g.recv = NULL;
-            Ksidecar__V1__SubscribeResponse *resp = ksidecar__v1__subscribe_response__unpack(
-                NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
-            grpc_slice_unref(sl);
-            if (resp && resp->kind_case == KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_ASSIGNMENT &&
-                latency_mode)
-                atomic_store(&produce_go, true);
-            if (resp && resp->kind_case == KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_BATCH) {
+            /* SubscribeResponse: batch = 1 (RecordBatch: records = 1), assignment = 2. */
+            const uint8_t *p = GRPC_SLICE_START_PTR(sl), *pend = p + GRPC_SLICE_LENGTH(sl);
+            wfield_t top;
+            while (p < pend) {
+                if (!next_field(&p, pend, &top))
+                    die("ksbench", "malformed SubscribeResponse");
+                if (top.num == 2 && top.type == 2 && latency_mode)
+                    atomic_store(&produce_go, true);
+                if (top.num != 1 || top.type != 2)
+                    continue;
                 if (n == 0)
                     t0 = now_s();
                 double now = now_s();
-                for (size_t i = 0; i < resp->batch->n_records; i++) {
-                    Ksidecar__V1__Record *rec = resp->batch->records[i];
+                const uint8_t *q = top.data, *qend = top.data + top.len;
+                wfield_t rf;
+                while (q < qend) {
+                    if (!next_field(&q, qend, &rf))
+                        die("ksbench", "malformed RecordBatch");
+                    if (rf.num != 1 || rf.type != 2)
+                        continue;
+                    wrecord_t rec;
+                    if (!decode_record(rf.data, rf.data + rf.len, &rec))
+                        die("ksbench", "record without an ack id");
                     if (latency_mode)
-                        lat_add(rec->value.data, rec->value.len);
-                    track(rec->partition, rec->offset, rec->key_null ? NULL : rec->key.data,
-                          rec->key.len);
-                    char *id = strdup(rec->ack_id);
+                        lat_add(rec.value, rec.value_len);
+                    track(rec.partition, rec.offset, rec.key_null ? NULL : rec.key, rec.key_len);
                     if (delay_ms > 0) {
+                        char *id = strndup((const char *)rec.ack_id, rec.ack_id_len);
                         dq[(dq_h + dq_n) % dq_cap] = (delayed_t){now + delay_ms / 1000.0, id};
                         dq_n++;
                     } else {
-                        if (g.pend_n == g.pend_cap) {
-                            g.pend_cap *= 2;
-                            g.pending = realloc(g.pending, g.pend_cap * sizeof(char *));
-                        }
-                        g.pending[g.pend_n++] = id;
+                        g_pend(&g, rec.ack_id, rec.ack_id_len);
                     }
                     n++;
                 }
             }
-            if (resp)
-                ksidecar__v1__subscribe_response__free_unpacked(resp, NULL);
+            grpc_slice_unref(sl);
             if (g.pend_n >= (size_t)ack_batch || n >= want)
                 g_flush_acks(&g);
             g_recv(&g);
@@ -442,6 +567,8 @@ static void run_grpc(void)
         ;
     grpc_completion_queue_destroy(g.cq);
     grpc_shutdown();
+    free(g.pend);
+    free(dq);
 }
 
 /* ---- HTTP long-poll client (one keep-alive connection) ---- */
@@ -510,6 +637,127 @@ static char *http_call(const char *method, const char *path, const char *body, s
     }
 }
 
+/* ---- reading the fetch reply: a small JSON walker ----
+ * It walks the whole document (strings with escapes, nested arrays and objects) but keeps
+ * only what the benchmark needs from each record; jansson's tree of one allocation per
+ * value cost more than the server's side. Strings are used raw (ack ids and the
+ * benchmark's keys have no escapes). */
+
+typedef struct {
+    int32_t partition;
+    int64_t offset;
+    const char *key, *ack_id;
+    size_t key_len, ack_id_len;
+} jrec_t;
+
+static const char *jws(const char *p)
+{
+    while (*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')
+        p++;
+    return p;
+}
+
+/* Skips a string at p (at its quote); sets its raw contents. NULL if malformed. */
+static const char *jstr(const char *p, const char **s, size_t *len)
+{
+    if (*p != '"')
+        return NULL;
+    const char *q = ++p;
+    while (*q && *q != '"')
+        q += *q == '\\' && q[1] ? 2 : 1;
+    if (*q != '"')
+        return NULL;
+    *s = p;
+    *len = (size_t)(q - p);
+    return q + 1;
+}
+
+static const char *jskip(const char *p)
+{
+    p = jws(p);
+    const char *s;
+    size_t l;
+    if (*p == '"')
+        return jstr(p, &s, &l);
+    if (*p == '{' || *p == '[') {
+        char close = *p == '{' ? '}' : ']';
+        p = jws(p + 1);
+        if (*p == close)
+            return p + 1;
+        for (;;) {
+            if (close == '}') {
+                if (!(p = jstr(jws(p), &s, &l)) || *(p = jws(p)) != ':')
+                    return NULL;
+                p++;
+            }
+            if (!(p = jskip(p)))
+                return NULL;
+            p = jws(p);
+            if (*p == ',') {
+                p++;
+                continue;
+            }
+            return *p == close ? p + 1 : NULL;
+        }
+    }
+    const char *q = p; /* number, true, false, null */
+    while (*q && strchr("0123456789+-.eEtruefalsn", *q))
+        q++;
+    return q > p ? q : NULL;
+}
+
+/* {"records":[{...},...]} -> the records' fields the benchmark uses. */
+static bool scan_records(const char *p, jrec_t **out, size_t *cnt)
+{
+    size_t cap = 1024, n = 0;
+    jrec_t *v = malloc(cap * sizeof(*v));
+    const char *s;
+    size_t l;
+    p = jws(p);
+    if (*p++ != '{' || !(p = jstr(jws(p), &s, &l)) || l != 7 || memcmp(s, "records", 7) ||
+        *(p = jws(p)) != ':' || *(p = jws(p + 1)) != '[')
+        goto bad;
+    p = jws(p + 1);
+    while (*p != ']') {
+        if (*p != '{')
+            goto bad;
+        jrec_t r = {0};
+        p = jws(p + 1);
+        while (*p != '}') {
+            if (!(p = jstr(p, &s, &l)) || *(p = jws(p)) != ':')
+                goto bad;
+            p = jws(p + 1);
+            if (l == 9 && !memcmp(s, "partition", 9))
+                r.partition = (int32_t)strtol(p, NULL, 10);
+            else if (l == 6 && !memcmp(s, "offset", 6))
+                r.offset = strtoll(p, NULL, 10);
+            else if (l == 3 && !memcmp(s, "key", 3) && *p == '"')
+                jstr(p, &r.key, &r.key_len);
+            else if (l == 6 && !memcmp(s, "ack_id", 6) && *p == '"')
+                jstr(p, &r.ack_id, &r.ack_id_len);
+            if (!(p = jskip(p)))
+                goto bad;
+            p = jws(p);
+            if (*p == ',')
+                p = jws(p + 1);
+        }
+        if (!r.ack_id)
+            goto bad;
+        if (n == cap)
+            v = realloc(v, (cap *= 2) * sizeof(*v));
+        v[n++] = r;
+        p = jws(p + 1);
+        if (*p == ',')
+            p = jws(p + 1);
+    }
+    *out = v;
+    *cnt = n;
+    return true;
+bad:
+    free(v);
+    return false;
+}
+
 static void run_http(void)
 {
     http_connect();
@@ -524,32 +772,34 @@ static void run_http(void)
     char *ab = malloc(acap);
     while (n < want) {
         char *body = http_call("GET", path, NULL, 0);
-        json_t *root = json_loads(body, 0, NULL);
-        free(body);
-        json_t *recs = json_object_get(root, "records");
-        size_t cnt = json_array_size(recs);
+        jrec_t *recs = NULL;
+        size_t cnt = 0;
+        if (!scan_records(body, &recs, &cnt))
+            die("http", "fetch reply is not the expected JSON");
         if (cnt && n == 0)
             t0 = now_s();
         size_t al = (size_t)snprintf(ab, acap, "{\"ack_ids\":[");
         for (size_t i = 0; i < cnt; i++) {
-            json_t *r = json_array_get(recs, i);
-            const char *id = json_string_value(json_object_get(r, "ack_id"));
-            json_t *k = json_object_get(r, "key");
-            const char *ks = json_is_string(k) ? json_string_value(k) : NULL;
-            track((int32_t)json_integer_value(json_object_get(r, "partition")),
-                  json_integer_value(json_object_get(r, "offset")), ks, ks ? strlen(ks) : 0);
-            if (al + strlen(id) + 8 > acap) {
+            jrec_t *r = &recs[i];
+            track(r->partition, r->offset, r->key, r->key_len);
+            if (al + r->ack_id_len + 8 > acap) {
                 acap *= 2;
                 ab = realloc(ab, acap);
             }
-            al += (size_t)snprintf(ab + al, acap - al, "%s\"%s\"", i ? "," : "", id);
+            if (i)
+                ab[al++] = ',';
+            ab[al++] = '"';
+            memcpy(ab + al, r->ack_id, r->ack_id_len);
+            al += r->ack_id_len;
+            ab[al++] = '"';
         }
         n += (long)cnt;
         if (cnt) {
             al += (size_t)snprintf(ab + al, acap - al, "]}");
             free(http_call("POST", ackpath, ab, al));
         }
-        json_decref(root);
+        free(recs);
+        free(body);
     }
     report("http", n, now_s() - t0);
     close(http_fd);

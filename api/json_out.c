@@ -1,0 +1,173 @@
+/* json_out.c: see json_out.h. */
+#include "json_out.h"
+
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+void ks_jbuf_init(ks_jbuf_t *b, size_t cap)
+{
+    b->cap = cap < 64 ? 64 : cap;
+    b->len = 0;
+    b->p = malloc(b->cap);
+    if (!b->p)
+        abort();
+    b->p[0] = '\0';
+}
+
+char *ks_jbuf_take(ks_jbuf_t *b, size_t *len)
+{
+    char *p = b->p;
+    if (len)
+        *len = b->len;
+    b->p = NULL;
+    b->len = b->cap = 0;
+    return p;
+}
+
+void ks_jbuf_free(ks_jbuf_t *b)
+{
+    free(b->p);
+    b->p = NULL;
+    b->len = b->cap = 0;
+}
+
+/* Room for n more bytes and a NUL. */
+static char *reserve(ks_jbuf_t *b, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        size_t ncap = b->cap ? b->cap : 64;
+        while (b->len + n + 1 > ncap)
+            ncap *= 2;
+        char *np = realloc(b->p, ncap);
+        if (!np)
+            abort();
+        b->p = np;
+        b->cap = ncap;
+    }
+    return b->p + b->len;
+}
+
+void ks_jbuf_raw(ks_jbuf_t *b, const char *s, size_t n)
+{
+    char *d = reserve(b, n);
+    memcpy(d, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+void ks_jbuf_lit(ks_jbuf_t *b, const char *s)
+{
+    ks_jbuf_raw(b, s, strlen(s));
+}
+
+void ks_jbuf_int(ks_jbuf_t *b, int64_t v)
+{
+    char tmp[24];
+    char *e = tmp + sizeof(tmp), *q = e;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--q = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--q = '-';
+    ks_jbuf_raw(b, q, (size_t)(e - q));
+}
+
+bool ks_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s, *end = p + n;
+    while (p < end) {
+        unsigned c = *p;
+        if (c < 0x80) {
+            p++;
+            continue;
+        }
+        size_t len;
+        uint32_t cp;
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false; /* continuation byte first, overlong lead (C0, C1), or above F4 */
+        }
+        if ((size_t)(end - p) < len)
+            return false;
+        for (size_t i = 1; i < len; i++) {
+            if ((p[i] & 0xC0) != 0x80)
+                return false;
+            cp = cp << 6 | (p[i] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)) ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        p += len;
+    }
+    return true;
+}
+
+bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
+{
+    /* ASCII without quotes, backslashes or controls is copied as is; it is the common case,
+     * so the UTF-8 check only runs when a byte above 0x7F shows up. */
+    bool checked = false;
+    size_t start = b->len;
+    char *d = reserve(b, n + 2);
+    size_t at = b->len;
+    d[0] = '"';
+    at++;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
+            b->p[at++] = (char)c;
+            continue;
+        }
+        if (c >= 0x80) {
+            if (!checked) {
+                if (!ks_utf8_valid(s + i, n - i)) {
+                    b->len = start;
+                    b->p[start] = '\0';
+                    return false;
+                }
+                checked = true;
+            }
+            b->p[at++] = (char)c;
+            continue;
+        }
+        /* An escape takes up to 6 bytes for 1: make room for the worst case of the rest. */
+        b->len = at;
+        reserve(b, 6 + (n - i) + 1);
+        at = b->len;
+        /* c is a control character, '"' or '\\': a two-character escape where JSON has
+         * one, else \u00XX. */
+        static const char second[0x5d] = {['"'] = '"',  ['\\'] = '\\', ['\n'] = 'n', ['\r'] = 'r',
+                                          ['\t'] = 't', ['\b'] = 'b',  ['\f'] = 'f'};
+        static const char hex[] = "0123456789abcdef";
+        char esc[6] = {'\\', second[c] ? second[c] : 'u', '0', '0', hex[c >> 4], hex[c & 15]};
+        size_t el = second[c] ? 2 : 6;
+        memcpy(b->p + at, esc, el);
+        at += el;
+    }
+    b->p[at++] = '"';
+    b->len = at;
+    b->p[at] = '\0';
+    return true;
+}
+
+void ks_jbuf_b64(ks_jbuf_t *b, const void *data, size_t n)
+{
+    size_t out = 4 * ((n + 2) / 3);
+    char *d = reserve(b, out + 2);
+    d[0] = '"';
+    int w = EVP_EncodeBlock((unsigned char *)d + 1, data, (int)n);
+    d[1 + w] = '"';
+    b->len += (size_t)w + 2;
+    b->p[b->len] = '\0';
+}

@@ -1,0 +1,35 @@
+/* json_out.h: a small JSON text writer for the HTTP edge's hot replies (record batches
+ * and ack results), which jansson built one allocated node per value. */
+#ifndef KS_JSON_OUT_H
+#define KS_JSON_OUT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct ks_jbuf {
+    char *p; /* NUL-terminated while len < cap */
+    size_t len, cap;
+} ks_jbuf_t;
+
+void ks_jbuf_init(ks_jbuf_t *b, size_t cap);
+/* Hands the text over (the caller frees it) and leaves b empty. */
+char *ks_jbuf_take(ks_jbuf_t *b, size_t *len);
+void ks_jbuf_free(ks_jbuf_t *b);
+
+void ks_jbuf_raw(ks_jbuf_t *b, const char *s, size_t n);
+void ks_jbuf_lit(ks_jbuf_t *b, const char *s); /* s written as is (no quoting) */
+void ks_jbuf_int(ks_jbuf_t *b, int64_t v);
+
+/* True if s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points above
+ * U+10FFFF), the same rule jansson applies to strings. */
+bool ks_utf8_valid(const char *s, size_t n);
+
+/* Writes s[0..n) as a quoted, escaped JSON string. Returns false, writing nothing, if s
+ * is not valid UTF-8. */
+bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n);
+
+/* Writes the bytes as a quoted base64 string (standard alphabet, padded). */
+void ks_jbuf_b64(ks_jbuf_t *b, const void *data, size_t n);
+
+#endif

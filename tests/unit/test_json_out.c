@@ -1,0 +1,138 @@
+/* test_json_out.c: tests the HTTP edge's JSON writer (api/json_out.c), partly against
+ * jansson as the reference: what it calls UTF-8 and how its parser reads our output. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "json_out.h"
+
+/* Writes s as a JSON string and reads it back with jansson; checks the bytes survive. */
+static void round_trip(const char *s, size_t n)
+{
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 8);
+    ks_jbuf_lit(&b, "[");
+    assert_true(ks_jbuf_str(&b, s, n));
+    ks_jbuf_lit(&b, "]");
+    assert_int_equal(strlen(b.p), b.len);
+    json_error_t err;
+    json_t *root = json_loadb(b.p, b.len, JSON_ALLOW_NUL, &err);
+    assert_non_null(root);
+    json_t *v = json_array_get(root, 0);
+    assert_true(json_is_string(v));
+    assert_int_equal(json_string_length(v), n);
+    assert_memory_equal(json_string_value(v), s, n);
+    json_decref(root);
+    ks_jbuf_free(&b);
+}
+
+static void test_escapes(void **state)
+{
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 1);
+    assert_true(ks_jbuf_str(&b, "a\"b\\c\n\r\t\b\f\x01\x1f", 12));
+    assert_string_equal(b.p, "\"a\\\"b\\\\c\\n\\r\\t\\b\\f\\u0001\\u001f\"");
+    ks_jbuf_free(&b);
+    round_trip("plain", 5);
+    round_trip("", 0);
+    round_trip("nul\0inside", 10);
+    round_trip("\xe2\x82\xac euro, \xf0\x9f\x98\x80 emoji", 19);
+    /* Many escapes in a row grow the buffer from a tiny start. */
+    char q[300];
+    memset(q, '"', sizeof(q));
+    round_trip(q, sizeof(q));
+}
+
+static void test_invalid_utf8_writes_nothing(void **state)
+{
+    static const char *bad[] = {
+        "\xc0\x80",         /* overlong NUL */
+        "\xc1\xbf",         /* overlong */
+        "\xe0\x80\xaf",     /* overlong 3-byte */
+        "\xed\xa0\x80",     /* surrogate D800 */
+        "\xf4\x90\x80\x80", /* above U+10FFFF */
+        "\xf5\x80\x80\x80", /* lead byte above F4 */
+        "\xe2\x82",         /* truncated */
+        "\x80",             /* lone continuation */
+        "ok\xff",           /* invalid after ASCII */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ks_jbuf_t b;
+        ks_jbuf_init(&b, 4);
+        ks_jbuf_lit(&b, "x");
+        assert_false(ks_jbuf_str(&b, bad[i], strlen(bad[i])));
+        assert_int_equal(b.len, 1);
+        assert_string_equal(b.p, "x");
+        assert_false(ks_utf8_valid(bad[i], strlen(bad[i])));
+        ks_jbuf_free(&b);
+    }
+}
+
+/* Random short byte strings: our UTF-8 verdict matches jansson's, and every valid one
+ * round-trips. */
+static void test_utf8_agrees_with_jansson(void **state)
+{
+    srand(7);
+    static const unsigned char pool[] = {'a',  '"',  '\\', 0x00, 0x1f, 0x7f, 0x80, 0xbf,
+                                         0xc2, 0xc0, 0xdf, 0xe0, 0xed, 0xef, 0xf0, 0xf4,
+                                         0xf5, 0xff, 0xa0, 0x9f, 0x90, 0x8f};
+    int valid = 0;
+    for (int iter = 0; iter < 200000; iter++) {
+        unsigned char s[6];
+        size_t n = (size_t)(rand() % 6);
+        for (size_t i = 0; i < n; i++)
+            s[i] = pool[rand() % (int)sizeof(pool)];
+        json_t *ref = json_stringn((const char *)s, n);
+        assert_int_equal(ks_utf8_valid((const char *)s, n), ref != NULL);
+        if (ref) {
+            valid++;
+            round_trip((const char *)s, n);
+        }
+        json_decref(ref);
+    }
+    assert_true(valid > 1000); /* the pool makes both kinds common */
+}
+
+static void test_ints_and_base64(void **state)
+{
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 2);
+    ks_jbuf_int(&b, 0);
+    ks_jbuf_lit(&b, ",");
+    ks_jbuf_int(&b, -42);
+    ks_jbuf_lit(&b, ",");
+    ks_jbuf_int(&b, INT64_MAX);
+    ks_jbuf_lit(&b, ",");
+    ks_jbuf_int(&b, INT64_MIN);
+    ks_jbuf_lit(&b, ",");
+    ks_jbuf_b64(&b,
+                "\xff"
+                "0",
+                2);
+    ks_jbuf_lit(&b, ",");
+    ks_jbuf_b64(&b, "", 0);
+    assert_string_equal(b.p, "0,-42,9223372036854775807,-9223372036854775808,\"/zA=\",\"\"");
+    size_t n;
+    char *t = ks_jbuf_take(&b, &n);
+    assert_int_equal(n, strlen(t));
+    assert_null(b.p);
+    free(t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_escapes),
+        cmocka_unit_test(test_invalid_utf8_writes_nothing),
+        cmocka_unit_test(test_utf8_agrees_with_jansson),
+        cmocka_unit_test(test_ints_and_base64),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
