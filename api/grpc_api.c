@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ack_id.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "ksidecar/v1/consumer.pb-c.h"
@@ -31,6 +32,10 @@
 #define STREAM_WAIT_MS 30000
 /* Fetches a stream keeps parked: while one batch is on its way, the next fills. */
 #define STREAM_PIPELINE 2
+/* Most records in one stream message. Larger messages pipeline worse: 2M records through
+ * one stream with 50,000-record windows went at 136k rec/s with 10,000-record batches
+ * and 1M rec/s with 2,000. */
+#define STREAM_BATCH_MAX 2000
 
 /* The descriptor set of our protos, embedded at build time for reflection. */
 extern const unsigned char ks_descriptor_set[];
@@ -504,7 +509,7 @@ static size_t header_size(const ks_header_t *h)
     return n;
 }
 
-static size_t record_size(const ks_record_t *r)
+static size_t record_size(const ks_record_t *r, size_t ack_id_len)
 {
     size_t n = ld_size(strlen(r->topic));
     if (r->partition)
@@ -523,13 +528,14 @@ static size_t record_size(const ks_record_t *r)
         n += 2;
     for (size_t h = 0; h < r->header_cnt; h++)
         n += ld_size(header_size(&r->headers[h]));
-    n += ld_size(strlen(r->ack_id));
+    n += ld_size(ack_id_len);
     if (r->attempt)
         n += 1 + vlen((uint64_t)(int64_t)r->attempt);
     return n;
 }
 
-static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size)
+static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const char *ack_id,
+                           size_t ack_id_len)
 {
     *p++ = 1 << 3 | 2; /* RecordBatch.records / FetchResponse.records: field 1 */
     p = vput(p, size);
@@ -572,7 +578,7 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size)
             *p++ = 1;
         }
     }
-    p = ld_put(p, 10, r->ack_id, strlen(r->ack_id));
+    p = ld_put(p, 10, ack_id, ack_id_len);
     if (r->attempt) {
         *p++ = 11 << 3;
         p = vput(p, (uint64_t)(int64_t)r->attempt);
@@ -583,13 +589,25 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size)
 /* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
 static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
 {
-    size_t *sizes = malloc((b->cnt + 1) * sizeof(size_t));
-    if (!sizes)
+    /* Per record: its size and its ack id, written out here (not on the group loop). */
+    size_t *sizes = malloc((2 * b->cnt + 1) * sizeof(size_t));
+    size_t idcap = 1024, idlen = 0;
+    char *ids = malloc(idcap);
+    if (!sizes || !ids)
         abort();
     size_t body = 0;
     for (size_t i = 0; i < b->cnt; i++) {
-        sizes[i] = record_size(&b->recs[i]);
-        body += 1 + vlen(sizes[i]) + sizes[i];
+        if (idlen + KS_ACK_ID_MAX > idcap) {
+            idcap = 2 * idcap + KS_ACK_ID_MAX;
+            ids = realloc(ids, idcap);
+            if (!ids)
+                abort();
+        }
+        size_t al = ks_record_ack_id(&b->recs[i], ids + idlen, KS_ACK_ID_MAX);
+        idlen += al;
+        sizes[2 * i + 1] = al;
+        sizes[2 * i] = record_size(&b->recs[i], al);
+        body += 1 + vlen(sizes[2 * i]) + sizes[2 * i];
     }
     size_t total = wrap ? 1 + vlen(body) + body : body;
     grpc_slice sl = grpc_slice_malloc(total);
@@ -598,9 +616,13 @@ static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
         *p++ = 1 << 3 | 2; /* SubscribeResponse.batch */
         p = vput(p, body);
     }
-    for (size_t i = 0; i < b->cnt; i++)
-        p = record_put(p, &b->recs[i], sizes[i]);
+    const char *id = ids;
+    for (size_t i = 0; i < b->cnt; i++) {
+        p = record_put(p, &b->recs[i], sizes[2 * i], id, sizes[2 * i + 1]);
+        id += sizes[2 * i + 1];
+    }
     free(sizes);
+    free(ids);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     return bb;
@@ -1288,6 +1310,8 @@ static void stream_fetch(call_t *c, int wait_ms)
     int64_t max = c->credit_records > 0 ? c->credit_records : c->s->cfg->sub_max_records;
     if (max > c->s->cfg->fetch_max_records)
         max = c->s->cfg->fetch_max_records;
+    if (max > STREAM_BATCH_MAX)
+        max = STREAM_BATCH_MAX;
     ks_fetch_opts_t o = {.max = (int)max,
                          .wait_ms = wait_ms,
                          .deadline_ms = c->deadline_ms,

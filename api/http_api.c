@@ -16,6 +16,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "ack_id.h"
 #include "json_out.h"
 #include "log.h"
 #include "util.h"
@@ -200,7 +201,8 @@ static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt)
         ks_jbuf_lit(b, "}");
     }
     ks_jbuf_lit(b, "],\"ack_id\":");
-    ks_jbuf_str(b, r->ack_id, strlen(r->ack_id));
+    char id[KS_ACK_ID_MAX];
+    ks_jbuf_str(b, id, ks_record_ack_id(r, id, sizeof(id)));
     ks_jbuf_lit(b, ",\"attempt\":");
     ks_jbuf_int(b, r->attempt);
     ks_jbuf_lit(b, "}");

@@ -42,9 +42,10 @@ static char *put_hex8(char *p, uint32_t v)
 }
 
 /* Hand-rolled rather than snprintf: this runs once per delivered record. */
-size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
+size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group_hash,
+                       uint32_t epoch, int32_t partition, int64_t offset, uint32_t attempt,
+                       const char *topic, size_t tl)
 {
-    size_t tl = strnlen(id->topic, sizeof(id->topic));
     if (size < KS_ACK_ID_MAX && size < 2 + 16 + 4 * 21 + tl + 1) {
         if (size)
             buf[0] = '\0';
@@ -53,21 +54,28 @@ size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
     char *p = buf;
     *p++ = 'a';
     *p++ = '1';
-    p = put_hex8(p, id->instance);
-    p = put_hex8(p, id->group_hash);
+    p = put_hex8(p, instance);
+    p = put_hex8(p, group_hash);
     *p++ = '-';
-    p = put_dec(p, id->epoch);
+    p = put_dec(p, epoch);
     *p++ = '-';
-    p = put_dec(p, (uint64_t)(id->partition < 0 ? 0 : id->partition));
+    p = put_dec(p, (uint64_t)(partition < 0 ? 0 : partition));
     *p++ = '-';
-    p = put_dec(p, (uint64_t)(id->offset < 0 ? 0 : id->offset));
+    p = put_dec(p, (uint64_t)(offset < 0 ? 0 : offset));
     *p++ = '-';
-    p = put_dec(p, id->attempt);
+    p = put_dec(p, attempt);
     *p++ = '-';
-    memcpy(p, id->topic, tl);
+    memcpy(p, topic, tl);
     p += tl;
     *p = '\0';
     return (size_t)(p - buf);
+}
+
+size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
+{
+    return ks_ack_id_write(buf, size, id->instance, id->group_hash, id->epoch, id->partition,
+                           id->offset, id->attempt, id->topic,
+                           strnlen(id->topic, sizeof(id->topic)));
 }
 
 /* Reads an unsigned decimal (at most 19 digits after leading zeros, so no overflow while

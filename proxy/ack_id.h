@@ -21,6 +21,11 @@ typedef struct ks_ack_id {
 /* Writes id as text into buf (KS_ACK_ID_MAX bytes suffice). Returns the length. */
 size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size);
 
+/* The same from its parts, with the topic (tl characters) given by pointer. */
+size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group_hash,
+                       uint32_t epoch, int32_t partition, int64_t offset, uint32_t attempt,
+                       const char *topic, size_t tl);
+
 /* Parses text made by ks_ack_id_format. Returns 0, or -1 if s is not a well-formed id
  * (out is then undefined). */
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out);

@@ -120,7 +120,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->fetch_max_records = 10000;
     cfg->fetch_default_wait_ms = 5000;
     cfg->fetch_max_wait_ms = 60000;
-    cfg->window_max_records = 10000;
+    cfg->window_max_records = 20000;
     cfg->window_max_bytes = INT64_C(64) << 20;
     cfg->max_request_bytes = INT64_C(4) << 20;
     cfg->lease_deadline_ms = 30000;

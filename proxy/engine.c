@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ack_id.h"
 #include "group_loop.h"
 #include "log.h"
 #include "producer.h"
@@ -56,6 +57,13 @@ const char *ks_status_name(ks_status_t s)
         return "INTERNAL";
     }
     return "UNKNOWN";
+}
+
+size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)
+{
+    return ks_ack_id_write(buf, size, r->ack_instance, r->ack_group_hash, r->ack_epoch,
+                           r->partition, r->offset, (uint32_t)r->attempt, r->topic,
+                           strlen(r->topic));
 }
 
 void ks_batch_free(ks_batch_t *b)

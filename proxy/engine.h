@@ -47,9 +47,14 @@ typedef struct ks_record {
     size_t value_len;
     const ks_header_t *headers;
     size_t header_cnt;
-    const char *ack_id;
+    /* The rest of the record's ack id (with topic, partition, offset and attempt);
+     * ks_record_ack_id writes it out. The edges do that on their own threads. */
+    uint32_t ack_instance, ack_group_hash, ack_epoch;
     int attempt; /* 1 on first delivery */
 } ks_record_t;
+
+/* Writes r's ack id into buf (KS_ACK_ID_MAX bytes suffice). Returns its length. */
+size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size);
 
 typedef struct ks_batch {
     ks_status_t status; /* KS_OK, or why no records came */

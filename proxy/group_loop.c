@@ -298,9 +298,77 @@ static size_t drop_leases(ks_group_t *g, part_t *p)
 
 /* ---- partitions ---- */
 
-static void free_rkmessage(void *m)
+/* A record as the window holds it: copied out of librdkafka when it arrives, in one
+ * block. Holding the rd_kafka_message_t instead kept its whole fetch response buffer
+ * (shared by every partition in the response, up to fetch.max.bytes) alive until the last
+ * of its records was acked, so a window of small records could pin far more memory than
+ * window.max_bytes says, and it made larger windows unaffordable. */
+typedef struct rec {
+    int64_t timestamp; /* -1 if unknown */
+    char *key;         /* into data; NULL for a null key */
+    char *value;       /* into data; NULL for a null value */
+    size_t key_len, value_len;
+    ks_header_t *headers; /* into data */
+    size_t header_cnt;
+    char data[];
+} rec_t;
+
+static size_t align8(size_t n)
 {
-    rd_kafka_message_destroy(m);
+    return (n + 7) & ~(size_t)7;
+}
+
+static rec_t *rec_copy(rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hdrs = NULL;
+    size_t hc = hdrs ? rd_kafka_header_cnt(hdrs) : 0;
+    size_t need = align8(sizeof(rec_t)) + hc * sizeof(ks_header_t) + m->key_len + m->len + 2;
+    const char *name;
+    const void *val;
+    size_t vlen;
+    for (size_t h = 0; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++)
+        need += strlen(name) + 1 + vlen + 1;
+    rec_t *r = malloc(need);
+    if (!r)
+        abort();
+    rd_kafka_timestamp_type_t tstype;
+    r->timestamp = rd_kafka_message_timestamp(m, &tstype);
+    r->headers = (ks_header_t *)(void *)r->data;
+    char *pos = r->data + hc * sizeof(ks_header_t);
+    r->key = m->key ? pos : NULL;
+    r->key_len = m->key ? m->key_len : 0;
+    if (m->key)
+        memcpy(pos, m->key, m->key_len);
+    pos += r->key_len;
+    *pos++ = '\0';
+    r->value = m->payload ? pos : NULL;
+    r->value_len = m->payload ? m->len : 0;
+    if (m->payload)
+        memcpy(pos, m->payload, m->len);
+    pos += r->value_len;
+    *pos++ = '\0';
+    size_t h = 0;
+    for (; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++) {
+        size_t nl = strlen(name) + 1;
+        memcpy(pos, name, nl);
+        r->headers[h].name = pos;
+        pos += nl;
+        r->headers[h].value = val ? pos : NULL;
+        r->headers[h].value_len = val ? vlen : 0;
+        if (val)
+            memcpy(pos, val, vlen);
+        pos += vlen;
+        *pos++ = '\0';
+    }
+    r->header_cnt = h;
+    return r;
+}
+
+static void free_rec(void *r)
+{
+    free(r);
 }
 
 /* @locality group loop */
@@ -336,7 +404,7 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     p->epoch = ++g->next_epoch;
     p->state = KS_PS_INITIALIZING;
     p->committed = -1;
-    ks_ack_window_init(&p->win, free_rkmessage);
+    ks_ack_window_init(&p->win, free_rec);
     ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
     if (g->part_cnt == g->part_cap) {
         g->part_cap = g->part_cap ? g->part_cap * 2 : 16;
@@ -747,18 +815,17 @@ static int dlq_start(ks_group_t *g)
 
 static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
 {
-    rd_kafka_message_t *m = e->msg;
+    const rec_t *m = e->msg;
     e->state = KS_REC_DEAD_LETTERING;
     if (!g->dlq_rk && dlq_start(g) < 0) {
         e->state = KS_REC_READY;
         ks_key_sched_requeue(&p->sched, &p->win, e);
         return;
     }
-    rd_kafka_headers_t *hdrs = NULL, *orig = NULL;
-    if (m && rd_kafka_message_headers(m, &orig) == 0 && orig)
-        hdrs = rd_kafka_headers_copy(orig);
-    else
-        hdrs = rd_kafka_headers_new(6);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new((m ? m->header_cnt : 0) + 6);
+    for (size_t h = 0; m && h < m->header_cnt; h++)
+        rd_kafka_header_add(hdrs, m->headers[h].name, -1, m->headers[h].value,
+                            (ssize_t)m->headers[h].value_len);
     char part[16], off[32], att[16];
     snprintf(part, sizeof(part), "%d", p->partition);
     snprintf(off, sizeof(off), "%lld", (long long)e->offset);
@@ -780,7 +847,7 @@ static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
         rd_kafka_producev(g->dlq_rk, RD_KAFKA_V_TOPIC(g->gconf->dead_letter_topic),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
                           RD_KAFKA_V_KEY(m ? m->key : NULL, m ? m->key_len : 0),
-                          RD_KAFKA_V_VALUE(m ? m->payload : NULL, m ? m->len : 0),
+                          RD_KAFKA_V_VALUE(m ? m->value : NULL, m ? m->value_len : 0),
                           RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(ref), RD_KAFKA_V_END);
     if (err) {
         rd_kafka_headers_destroy(hdrs);
@@ -909,37 +976,17 @@ static bool wants_topic(const cmd_t *c, const char *topic)
     return false;
 }
 
-static size_t align8(size_t n)
-{
-    return (n + 7) & ~(size_t)7;
-}
-
-/* Room for an ack id: prefix, four numbers, separators and the topic name. */
-#define ACK_ID_ROOM(m) (2 + 16 + 4 * 21 + strlen(rd_kafka_topic_name((m)->rkt)) + 1)
-
 /* Copies the leased entries into one batch the API thread can own. */
 static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **ents, size_t n)
 {
     size_t need = align8(n * sizeof(ks_record_t));
-    /* Headers are parsed once here and kept for the copy below. */
-    rd_kafka_headers_t **hv_of = calloc(n ? n : 1, sizeof(*hv_of));
-    if (!hv_of)
-        abort();
     for (size_t i = 0; i < n; i++) {
-        rd_kafka_message_t *m = ents[i]->msg;
-        need += align8(strlen(rd_kafka_topic_name(m->rkt)) + 1);
-        need += align8(m->key_len + 1) + align8(m->len + 1) + align8(ACK_ID_ROOM(m));
-        rd_kafka_headers_t *hdrs = NULL;
-        if (rd_kafka_message_headers(m, &hdrs) == RD_KAFKA_RESP_ERR_NO_ERROR && hdrs) {
-            hv_of[i] = hdrs;
-            size_t hc = rd_kafka_header_cnt(hdrs);
-            need += align8(hc * sizeof(ks_header_t));
-            const char *name;
-            const void *val;
-            size_t vlen;
-            for (size_t h = 0; rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++)
-                need += align8(strlen(name) + 1) + align8(vlen + 1);
-        }
+        const rec_t *r = ents[i]->msg;
+        size_t tl = strlen(eparts[i]->topic);
+        need += align8(tl + 1) + align8(r->key_len + 1) + align8(r->value_len + 1) +
+                align8(r->header_cnt * sizeof(ks_header_t));
+        for (size_t h = 0; h < r->header_cnt; h++)
+            need += align8(strlen(r->headers[h].name) + 1) + align8(r->headers[h].value_len + 1);
     }
     ks_batch_t *b = calloc(1, sizeof(*b));
     char *arena = malloc(need ? need : 1);
@@ -958,52 +1005,37 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         _d;                                                                                        \
     })
     for (size_t i = 0; i < n; i++) {
-        rd_kafka_message_t *m = ents[i]->msg;
+        const rec_t *m = ents[i]->msg;
+        const part_t *p = eparts[i];
         ks_record_t *r = &b->recs[i];
-        const char *tn = rd_kafka_topic_name(m->rkt);
-        r->topic = PUT(tn, strlen(tn));
-        r->partition = m->partition;
-        r->offset = m->offset;
-        rd_kafka_timestamp_type_t tstype;
-        r->timestamp = rd_kafka_message_timestamp(m, &tstype);
+        size_t tl = strlen(p->topic);
+        r->topic = PUT(p->topic, tl);
+        r->partition = p->partition;
+        r->offset = ents[i]->offset;
+        r->timestamp = m->timestamp;
         r->key = m->key ? PUT(m->key, m->key_len) : NULL;
-        r->key_len = m->key ? m->key_len : 0;
-        r->value = m->payload ? PUT(m->payload, m->len) : NULL;
-        r->value_len = m->payload ? m->len : 0;
+        r->key_len = m->key_len;
+        r->value = m->value ? PUT(m->value, m->value_len) : NULL;
+        r->value_len = m->value_len;
         r->attempt = ents[i]->attempts;
-        ks_ack_id_t id = {.instance = g->instance,
-                          .group_hash = g->group_hash,
-                          .epoch = eparts[i]->epoch,
-                          .partition = m->partition,
-                          .offset = m->offset,
-                          .attempt = ents[i]->attempts};
-        memcpy(id.topic, tn, strlen(tn) + 1);
-        char *aid = pos;
-        ks_ack_id_format(&id, aid, ACK_ID_ROOM(m));
-        pos += align8(ACK_ID_ROOM(m));
-        r->ack_id = aid;
+        r->ack_instance = g->instance;
+        r->ack_group_hash = g->group_hash;
+        r->ack_epoch = p->epoch;
         r->headers = NULL;
-        r->header_cnt = 0;
-        rd_kafka_headers_t *hdrs = hv_of[i];
-        if (hdrs) {
-            size_t hc = rd_kafka_header_cnt(hdrs);
+        r->header_cnt = m->header_cnt;
+        if (m->header_cnt) {
             ks_header_t *hv = (ks_header_t *)pos;
-            pos += align8(hc * sizeof(ks_header_t));
-            const char *name;
-            const void *val;
-            size_t vlen;
-            size_t h;
-            for (h = 0; rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++) {
-                hv[h].name = PUT(name, strlen(name));
-                hv[h].value = val ? PUT(val, vlen) : NULL;
-                hv[h].value_len = val ? vlen : 0;
+            pos += align8(m->header_cnt * sizeof(ks_header_t));
+            for (size_t h = 0; h < m->header_cnt; h++) {
+                const ks_header_t *src = &m->headers[h];
+                hv[h].name = PUT(src->name, strlen(src->name));
+                hv[h].value = src->value ? PUT(src->value, src->value_len) : NULL;
+                hv[h].value_len = src->value_len;
             }
             r->headers = hv;
-            r->header_cnt = h;
         }
     }
 #undef PUT
-    free(hv_of);
     return b;
 }
 
@@ -1487,16 +1519,22 @@ static void handle_message(ks_group_t *g, rd_kafka_message_t *m)
         rd_kafka_message_destroy(m);
         return;
     }
-    if (ks_ack_window_push(&p->win, m->offset, (uint32_t)(m->len + m->key_len), m) < 0) {
-        rd_kafka_message_destroy(m);
+    int64_t off = m->offset;
+    uint32_t bytes = (uint32_t)(m->len + m->key_len);
+    bool has_key = m->key != NULL;
+    uint64_t kh = m->key ? fnv64(m->key, m->key_len) : 0;
+    rec_t *rec = rec_copy(m);
+    rd_kafka_message_destroy(m); /* frees librdkafka's buffer as soon as possible */
+    if (ks_ack_window_push(&p->win, off, bytes, rec) < 0) {
+        free(rec);
         return;
     }
-    ks_win_entry_t *e = ks_ack_window_get(&p->win, m->offset);
-    if (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset == m->offset) {
+    ks_win_entry_t *e = ks_ack_window_get(&p->win, off);
+    if (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset == off) {
         uint32_t a = r->attempts[p->restore_att_i].attempts;
         e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
     }
-    ks_key_sched_add(&p->sched, &p->win, e, m->key != NULL, m->key ? fnv64(m->key, m->key_len) : 0);
+    ks_key_sched_add(&p->sched, &p->win, e, has_key, kh);
     part_check_bound(g, p);
 }
 
@@ -1715,7 +1753,16 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
     if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
         conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
-        conf_set(conf, "queued.max.messages.kbytes", "4096", err, errsize) < 0)
+        /* With every partition's fetch queue forwarded to the consumer queue, librdkafka
+         * 2.0.2 checks the queued.* limits against the whole group's queue (its fetch
+         * debug log shows one partition "not fetchable" at 45,138 msgs / 4,408 KB
+         * queued), and then fetches nothing for about a second. One 8-partition fetch
+         * response (~8 MB) then stalled everything (2M records: 157k rec/s at 4096 KB).
+         * So the queue may hold twice the largest fetch response; the windows (paused
+         * at window.max_*) are what bound memory. */
+        conf_set(conf, "queued.max.messages.kbytes", "16384", err, errsize) < 0 ||
+        conf_set(conf, "queued.min.messages", "1000000", err, errsize) < 0 ||
+        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0)
         goto fail_conf;
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
         if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)

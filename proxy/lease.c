@@ -1,6 +1,7 @@
 /* lease.c: leases and redelivery delays on window entries, with a deadline heap. */
 #include "lease.h"
 
+#include <stdbool.h>
 #include <stdlib.h>
 
 void ks_leases_init(ks_leases_t *l)
@@ -48,14 +49,44 @@ static void sift_down(ks_leases_t *l, size_t i)
     }
 }
 
+/* True while the item still times its entry (not acked, gone, re-timed or released). */
+static bool item_live(const ks_lease_item_t *it)
+{
+    const ks_win_entry_t *e = ks_ack_window_get(it->win, it->offset);
+    return e && e->due_ms == it->due_ms &&
+           (e->state == KS_REC_LEASED || e->state == KS_REC_DELAYED);
+}
+
+/* Drops stale items and rebuilds the heap. */
+static void compact(ks_leases_t *l)
+{
+    size_t j = 0;
+    for (size_t i = 0; i < l->cnt; i++)
+        if (item_live(&l->heap[i]))
+            l->heap[j++] = l->heap[i];
+    l->cnt = j;
+    for (size_t i = l->cnt / 2 + 1; i-- > 0;)
+        sift_down(l, i);
+}
+
 static void push(ks_leases_t *l, ks_ack_window_t *w, void *owner, int64_t offset, int64_t due)
 {
+    /* Acked and extended leases leave stale items behind until their due time. With
+     * long deadlines and fast acks that is millions of items (it was 160 MB draining a
+     * 5M-record backlog), so a full heap is first swept of them, and grows only if it
+     * stays more than half full: its size stays within about twice the live leases. */
+    if (l->cnt == l->cap && l->cap > 0) {
+        compact(l);
+        if (l->cnt * 2 < l->cap)
+            goto room;
+    }
     if (l->cnt == l->cap) {
         l->cap = l->cap ? l->cap * 2 : 256;
         l->heap = realloc(l->heap, l->cap * sizeof(*l->heap));
         if (!l->heap)
             abort();
     }
+room:
     l->heap[l->cnt] = (ks_lease_item_t){.due_ms = due, .offset = offset, .win = w, .owner = owner};
     sift_up(l, l->cnt++);
 }
@@ -113,11 +144,10 @@ size_t ks_leases_run(ks_leases_t *l, int64_t now_ms, ks_lease_cb *cb, void *opaq
         ks_lease_item_t it = l->heap[0];
         l->heap[0] = l->heap[--l->cnt];
         sift_down(l, 0);
-        ks_win_entry_t *e = ks_ack_window_get(it.win, it.offset);
         /* Stale unless the entry still waits on exactly this due time. */
-        if (!e || e->due_ms != it.due_ms ||
-            (e->state != KS_REC_LEASED && e->state != KS_REC_DELAYED))
+        if (!item_live(&it))
             continue;
+        ks_win_entry_t *e = ks_ack_window_get(it.win, it.offset);
         n++;
         cb(it.owner, e, e->state == KS_REC_LEASED ? KS_LEASE_EXPIRED : KS_LEASE_DELAY_DONE, opaque);
     }

@@ -10,7 +10,7 @@
 
 /* One timer: the entry at `offset` in the window `win` is due at due_ms. Items are
  * never updated in place; a stale item (the entry moved on or its due time changed)
- * is skipped when it comes up. */
+ * is skipped when it comes up, or swept out when the heap is full. */
 typedef struct ks_lease_item {
     int64_t due_ms;
     int64_t offset;

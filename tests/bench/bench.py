@@ -9,6 +9,7 @@ import platform
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import time
@@ -119,30 +120,44 @@ def main():
     t = uniq("tp")
     secs = produce(t, n_tp, 8)
     print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
-    g = uniq("native")
-    base = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp])
-    check_committed(g, t, 8)
-    base_rate = float(base["rate"])
-    rows.append(("1. throughput", "native librdkafka consumer (baseline)", f"{base_rate:,.0f} rec/s",
-                 "1.00x", ""))
-    sc = Sidecar(["--subscriber.max_credit_records=100000"])
-    g = uniq("grpc")
-    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_tp,
-               "--credits", "20000", "--ack-batch", "2000"])
-    check_committed(g, t, 8)
-    rss = sc.stop()
-    assert int(r["distinct"]) == n_tp, r
-    rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{float(r['rate']):,.0f} rec/s",
-                 f"{float(r['rate']) / base_rate:.2f}x (target >= 0.5x)", f"peak RSS {rss:.0f} MB"))
-    sc = Sidecar(["--subscriber.max_records=20000"])
-    g = uniq("http")
-    r = bench(["http", "--addr", f"127.0.0.1:{sc.http}", "--topic", t, "--group", g, "--count", n_tp,
-               "--fetch-max", "5000"])
-    check_committed(g, t, 8)
-    rss = sc.stop()
-    assert int(r["distinct"]) == n_tp, r
-    rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{float(r['rate']):,.0f} rec/s",
-                 f"{float(r['rate']) / base_rate:.2f}x (target >= 0.2x)", f"peak RSS {rss:.0f} MB"))
+    # Three rounds of native, gRPC, HTTP, each on a new group over the same records; the
+    # table shows each mode's median, so one noisy run on a shared machine does not decide.
+    rates = {"native": [], "grpc": [], "http": []}
+    rss = {"grpc": 0.0, "http": 0.0}
+    for _ in range(1 if s else 3):
+        g = uniq("native")
+        r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp])
+        check_committed(g, t, 8)
+        assert int(r["distinct"]) == n_tp, r
+        rates["native"].append(float(r["rate"]))
+        sc = Sidecar(["--subscriber.max_credit_records=100000"])
+        g = uniq("grpc")
+        r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count",
+                   n_tp, "--credits", "20000", "--ack-batch", "2000"])
+        check_committed(g, t, 8)
+        rss["grpc"] = max(rss["grpc"], sc.stop())
+        assert int(r["distinct"]) == n_tp, r
+        rates["grpc"].append(float(r["rate"]))
+        sc = Sidecar(["--subscriber.max_records=20000"])
+        g = uniq("http")
+        r = bench(["http", "--addr", f"127.0.0.1:{sc.http}", "--topic", t, "--group", g, "--count",
+                   n_tp, "--fetch-max", "5000"])
+        check_committed(g, t, 8)
+        rss["http"] = max(rss["http"], sc.stop())
+        assert int(r["distinct"]) == n_tp, r
+        rates["http"].append(float(r["rate"]))
+        print(f"round: native {rates['native'][-1]:,.0f}, gRPC {rates['grpc'][-1]:,.0f}, "
+              f"HTTP {rates['http'][-1]:,.0f} rec/s", flush=True)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
+    rows.append(("1. throughput", "native librdkafka consumer (baseline)", f"{med['native']:,.0f} rec/s",
+                 "1.00x", runs["native"]))
+    rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{med['grpc']:,.0f} rec/s",
+                 f"{med['grpc'] / med['native']:.2f}x (target >= 0.5x)",
+                 f"{runs['grpc']}; peak RSS {rss['grpc']:.0f} MB"))
+    rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{med['http']:,.0f} rec/s",
+                 f"{med['http'] / med['native']:.2f}x (target >= 0.2x)",
+                 f"{runs['http']}; peak RSS {rss['http']:.0f} MB"))
 
     # 2. The slow consumer: one partition, 1000 keys, 10 ms per record, 500 in flight.
     t = uniq("slow")
@@ -207,7 +222,9 @@ def main():
            f"- commit: {commit}",
            f"- machine: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, {platform.platform()}",
            "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
-           f"- command: tests/bench/run.sh{' --smoke' if s else ''}", "", *table, "",
+           f"- command: tests/bench/run.sh{' --smoke' if s else ''}",
+           f"- throughput: the median of {len(rates['native'])} round(s) of native, gRPC and HTTP in "
+           "turn over the same records, each run listed under Notes", "", *table, "",
            "## Exact commands", "", "```", *COMMANDS, "```", ""]
     text = "\n".join(out)
     print("\n".join(table))

@@ -112,7 +112,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.fetch_max_records, 10000);
     assert_int_equal(cfg.fetch_default_wait_ms, 5000);
     assert_int_equal(cfg.fetch_max_wait_ms, 60000);
-    assert_int_equal(cfg.window_max_records, 10000);
+    assert_int_equal(cfg.window_max_records, 20000);
     assert_int_equal(cfg.window_max_bytes, INT64_C(64) << 20);
     assert_int_equal(cfg.max_request_bytes, INT64_C(4) << 20);
     assert_string_equal(cfg.dev_topic, "demo");
