@@ -122,6 +122,8 @@ long ks_ack_window_find(const ks_ack_window_t *w, int64_t offset)
     int64_t guess = offset - at(w, 0)->offset;
     if (guess >= 0 && guess < (int64_t)w->count && at(w, (size_t)guess)->offset == offset)
         return (long)guess;
+    if (guess < 0 || offset >= w->end_offset)
+        return -1; /* below the window (acked and gone) or not fetched yet */
     size_t lo = 0, hi = w->count;
     while (lo < hi) {
         size_t mid = lo + (hi - lo) / 2;

@@ -73,11 +73,12 @@ static void push(ks_leases_t *l, ks_ack_window_t *w, void *owner, int64_t offset
 {
     /* Acked and extended leases leave stale items behind until their due time. With
      * long deadlines and fast acks that is millions of items (it was 160 MB draining a
-     * 5M-record backlog), so a full heap is first swept of them, and grows only if it
-     * stays more than half full: its size stays within about twice the live leases. */
+     * 5M-record backlog), so a full heap is first swept of them, and grows unless the
+     * sweep freed three quarters of it: the heap stays within about four times the live
+     * leases, and a sweep's cost spreads over at least as many pushes as it scanned. */
     if (l->cnt == l->cap && l->cap > 0) {
         compact(l);
-        if (l->cnt * 2 < l->cap)
+        if (l->cnt * 4 <= l->cap)
             goto room;
     }
     if (l->cnt == l->cap) {

@@ -122,14 +122,16 @@ def main():
     print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
     # Three rounds of native, gRPC, HTTP, each on a new group over the same records; the
     # table shows each mode's median, so one noisy run on a shared machine does not decide.
-    rates = {"native": [], "grpc": [], "http": []}
+    rates = {"native": [], "native-defaults": [], "grpc": [], "http": []}
     rss = {"grpc": 0.0, "http": 0.0}
     for _ in range(1 if s else 3):
-        g = uniq("native")
-        r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp])
-        check_committed(g, t, 8)
-        assert int(r["distinct"]) == n_tp, r
-        rates["native"].append(float(r["rate"]))
+        for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
+            g = uniq("native")
+            r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp,
+                       *extra])
+            check_committed(g, t, 8)
+            assert int(r["distinct"]) == n_tp, r
+            rates[mode].append(float(r["rate"]))
         sc = Sidecar(["--subscriber.max_credit_records=100000"])
         g = uniq("grpc")
         r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count",
@@ -146,12 +148,17 @@ def main():
         rss["http"] = max(rss["http"], sc.stop())
         assert int(r["distinct"]) == n_tp, r
         rates["http"].append(float(r["rate"]))
-        print(f"round: native {rates['native'][-1]:,.0f}, gRPC {rates['grpc'][-1]:,.0f}, "
+        print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
+              f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
               f"HTTP {rates['http'][-1]:,.0f} rec/s", flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
     runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
-    rows.append(("1. throughput", "native librdkafka consumer (baseline)", f"{med['native']:,.0f} rec/s",
-                 "1.00x", runs["native"]))
+    rows.append(("1. throughput", "native librdkafka consumer, local queue unbounded (baseline)",
+                 f"{med['native']:,.0f} rec/s", "1.00x", runs["native"]))
+    rows.append(("1. throughput", "native librdkafka consumer, librdkafka's default queue limits",
+                 f"{med['native-defaults']:,.0f} rec/s",
+                 f"{med['native-defaults'] / med['native']:.2f}x",
+                 f"{runs['native-defaults']} (2.0.2 stops fetching ~1 s at the queue limits)"))
     rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{med['grpc']:,.0f} rec/s",
                  f"{med['grpc'] / med['native']:.2f}x (target >= 0.5x)",
                  f"{runs['grpc']}; peak RSS {rss['grpc']:.0f} MB"))
