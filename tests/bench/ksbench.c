@@ -582,9 +582,12 @@ static void run_grpc(void)
 
 /* ---- HTTP long-poll client (one keep-alive connection) ---- */
 
-static int http_fd = -1;
+/* Two keep-alive connections: fetches on one, acks on the other, so that a batch's ack
+ * travels while the next fetch waits for records (the client keeps at most one of each
+ * outstanding, within its subscriber credits). */
+static int http_fetch_fd = -1, http_ack_fd = -1;
 
-static void http_connect(void)
+static int http_connect(void)
 {
     char host[128];
     snprintf(host, sizeof(host), "%s", addr);
@@ -594,37 +597,36 @@ static void http_connect(void)
     *colon = '\0';
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)atoi(colon + 1))};
     inet_pton(AF_INET, host, &sa.sin_addr);
-    http_fd = socket(AF_INET, SOCK_STREAM, 0);
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
     int one = 1;
-    setsockopt(http_fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    if (connect(http_fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    if (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) < 0)
         die("http connect", strerror(errno));
+    return fd;
 }
 
-/* Sends one request; returns the body (caller frees). */
-static char *http_call(const char *method, const char *path, const char *body, size_t blen)
+static void http_send(int fd, const char *method, const char *path, const char *body, size_t blen)
 {
     char head[1024];
     int hl = snprintf(head, sizeof(head),
                       "%s %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
                       "Content-Length: %zu\r\n\r\n",
                       method, path, blen);
-    if (write(http_fd, head, (size_t)hl) != hl ||
-        (blen && write(http_fd, body, blen) != (ssize_t)blen))
+    if (write(fd, head, (size_t)hl) != hl || (blen && write(fd, body, blen) != (ssize_t)blen))
         die("http", "write");
-    static char *buf;
-    static size_t cap, len;
-    if (!buf) {
-        cap = 1 << 20;
-        buf = malloc(cap);
-    }
-    len = 0;
+}
+
+/* Reads one response; returns its body (caller frees). Fails on a status other than 200. */
+static char *http_recv(int fd)
+{
+    size_t cap = 1 << 20, len = 0;
+    char *buf = malloc(cap);
     for (;;) {
         if (len + 65536 > cap) {
             cap *= 2;
             buf = realloc(buf, cap);
         }
-        ssize_t r = read(http_fd, buf + len, cap - len - 1);
+        ssize_t r = read(fd, buf + len, cap - len - 1);
         if (r <= 0)
             die("http", "connection closed");
         len += (size_t)r;
@@ -632,6 +634,8 @@ static char *http_call(const char *method, const char *path, const char *body, s
         char *eoh = strstr(buf, "\r\n\r\n");
         if (!eoh)
             continue;
+        if (strncmp(buf, "HTTP/1.1 200", 12) != 0)
+            die("http", buf);
         char *cl = strcasestr(buf, "Content-Length:");
         if (!cl || cl > eoh)
             die("http", "no content length");
@@ -639,10 +643,11 @@ static char *http_call(const char *method, const char *path, const char *body, s
         size_t have = len - (size_t)(eoh + 4 - buf);
         if (have < clen)
             continue;
-        char *out = malloc(clen + 1);
-        memcpy(out, eoh + 4, clen);
-        out[clen] = '\0';
-        return out;
+        if (have > clen)
+            die("http", "more than one response at a time");
+        memmove(buf, eoh + 4, clen);
+        buf[clen] = '\0';
+        return buf;
     }
 }
 
@@ -769,7 +774,8 @@ bad:
 
 static void run_http(void)
 {
-    http_connect();
+    http_fetch_fd = http_connect();
+    http_ack_fd = http_connect();
     char path[512];
     snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group, topic,
              fetch_max);
@@ -779,14 +785,20 @@ static void run_http(void)
     double t0 = 0;
     size_t acap = 1 << 20;
     char *ab = malloc(acap);
+    bool ack_out = false;
     while (n < want) {
-        char *body = http_call("GET", path, NULL, 0);
+        http_send(http_fetch_fd, "GET", path, NULL, 0);
+        char *body = http_recv(http_fetch_fd);
         jrec_t *recs = NULL;
         size_t cnt = 0;
         if (!scan_records(body, &recs, &cnt))
             die("http", "fetch reply is not the expected JSON");
         if (cnt && n == 0)
             t0 = now_s();
+        if (ack_out) { /* the previous batch's ack: answered by now, usually */
+            free(http_recv(http_ack_fd));
+            ack_out = false;
+        }
         size_t al = (size_t)snprintf(ab, acap, "{\"ack_ids\":[");
         for (size_t i = 0; i < cnt; i++) {
             jrec_t *r = &recs[i];
@@ -805,13 +817,17 @@ static void run_http(void)
         n += (long)cnt;
         if (cnt) {
             al += (size_t)snprintf(ab + al, acap - al, "]}");
-            free(http_call("POST", ackpath, ab, al));
+            http_send(http_ack_fd, "POST", ackpath, ab, al);
+            ack_out = true;
         }
         free(recs);
         free(body);
     }
+    if (ack_out)
+        free(http_recv(http_ack_fd));
     report("http", n, now_s() - t0);
-    close(http_fd);
+    close(http_fetch_fd);
+    close(http_ack_fd);
     free(ab);
 }
 
