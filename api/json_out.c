@@ -113,6 +113,12 @@ bool ks_utf8_valid(const char *s, size_t n)
     return true;
 }
 
+/* A byte a JSON string holds as it is: printable ASCII but '"' and '\\'. */
+static inline bool plain(unsigned char c)
+{
+    return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
+}
+
 bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
 {
     /* ASCII without quotes, backslashes or controls is copied as is; it is the common case,
@@ -124,11 +130,18 @@ bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
     d[0] = '"';
     at++;
     for (size_t i = 0; i < n; i++) {
-        unsigned char c = (unsigned char)s[i];
-        if (c >= 0x20 && c != '"' && c != '\\' && c < 0x80) {
-            b->p[at++] = (char)c;
-            continue;
+        /* The run of plain bytes from i is copied in one go. */
+        size_t j = i;
+        while (j < n && plain((unsigned char)s[j]))
+            j++;
+        if (j > i) {
+            memcpy(b->p + at, s + i, j - i);
+            at += j - i;
+            i = j;
+            if (i == n)
+                break;
         }
+        unsigned char c = (unsigned char)s[i];
         if (c >= 0x80) {
             if (!checked) {
                 if (!ks_utf8_valid(s + i, n - i)) {
