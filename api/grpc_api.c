@@ -647,25 +647,25 @@ static Ksidecar__V1__AckStatus ack_status_of(ks_status_t st)
 /* Encodes SubscribeResponse{ack_results} straight to the wire format, like
  * encode_records: a stream acking every record gets one result per record, and
  * protobuf-c's generic pack of the nested messages cost ~700 instructions each. */
+static size_t ack_result_size(const Ksidecar__V1__AckResult *r, size_t *al, size_t *ml)
+{
+    *al = strlen(r->ack_id);
+    *ml = r->message ? strlen(r->message) : 0;
+    return ld_size(*al) + (r->status ? 1 + vlen(r->status) : 0) + (*ml ? ld_size(*ml) : 0);
+}
+
 static grpc_byte_buffer *encode_ack_results(const Ksidecar__V1__AckResult *rs, size_t n)
 {
-    size_t body = 0;
-    for (size_t i = 0; i < n; i++) {
-        size_t one = ld_size(strlen(rs[i].ack_id)) + (rs[i].status ? 1 + vlen(rs[i].status) : 0);
-        size_t ml = rs[i].message ? strlen(rs[i].message) : 0;
-        if (ml)
-            one += ld_size(ml);
-        body += ld_size(one);
-    }
+    size_t body = 0, al, ml;
+    for (size_t i = 0; i < n; i++)
+        body += ld_size(ack_result_size(&rs[i], &al, &ml));
     size_t total = ld_size(body);
     grpc_slice sl = grpc_slice_malloc(total);
     uint8_t *p = GRPC_SLICE_START_PTR(sl);
     *p++ = 4 << 3 | 2; /* SubscribeResponse.ack_results */
     p = vput(p, body);
     for (size_t i = 0; i < n; i++) {
-        size_t al = strlen(rs[i].ack_id), ml = rs[i].message ? strlen(rs[i].message) : 0;
-        size_t one =
-            ld_size(al) + (rs[i].status ? 1 + vlen(rs[i].status) : 0) + (ml ? ld_size(ml) : 0);
+        size_t one = ack_result_size(&rs[i], &al, &ml);
         *p++ = 1 << 3 | 2; /* AckResults.results */
         p = vput(p, one);
         p = ld_put(p, 1, rs[i].ack_id, al);

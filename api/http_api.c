@@ -219,13 +219,7 @@ static void put_str(ks_jbuf_t *b, const char *s)
 static enum MHD_Result send_jbuf(struct MHD_Connection *c, int status, ks_jbuf_t *b)
 {
     ks_jbuf_lit(b, "\n");
-    size_t n;
-    char *text = ks_jbuf_take(b, &n);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(n, text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
-    MHD_destroy_response(resp);
-    return ret;
+    return send_text(c, status, ks_jbuf_take(b, NULL));
 }
 
 /* ---- engine callbacks (group loop threads) ---- */

@@ -172,16 +172,6 @@ int64_t ks_now_ms(void)
     return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-static char **dup_strv(const char *const *v, size_t n)
-{
-    char **out = calloc(n ? n : 1, sizeof(char *));
-    if (!out)
-        abort();
-    for (size_t i = 0; i < n; i++)
-        out[i] = ks_xstrdup(v[i]);
-    return out;
-}
-
 static void free_strv(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -192,7 +182,7 @@ static void free_strv(char **v, size_t n)
 static void cmd_free(cmd_t *c)
 {
     if (c->type == CMD_FETCH)
-        free_strv(c->u.fetch.topics, c->u.fetch.topic_cnt);
+        free(c->u.fetch.topics); /* one block: ks_strv_pack */
     else if (c->type == CMD_SETTLE) {
         free(c->u.settle.ids); /* one block: ks_strv_pack */
         free(c->u.settle.refs);
@@ -366,11 +356,6 @@ static rec_t *rec_copy(rd_kafka_message_t *m)
     return r;
 }
 
-static void free_rec(void *r)
-{
-    free(r);
-}
-
 /* @locality group loop */
 static part_t *part_find(ks_group_t *g, const char *topic, int32_t partition)
 {
@@ -404,7 +389,7 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     p->epoch = ++g->next_epoch;
     p->state = KS_PS_INITIALIZING;
     p->committed = -1;
-    ks_ack_window_init(&p->win, free_rec);
+    ks_ack_window_init(&p->win, free); /* a rec_t is one block */
     ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
     if (g->part_cnt == g->part_cap) {
         g->part_cap = g->part_cap ? g->part_cap * 2 : 16;
@@ -1842,7 +1827,7 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
                            const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque)
 {
     cmd_t *c = cmd_new(CMD_FETCH);
-    c->u.fetch.topics = dup_strv(topics, topic_cnt);
+    c->u.fetch.topics = ks_strv_pack(topics, topic_cnt);
     c->u.fetch.topic_cnt = topic_cnt;
     c->u.fetch.max = opts->max;
     c->u.fetch.deadline_ms = opts->deadline_ms > 0 ? opts->deadline_ms : g->cfg->lease_deadline_ms;

@@ -49,24 +49,38 @@ static void sift_down(ks_leases_t *l, size_t i)
     }
 }
 
-/* True while the item still times its entry (not acked, gone, re-timed or released). */
-static bool item_live(const ks_lease_item_t *it)
+/* The entry the item still times, or NULL if it is stale (the entry was acked, is gone,
+ * or was re-timed or released since). */
+static ks_win_entry_t *item_entry(const ks_lease_item_t *it)
 {
-    const ks_win_entry_t *e = ks_ack_window_get(it->win, it->offset);
-    return e && e->due_ms == it->due_ms &&
-           (e->state == KS_REC_LEASED || e->state == KS_REC_DELAYED);
+    ks_win_entry_t *e = ks_ack_window_get(it->win, it->offset);
+    return e && e->due_ms == it->due_ms && (e->state == KS_REC_LEASED || e->state == KS_REC_DELAYED)
+               ? e
+               : NULL;
 }
 
-/* Drops stale items and rebuilds the heap. */
-static void compact(ks_leases_t *l)
+/* Keeps the items for which keep(item, arg) holds, and rebuilds the heap. */
+static void keep_if(ks_leases_t *l, bool (*keep)(const ks_lease_item_t *, const void *),
+                    const void *arg)
 {
     size_t j = 0;
     for (size_t i = 0; i < l->cnt; i++)
-        if (item_live(&l->heap[i]))
+        if (keep(&l->heap[i], arg))
             l->heap[j++] = l->heap[i];
     l->cnt = j;
     for (size_t i = l->cnt / 2 + 1; i-- > 0;)
         sift_down(l, i);
+}
+
+static bool is_live(const ks_lease_item_t *it, const void *arg)
+{
+    (void)arg;
+    return item_entry(it) != NULL;
+}
+
+static bool other_owner(const ks_lease_item_t *it, const void *owner)
+{
+    return it->owner != owner;
 }
 
 static void push(ks_leases_t *l, ks_ack_window_t *w, void *owner, int64_t offset, int64_t due)
@@ -77,7 +91,7 @@ static void push(ks_leases_t *l, ks_ack_window_t *w, void *owner, int64_t offset
      * sweep freed three quarters of it: the heap stays within about four times the live
      * leases, and a sweep's cost spreads over at least as many pushes as it scanned. */
     if (l->cnt == l->cap && l->cap > 0) {
-        compact(l);
+        keep_if(l, is_live, NULL);
         if (l->cnt * 4 <= l->cap)
             goto room;
     }
@@ -145,10 +159,9 @@ size_t ks_leases_run(ks_leases_t *l, int64_t now_ms, ks_lease_cb *cb, void *opaq
         ks_lease_item_t it = l->heap[0];
         l->heap[0] = l->heap[--l->cnt];
         sift_down(l, 0);
-        /* Stale unless the entry still waits on exactly this due time. */
-        if (!item_live(&it))
+        ks_win_entry_t *e = item_entry(&it);
+        if (!e)
             continue;
-        ks_win_entry_t *e = ks_ack_window_get(it.win, it.offset);
         n++;
         cb(it.owner, e, e->state == KS_REC_LEASED ? KS_LEASE_EXPIRED : KS_LEASE_DELAY_DONE, opaque);
     }
@@ -162,11 +175,5 @@ int64_t ks_leases_next_due(const ks_leases_t *l)
 
 void ks_leases_forget(ks_leases_t *l, const void *owner)
 {
-    size_t j = 0;
-    for (size_t i = 0; i < l->cnt; i++)
-        if (l->heap[i].owner != owner)
-            l->heap[j++] = l->heap[i];
-    l->cnt = j;
-    for (size_t i = l->cnt / 2 + 1; i-- > 0;)
-        sift_down(l, i);
+    keep_if(l, other_owner, owner);
 }

@@ -73,14 +73,15 @@ int main(int argc, char **argv)
     }
     ks_log_setup(cfg.log_level, cfg.log_json);
 
-    /* Signals go to a sigwait here, never to a worker thread. A shell starts background
-     * jobs with SIGINT ignored, and sigwait never sees an ignored signal: take the
-     * default disposition back first, so `kill -INT` stops a backgrounded ksidecar. */
     /* librdkafka frees each fetch response (up to ~1 MB a partition) once its records are
      * copied into the window; glibc's default trimming then handed those pages back and
      * faulted them in again for the next response (twice the page faults, 2M records). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
+
+    /* Signals go to a sigwait here, never to a worker thread. A shell starts background
+     * jobs with SIGINT ignored, and sigwait never sees an ignored signal: take the
+     * default disposition back first, so `kill -INT` stops a backgrounded ksidecar. */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
     sigset_t sigs;

@@ -168,13 +168,13 @@ class Sidecar:
         return self.proc.returncode
 
 
-@pytest.fixture
-def sidecars(bootstrap, tmp_path):
-    """Starts ksidecar processes; every one still running is killed at teardown."""
+def started_processes(make):
+    """Fixture body: yields a starter for processes made by `make`, and kills every one
+    still running at teardown."""
     started = []
 
-    def start(args=(), env=None):
-        s = Sidecar(bootstrap, args=args, env=env, tmp_path=tmp_path)
+    def start(*args, **kw):
+        s = make(*args, **kw)
         started.append(s)
         return s
 
@@ -184,6 +184,13 @@ def sidecars(bootstrap, tmp_path):
             s.proc.kill()
             s.proc.wait()
         s.log.close()
+
+
+@pytest.fixture
+def sidecars(bootstrap, tmp_path):
+    """Starts ksidecar processes; every one still running is killed at teardown."""
+    yield from started_processes(
+        lambda args=(), env=None: Sidecar(bootstrap, args=args, env=env, tmp_path=tmp_path))
 
 
 def fetch_all(sc, group, topic, expect, timeout=120, max=1000):

@@ -8,7 +8,8 @@ import urllib.request
 import grpc
 import pytest
 
-from conftest import create_topic, describe_group, produce, unique, wait_for, watermarks
+from conftest import (create_topic, describe_group, produce, started_processes, unique, wait_for,
+                      watermarks)
 from grpc_support import (ACCEPTED, SERVING, STALE, SecureSidecar, StreamClosed, SubscribeStream,
                           bearer, consumer_pb2, consumer_pb2_grpc, grpcurl_path, health_pb2, health_pb2_grpc,
                           make_certs, open_msg, producer_pb2, reflection_file_containing,
@@ -39,19 +40,9 @@ def streams():
 @pytest.fixture
 def secure_sidecars(bootstrap, tmp_path):
     """Like conftest's `sidecars`, for SecureSidecar (TLS, mTLS, auth)."""
-    started = []
-
-    def start(args=(), env=None, **kw):
-        s = SecureSidecar(bootstrap, args=args, env=env, tmp_path=tmp_path, **kw)
-        started.append(s)
-        return s
-
-    yield start
-    for s in started:
-        if s.proc.poll() is None:
-            s.proc.kill()
-            s.proc.wait()
-        s.log.close()
+    yield from started_processes(
+        lambda args=(), env=None, **kw: SecureSidecar(bootstrap, args=args, env=env,
+                                                      tmp_path=tmp_path, **kw))
 
 
 def all_committed(bootstrap, group, topic, ends):
