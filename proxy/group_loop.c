@@ -100,6 +100,12 @@ typedef struct part {
     /* What the commit metadata said at assignment, for offsets not fetched yet. */
     ks_commit_meta_t restore;
     size_t restore_ack_i, restore_att_i;
+    /* The partition's own librdkafka queue (not forwarded to the consumer queue), so
+     * librdkafka's queued.* limits apply to this partition alone. Records wait there
+     * while the window is full; nothing fetched is thrown away. */
+    rd_kafka_queue_t *q;
+    bool q_was_full;    /* seen near librdkafka's queued.* limits: its fetcher may sleep */
+    double q_avg_bytes; /* running average size of a record from q */
 } part_t;
 
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
@@ -143,6 +149,7 @@ struct ks_group {
     rd_kafka_queue_t *cq; /* the consumer queue */
     rd_kafka_t *dlq_rk;   /* dead-letter producer, made on first use */
     int epfd, tfd, rk_pipe[2], dlq_pipe[2];
+    int64_t q_max_msgs, q_max_bytes; /* librdkafka's queued.min.messages / .max.messages.kbytes */
     part_t **parts;
     size_t part_cnt, part_cap, rr;
     sub_t **subs;
@@ -398,6 +405,13 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
             abort();
     }
     g->parts[g->part_cnt++] = p;
+    /* Take the partition's records from its own queue. Cleared before assign, the
+     * forward stays cleared (librdkafka keeps an application's choice). */
+    p->q = rd_kafka_queue_get_partition(g->rk, topic, partition);
+    if (p->q) {
+        rd_kafka_queue_forward(p->q, NULL);
+        rd_kafka_queue_io_event_enable(p->q, g->rk_pipe[1], "1", 1);
+    }
     return p;
 }
 
@@ -421,45 +435,29 @@ static void part_remove(ks_group_t *g, part_t *p)
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
     ks_commit_meta_free(&p->restore);
+    if (p->q) {
+        rd_kafka_queue_io_event_enable(p->q, -1, NULL, 0);
+        rd_kafka_queue_destroy(p->q);
+    }
     free(p->topic);
     free(p);
 }
 
-static void part_set_paused(ks_group_t *g, part_t *p, bool pause)
+static bool part_has_room(const ks_group_t *g, const part_t *p)
 {
-    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-    rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
-    rd_kafka_resp_err_t err =
-        pause ? rd_kafka_pause_partitions(g->rk, l) : rd_kafka_resume_partitions(g->rk, l);
-    if (!err && !pause && p->win.end_offset >= 0) {
-        /* librdkafka 2.0.2 fetches a resumed partition only on its broker thread's next
-         * wakeup, up to a second later (measured). An asynchronous seek to where we
-         * stand wakes it now; nothing is queued to lose after the pause purged it. */
-        l->elems[0].offset = p->win.end_offset;
-        rd_kafka_error_t *serr = rd_kafka_seek_partitions(g->rk, l, 0);
-        if (serr)
-            rd_kafka_error_destroy(serr);
-    }
-    rd_kafka_topic_partition_list_destroy(l);
-    if (err) {
-        ks_warn(g->log_name, "%s %s[%d] failed: %s", pause ? "pause" : "resume", p->topic,
-                p->partition, rd_kafka_err2str(err));
-        return;
-    }
-    part_move(g, p, pause ? KS_PS_PAUSED : KS_PS_ACTIVE);
+    return ks_ack_window_count(&p->win) < (size_t)g->cfg->window_max_records &&
+           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes;
 }
 
-/* Pauses at the window bound and resumes at half of it. */
+/* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
+ * records from librdkafka, whose queue then stops fetching at its queued.* limits. */
 static void part_check_bound(ks_group_t *g, part_t *p)
 {
-    size_t n = ks_ack_window_count(&p->win);
-    int64_t b = ks_ack_window_bytes(&p->win);
-    if (p->state == KS_PS_ACTIVE &&
-        (n >= (size_t)g->cfg->window_max_records || b >= g->cfg->window_max_bytes))
-        part_set_paused(g, p, true);
-    else if (p->state == KS_PS_PAUSED && n <= (size_t)g->cfg->window_max_records / 2 &&
-             b <= g->cfg->window_max_bytes / 2)
-        part_set_paused(g, p, false);
+    bool room = part_has_room(g, p);
+    if (p->state == KS_PS_ACTIVE && !room)
+        part_move(g, p, KS_PS_PAUSED);
+    else if (p->state == KS_PS_PAUSED && room)
+        part_move(g, p, KS_PS_ACTIVE);
 }
 
 /* ---- commits and their metadata ---- */
@@ -1418,7 +1416,7 @@ static void handle_seek(ks_group_t *g, cmd_t *c)
     p->held_back = false;
     p->epoch = ++g->next_epoch;
     if (p->state == KS_PS_PAUSED)
-        part_set_paused(g, p, false);
+        part_move(g, p, KS_PS_ACTIVE);
     ks_info(g->log_name, "%s[%d]: seek to %lld; %lld leases are stale now (epoch %u)", p->topic,
             p->partition, (long long)target, (long long)stale, p->epoch);
     seek_done(c, KS_OK, "", target, stale);
@@ -1478,7 +1476,7 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
 
 /* ---- consuming ---- */
 
-static void handle_message(ks_group_t *g, rd_kafka_message_t *m)
+static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
 {
     if (m->err) {
         if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
@@ -1487,7 +1485,8 @@ static void handle_message(ks_group_t *g, rd_kafka_message_t *m)
         rd_kafka_message_destroy(m);
         return;
     }
-    part_t *p = part_find(g, rd_kafka_topic_name(m->rkt), m->partition);
+    if (!p)
+        p = part_find(g, rd_kafka_topic_name(m->rkt), m->partition);
     if (!p || p->state == KS_PS_REVOKING || m->offset < p->win.end_offset) {
         /* Not ours any more, or fetched again after a pause: already held. */
         rd_kafka_message_destroy(m);
@@ -1530,7 +1529,55 @@ static void drain_consumer(ks_group_t *g)
         ;
     rd_kafka_message_t *m;
     while ((m = rd_kafka_consumer_poll(g->rk, 0)))
-        handle_message(g, m);
+        handle_message(g, NULL, m);
+}
+
+/* librdkafka 2.0.2 stops fetching a partition whose queue is at queued.min.messages or
+ * queued.max.messages.kbytes, and looks again only when its broker thread next wakes:
+ * up to a second later when no other fetch is running. An asynchronous seek to where
+ * the queue ends wakes it now. Only done once the queue is empty, so the seek's version
+ * barrier throws nothing away. */
+static void part_wake_fetcher(ks_group_t *g, part_t *p)
+{
+    if (p->win.end_offset < 0)
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = p->win.end_offset;
+    rd_kafka_error_t *err = rd_kafka_seek_partitions(g->rk, l, 0);
+    if (err) {
+        ks_warn(g->log_name, "%s[%d]: waking the fetcher: %s", p->topic, p->partition,
+                rd_kafka_error_string(err));
+        rd_kafka_error_destroy(err);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Moves records from each partition's queue into its window while the window has room. */
+static void intake(ks_group_t *g)
+{
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (!p->q || !ks_pstate_deliverable(p->state) || !part_has_room(g, p))
+            continue;
+        size_t len = rd_kafka_queue_length(p->q);
+        if ((int64_t)len * 2 >= g->q_max_msgs ||
+            (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
+            p->q_was_full = true;
+        for (;;) {
+            if (!part_has_room(g, p))
+                break;
+            rd_kafka_message_t *m = rd_kafka_consume_queue(p->q, 0);
+            if (!m) {
+                if (p->q_was_full)
+                    part_wake_fetcher(g, p);
+                p->q_was_full = false;
+                break;
+            }
+            p->q_avg_bytes += ((double)(m->len + m->key_len) - p->q_avg_bytes) / 64;
+            handle_message(g, p, m);
+        }
+        part_check_bound(g, p);
+    }
 }
 
 static void drain_dlq(ks_group_t *g)
@@ -1629,6 +1676,7 @@ static void *loop_main(void *arg)
             next = nd->next;
             handle_cmd(g, (cmd_t *)nd, now);
         }
+        intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
@@ -1701,6 +1749,15 @@ static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *e
     return 0;
 }
 
+static int64_t conf_int(rd_kafka_t *rk, const char *name)
+{
+    char buf[64];
+    size_t n = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), name, buf, &n) != RD_KAFKA_CONF_OK)
+        return INT64_MAX;
+    return strtoll(buf, NULL, 10);
+}
+
 int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
 {
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -1738,15 +1795,10 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
     if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
         conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
-        /* With every partition's fetch queue forwarded to the consumer queue, librdkafka
-         * 2.0.2 checks the queued.* limits against the whole group's queue (its fetch
-         * debug log shows one partition "not fetchable" at 45,138 msgs / 4,408 KB
-         * queued), and then fetches nothing for about a second. One 8-partition fetch
-         * response (~8 MB) then stalled everything (2M records: 157k rec/s at 4096 KB).
-         * So the queue may hold twice the largest fetch response; the windows (paused
-         * at window.max_*) are what bound memory. */
-        conf_set(conf, "queued.max.messages.kbytes", "16384", err, errsize) < 0 ||
-        conf_set(conf, "queued.min.messages", "1000000", err, errsize) < 0 ||
+        /* Each partition's records wait in its own queue (see part_add), so these limits
+         * are per partition: about two 1 MB fetch responses ahead of the window. */
+        conf_set(conf, "queued.max.messages.kbytes", "2048", err, errsize) < 0 ||
+        conf_set(conf, "queued.min.messages", "100000", err, errsize) < 0 ||
         conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0)
         goto fail_conf;
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
@@ -1772,6 +1824,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     }
     rd_kafka_poll_set_consumer(g->rk);
     g->cq = rd_kafka_queue_get_consumer(g->rk);
+    g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
+    g->q_max_bytes = conf_int(g->rk, "queued.max.messages.kbytes") * 1024;
 
     if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||

@@ -143,7 +143,7 @@ def test_c_backpressure_keeps_memory_flat_then_delivers_everything(bootstrap, si
     assert len(parts) == 4
     assert all(p["window_records"] <= 2000 + 500 for p in parts), parts
     assert all(p["paused"] for p in parts), parts
-    # Window bound: 4 x 2000 x ~1 KB, plus librdkafka's prefetch queue (16 MB), plus slack.
+    # Window bound: 4 x 2000 x ~1 KB, plus librdkafka's queue of each partition (2 MB), plus slack.
     # The backlog itself is ~200 MB: without backpressure RSS would pass it.
     grown_mb = (peak - base) / 1024
     print(f"RSS base {base/1024:.1f} MB, peak {peak/1024:.1f} MB, grown {grown_mb:.1f} MB")
