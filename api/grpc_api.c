@@ -98,9 +98,16 @@ typedef struct ev {
 /* A queued message: encoded, or a record batch encoded when its send starts, which is
  * usually on a completion-queue thread (the previous send's completion) rather than on
  * the group loop's thread that produced the batch. */
+typedef struct settle_ctx settle_ctx_t;
+static void settle_ctx_free(settle_ctx_t *x);
+
+/* A queued stream message: encoded already (bb), or encoded when its send starts, off
+ * the group loop's thread (batch; or acks with their results). */
 typedef struct send_item {
     grpc_byte_buffer *bb;
     ks_batch_t *batch;
+    settle_ctx_t *acks;
+    ks_ack_result_t *results;
 } send_item_t;
 
 static void send_item_drop(send_item_t *it)
@@ -108,6 +115,9 @@ static void send_item_drop(send_item_t *it)
     if (it->bb)
         grpc_byte_buffer_destroy(it->bb);
     ks_batch_free(it->batch);
+    if (it->acks)
+        settle_ctx_free(it->acks);
+    free(it->results);
 }
 
 typedef struct call call_t;
@@ -288,6 +298,7 @@ static void on_send_done(void *ctx, bool ok);
 static void on_status_done(void *ctx, bool ok);
 
 static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
+static grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
 
 /* Starts the next send or the final status. Locked by caller. */
 static void kick_locked(call_t *c)
@@ -308,10 +319,12 @@ static void kick_locked(call_t *c)
         c->qh = (c->qh + 1) % c->qcap;
         c->qn--;
         grpc_byte_buffer *bb = it.bb;
-        if (it.batch) {
+        if (it.batch)
             bb = encode_records(it.batch, true);
-            ks_batch_free(it.batch);
-        }
+        else if (it.acks)
+            bb = encode_ack_results(it.acks, it.results);
+        it.bb = NULL;
+        send_item_drop(&it);
         ops[n].op = GRPC_OP_SEND_MESSAGE;
         ops[n].data.send_message.send_message = bb;
         n++;
@@ -374,7 +387,7 @@ static void call_send_item(call_t *c, send_item_t it)
 /* Queues an encoded message (the call takes bb). */
 static void call_send_bb(call_t *c, grpc_byte_buffer *bb)
 {
-    call_send_item(c, (send_item_t){bb, NULL});
+    call_send_item(c, (send_item_t){.bb = bb});
 }
 
 /* Queues a message (m is packed now; the caller keeps m). */
@@ -644,50 +657,58 @@ static Ksidecar__V1__AckStatus ack_status_of(ks_status_t st)
     }
 }
 
+/* What an engine settle answers: the ids it was asked about, kept with the call. */
+struct settle_ctx {
+    call_t *c;
+    char **ids;
+    size_t n;
+    bool stream; /* answer on the Subscribe stream, not as a unary reply */
+};
+
 /* Encodes SubscribeResponse{ack_results} straight to the wire format, like
  * encode_records: a stream acking every record gets one result per record, and
- * protobuf-c's generic pack of the nested messages cost ~700 instructions each. */
-static size_t ack_result_size(const Ksidecar__V1__AckResult *r, size_t *al, size_t *ml)
+ * protobuf-c's generic pack of the nested messages cost ~700 instructions each. On a
+ * stream an accepted ack needs no words: its status says it. */
+static const char *ack_result_msg(const ks_ack_result_t *r)
 {
-    *al = strlen(r->ack_id);
-    *ml = r->message ? strlen(r->message) : 0;
-    return ld_size(*al) + (r->status ? 1 + vlen(r->status) : 0) + (*ml ? ld_size(*ml) : 0);
+    return r->status == KS_OK || !r->reason ? "" : r->reason;
 }
 
-static grpc_byte_buffer *encode_ack_results(const Ksidecar__V1__AckResult *rs, size_t n)
+static size_t ack_result_size(size_t al, const ks_ack_result_t *r, size_t ml)
 {
-    size_t body = 0, al, ml;
-    for (size_t i = 0; i < n; i++)
-        body += ld_size(ack_result_size(&rs[i], &al, &ml));
+    int st = ack_status_of(r->status);
+    return ld_size(al) + (st ? 1 + vlen((uint64_t)st) : 0) + (ml ? ld_size(ml) : 0);
+}
+
+static grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res)
+{
+    size_t body = 0;
+    for (size_t i = 0; i < x->n; i++)
+        body +=
+            ld_size(ack_result_size(strlen(x->ids[i]), &res[i], strlen(ack_result_msg(&res[i]))));
     size_t total = ld_size(body);
     grpc_slice sl = grpc_slice_malloc(total);
     uint8_t *p = GRPC_SLICE_START_PTR(sl);
     *p++ = 4 << 3 | 2; /* SubscribeResponse.ack_results */
     p = vput(p, body);
-    for (size_t i = 0; i < n; i++) {
-        size_t one = ack_result_size(&rs[i], &al, &ml);
+    for (size_t i = 0; i < x->n; i++) {
+        const char *msg = ack_result_msg(&res[i]);
+        size_t al = strlen(x->ids[i]), ml = strlen(msg);
+        int st = ack_status_of(res[i].status);
         *p++ = 1 << 3 | 2; /* AckResults.results */
-        p = vput(p, one);
-        p = ld_put(p, 1, rs[i].ack_id, al);
-        if (rs[i].status) {
+        p = vput(p, ack_result_size(al, &res[i], ml));
+        p = ld_put(p, 1, x->ids[i], al);
+        if (st) {
             *p++ = 2 << 3;
-            p = vput(p, (uint64_t)rs[i].status);
+            p = vput(p, (uint64_t)st);
         }
         if (ml)
-            p = ld_put(p, 3, rs[i].message, ml);
+            p = ld_put(p, 3, msg, ml);
     }
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     return bb;
 }
-
-/* What an engine settle answers: the ids it was asked about, kept with the call. */
-typedef struct settle_ctx {
-    call_t *c;
-    char **ids;
-    size_t n;
-    bool stream; /* answer on the Subscribe stream, not as a unary reply */
-} settle_ctx_t;
 
 static void settle_ctx_free(settle_ctx_t *x)
 {
@@ -699,6 +720,11 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
 {
     settle_ctx_t *x = opaque;
     call_t *c = x->c;
+    if (x->stream) { /* encoded when its send starts */
+        call_send_item(c, (send_item_t){.acks = x, .results = res});
+        call_unref(c);
+        return;
+    }
     Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
     Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
     if (!rs || !rp)
@@ -710,9 +736,7 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
         ksidecar__v1__ack_result__init(&rs[i]);
         rs[i].ack_id = x->ids[i];
         rs[i].status = ack_status_of(res[i].status);
-        /* On a stream, an accepted ack needs no words: the status says it. */
-        rs[i].message = x->stream && res[i].status == KS_OK ? (char *)(uintptr_t) ""
-                                                            : (char *)(uintptr_t)res[i].reason;
+        rs[i].message = (char *)(uintptr_t)res[i].reason;
         rp[i] = &rs[i];
         if (res[i].status == KS_OK)
             ok++;
@@ -721,9 +745,7 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
             first_msg = res[i].reason;
         }
     }
-    if (x->stream) {
-        call_send_bb(c, encode_ack_results(rs, n));
-    } else if (ok == 0 && first_bad != KS_OK) {
+    if (ok == 0 && first_bad != KS_OK) {
         call_finish(c, grpc_code_of(first_bad), "%s", first_msg);
     } else {
         Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
@@ -1293,7 +1315,7 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
         if (b->has_assignment)
             send_assignment_diff(c, b);
         if (b->cnt) {
-            call_send_item(c, (send_item_t){NULL, b}); /* encoded when its send starts */
+            call_send_item(c, (send_item_t){.batch = b}); /* encoded when its send starts */
             b = NULL;
         }
         if (out < STREAM_PIPELINE)

@@ -83,6 +83,7 @@ health_pb2_grpc = importlib.import_module(f"{HEALTH_PKG}.health_pb2_grpc")
 SERVING = health_pb2.HealthCheckResponse.SERVING
 ACCEPTED = consumer_pb2.ACCEPTED
 STALE = consumer_pb2.STALE
+INVALID = consumer_pb2.INVALID
 
 
 def grpcurl_path():

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import (create_topic, describe_group, produce, started_processes, unique, wait_for,
                       watermarks)
-from grpc_support import (ACCEPTED, SERVING, STALE, SecureSidecar, StreamClosed, SubscribeStream,
+from grpc_support import (ACCEPTED, INVALID, SERVING, STALE, SecureSidecar, StreamClosed, SubscribeStream,
                           bearer, consumer_pb2, consumer_pb2_grpc, grpcurl_path, health_pb2, health_pb2_grpc,
                           make_certs, open_msg, producer_pb2, reflection_file_containing,
                           reflection_services, rpc_code, start_grpc, wait_channel_ready,
@@ -263,6 +263,18 @@ def test_subscribe_nack_and_deadline_extension_on_the_stream(bootstrap, sidecars
         if r is not None and r.WhichOneof("kind") == "ack_results":
             results.update({x.ack_id: x.status for x in r.ack_results.results})
     assert results == {i: ACCEPTED for i in ids}, results
+    # Acked twice, and an id that is no ack id: each result names its own problem, in
+    # the order sent, and an accepted one carries no message.
+    st.ack([ids[0], "not-an-ack-id"])
+    deadline = time.time() + 10
+    got = []
+    while not got and time.time() < deadline:
+        r = st.get(0.5)
+        if r is not None and r.WhichOneof("kind") == "ack_results":
+            got = list(r.ack_results.results)
+    assert [x.ack_id for x in got] == [ids[0], "not-an-ack-id"], got
+    assert got[0].status == ACCEPTED and got[0].message == "", got
+    assert got[1].status == INVALID and "ack id" in got[1].message, got
     wait_for(lambda: all_committed(bootstrap, g, topic, {0: 2}), 30, 1, "commit at 2")
     st.cancel()
     assert sc.stop() == 0
