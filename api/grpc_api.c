@@ -764,8 +764,10 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
 }
 
 /* Sends ids to the engine. Returns false (call finished) on a synchronous error. */
-static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                   char **ids, size_t n, bool stream)
+/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+ * Returns false (call finished) on a synchronous error. */
+static bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
+                         const char *reason, char **ids, size_t n, bool stream)
 {
     settle_ctx_t *x = calloc(1, sizeof(*x));
     if (!x)
@@ -773,7 +775,7 @@ static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, 
     x->c = c;
     x->stream = stream;
     x->n = n;
-    x->ids = ks_strv_pack((const char *const *)ids, n);
+    x->ids = ids;
     char err[512];
     call_ref(c);
     ks_status_t st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids,
@@ -785,6 +787,13 @@ static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, 
         return false;
     }
     return true;
+}
+
+static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                   char **ids, size_t n, bool stream)
+{
+    return settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
+                        stream);
 }
 
 /* ---- group status ---- */
@@ -1475,8 +1484,72 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
         stream_fetch(c, STREAM_WAIT_MS);
 }
 
+/* Reads a varint at *p. False when it runs past end or past 64 bits. */
+static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* The stream's usual message, SubscribeRequest{ack: AckIds{ack_ids}}, read in place into
+ * one block of ids, as ks_strv_pack makes it: protobuf-c allocated every id, then the
+ * ids were copied again. Any other shape, or an id with a byte outside printable ASCII
+ * (no ack id has one), returns NULL, and protobuf-c reads the message as before. */
+static char **fast_ack_ids(grpc_slice sl, size_t *n_out)
+{
+    const uint8_t *p = GRPC_SLICE_START_PTR(sl), *end = p + GRPC_SLICE_LENGTH(sl);
+    uint64_t len;
+    if (p == end || *p++ != (2 << 3 | 2) || !read_varint(&p, end, &len) ||
+        len != (uint64_t)(end - p))
+        return NULL;
+    size_t n = 0, bytes = 0;
+    for (const uint8_t *q = p; q < end;) {
+        uint64_t l;
+        if (*q++ != (1 << 3 | 2) || !read_varint(&q, end, &l) || l > (uint64_t)(end - q))
+            return NULL;
+        for (uint64_t i = 0; i < l; i++)
+            if (q[i] < 0x20 || q[i] > 0x7e)
+                return NULL;
+        q += l;
+        n++;
+        bytes += l + 1;
+    }
+    if (n == 0)
+        return NULL;
+    char **v = malloc(n * sizeof(char *) + bytes);
+    if (!v)
+        abort();
+    char *s = (char *)(v + n);
+    for (size_t i = 0; p < end; i++) {
+        uint64_t l = 0;
+        p++;
+        read_varint(&p, end, &l);
+        memcpy(s, p, l);
+        s[l] = '\0';
+        v[i] = s;
+        s += l + 1;
+        p += l;
+    }
+    *n_out = n;
+    return v;
+}
+
 static void handle_subscribe_msg(call_t *c, grpc_slice sl)
 {
+    size_t n;
+    char **ids = c->opened ? fast_ack_ids(sl, &n) : NULL;
+    if (ids) {
+        settle_owned(c, c->group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
+        return;
+    }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
     if (!r) {
         bad_message(c, "SubscribeRequest");

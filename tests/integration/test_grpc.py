@@ -275,6 +275,15 @@ def test_subscribe_nack_and_deadline_extension_on_the_stream(bootstrap, sidecars
     assert [x.ack_id for x in got] == [ids[0], "not-an-ack-id"], got
     assert got[0].status == ACCEPTED and got[0].message == "", got
     assert got[1].status == INVALID and "ack id" in got[1].message, got
+    # An id outside ASCII takes the general decoding path; its result echoes it intact.
+    st.ack(["ack-\u00e9"])
+    deadline = time.time() + 10
+    got = []
+    while not got and time.time() < deadline:
+        r = st.get(0.5)
+        if r is not None and r.WhichOneof("kind") == "ack_results":
+            got = list(r.ack_results.results)
+    assert [(x.ack_id, x.status) for x in got] == [("ack-\u00e9", INVALID)], got
     wait_for(lambda: all_committed(bootstrap, g, topic, {0: 2}), 30, 1, "commit at 2")
     st.cancel()
     assert sc.stop() == 0
