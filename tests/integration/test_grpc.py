@@ -227,6 +227,17 @@ def test_subscribe_never_holds_more_than_its_credits(bootstrap, sidecars, stream
     assert sc.stop() == 0
 
 
+def ack_results(st, n, timeout=10):
+    """The stream's next ack results, until n of them came (or the timeout)."""
+    deadline = time.time() + timeout
+    got = []
+    while len(got) < n and time.time() < deadline:
+        r = st.get(0.5)
+        if r is not None and r.WhichOneof("kind") == "ack_results":
+            got += list(r.ack_results.results)
+    return got
+
+
 def test_subscribe_nack_and_deadline_extension_on_the_stream(bootstrap, sidecars, streams):
     topic, g = unique("tsnk"), unique("gsnk")
     create_topic(bootstrap, topic, 1)
@@ -256,33 +267,18 @@ def test_subscribe_nack_and_deadline_extension_on_the_stream(bootstrap, sidecars
     assert back and [(pos(x), x.attempt) for x in back] == [((0, 0), 2)], back
     ids = [back[0].ack_id, again[0].ack_id]
     st.ack(ids)
-    deadline = time.time() + 10
-    results = {}
-    while len(results) < 2 and time.time() < deadline:
-        r = st.get(0.5)
-        if r is not None and r.WhichOneof("kind") == "ack_results":
-            results.update({x.ack_id: x.status for x in r.ack_results.results})
+    results = {x.ack_id: x.status for x in ack_results(st, 2)}
     assert results == {i: ACCEPTED for i in ids}, results
     # Acked twice, and an id that is no ack id: each result names its own problem, in
     # the order sent, and an accepted one carries no message.
     st.ack([ids[0], "not-an-ack-id"])
-    deadline = time.time() + 10
-    got = []
-    while not got and time.time() < deadline:
-        r = st.get(0.5)
-        if r is not None and r.WhichOneof("kind") == "ack_results":
-            got = list(r.ack_results.results)
+    got = ack_results(st, 2)
     assert [x.ack_id for x in got] == [ids[0], "not-an-ack-id"], got
     assert got[0].status == ACCEPTED and got[0].message == "", got
     assert got[1].status == INVALID and "ack id" in got[1].message, got
     # An id outside ASCII takes the general decoding path; its result echoes it intact.
     st.ack(["ack-\u00e9"])
-    deadline = time.time() + 10
-    got = []
-    while not got and time.time() < deadline:
-        r = st.get(0.5)
-        if r is not None and r.WhichOneof("kind") == "ack_results":
-            got = list(r.ack_results.results)
+    got = ack_results(st, 1)
     assert [(x.ack_id, x.status) for x in got] == [("ack-\u00e9", INVALID)], got
     wait_for(lambda: all_committed(bootstrap, g, topic, {0: 2}), 30, 1, "commit at 2")
     st.cancel()
