@@ -156,7 +156,7 @@ struct call {
     grpc_call *call;
     grpc_call_details details;
     grpc_metadata_array req_md;
-    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status;
+    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick;
     method_t method;
     bool stream_in;
     pthread_mutex_t lock; /* guards everything below */
@@ -296,6 +296,7 @@ static const char *md_get(const call_t *c, const char *key, char *buf, size_t si
 
 static void on_send_done(void *ctx, bool ok);
 static void on_status_done(void *ctx, bool ok);
+static void on_kick(void *ctx, bool ok);
 
 static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
 static grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
@@ -379,8 +380,22 @@ static void call_send_item(call_t *c, send_item_t it)
     }
     c->q[(c->qh + c->qn) % c->qcap] = it;
     c->qn++;
-    if (!c->sending)
-        kick_locked(c);
+    if (!c->sending) {
+        if (it.batch || it.acks) {
+            /* Encoding is per record: leave it to a completion-queue thread, not the
+             * caller's (the group loop's). An empty batch posts on_kick there at once;
+             * `sending` holds the slot until then. */
+            c->sending = true;
+            c->refs++;
+            if (grpc_call_start_batch(c->call, NULL, 0, &c->ev_kick, NULL) != GRPC_CALL_OK) {
+                c->refs--;
+                c->sending = false;
+                kick_locked(c);
+            }
+        } else {
+            kick_locked(c);
+        }
+    }
     pthread_mutex_unlock(&c->lock);
 }
 
@@ -414,6 +429,17 @@ static void call_finish(call_t *c, grpc_status_code st, const char *fmt, ...)
             kick_locked(c);
     }
     pthread_mutex_unlock(&c->lock);
+}
+
+static void on_kick(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    c->sending = false;
+    if (c->qn > 0 || c->want_status)
+        kick_locked(c);
+    pthread_mutex_unlock(&c->lock);
+    call_unref(c);
 }
 
 static void on_send_done(void *ctx, bool ok)
@@ -1856,6 +1882,7 @@ static void arm_request(ks_grpc_t *s)
     c->ev_send = (ev_t){on_send_done, c};
     c->ev_close = (ev_t){on_close, c};
     c->ev_status = (ev_t){on_status_done, c};
+    c->ev_kick = (ev_t){on_kick, c};
     c->last_health = -1;
     if (grpc_server_request_call(s->server, &c->call, &c->details, &c->req_md, s->cq, s->cq,
                                  &c->ev_accept) != GRPC_CALL_OK) {
