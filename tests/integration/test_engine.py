@@ -163,6 +163,31 @@ def test_c_backpressure_keeps_memory_flat_then_delivers_everything(bootstrap, si
     assert sc.stop() == 0
 
 
+def test_full_partition_queues_refill_with_nothing_lost_or_repeated(bootstrap, sidecars):
+    # Tiny fetches and a tiny librdkafka queue per partition: the queue is full after every
+    # ~100 records, and each time ksidecar empties it, it seeks the partition to where the
+    # queue ended to wake librdkafka's fetcher (~200 such seeks here). Every record must
+    # still come exactly once, in order, and be committed.
+    topic, g = unique("tqf"), unique("gqf")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 20_000, size=100)
+    ends = watermarks(bootstrap, topic)
+    sc = sidecars(["--window.max_records=500", "--kafka.queued.max.messages.kbytes=16",
+                   "--kafka.max.partition.fetch.bytes=16384"])
+    got = []
+    deadline = time.time() + 120
+    while len(got) < 20_000 and time.time() < deadline:
+        recs = sc.fetch(g, topic, max=1000, wait_ms=1000)
+        if recs:
+            st, body = sc.ack(g, [r["ack_id"] for r in recs])
+            assert st == 200 and body["rejected"] == 0, body
+            got += recs
+    assert [r["offset"] for r in got] == list(range(20_000))
+    assert all(r["attempt"] == 1 for r in got)
+    wait_for(lambda: all_committed(bootstrap, g, topic, ends), 30, 1, "all committed")
+    assert sc.stop() == 0
+
+
 def test_d_kill_9_mid_stream_redelivers_exactly_the_unacked(bootstrap, sidecars):
     topic, g = unique("tcrash"), unique("gcrash")
     create_topic(bootstrap, topic, 4)
