@@ -1555,7 +1555,10 @@ static void part_wake_fetcher(ks_group_t *g, part_t *p)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-/* Moves records from each partition's queue into its window while the window has room. */
+#define INTAKE_BATCH 256
+
+/* Moves records from each partition's queue into its window while the window has room
+ * (a window may pass window.max_bytes by one batch). */
 static void intake(ks_group_t *g)
 {
     for (size_t i = 0; i < g->part_cnt; i++) {
@@ -1566,18 +1569,24 @@ static void intake(ks_group_t *g)
         if ((int64_t)len * 2 >= g->q_max_msgs ||
             (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
             p->q_was_full = true;
-        for (;;) {
-            if (!part_has_room(g, p))
-                break;
-            rd_kafka_message_t *m = rd_kafka_consume_queue(p->q, 0);
-            if (!m) {
+        /* In batches: one queue lock for many records. librdkafka 2.0.x's batch consume
+         * mishandles pause and resume (fixed in 2.1.0); ksidecar never pauses, and its
+         * seeks and rebalances run on this thread between batches. */
+        rd_kafka_message_t *ms[INTAKE_BATCH];
+        while (part_has_room(g, p)) {
+            size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
+            ssize_t n = rd_kafka_consume_batch_queue(p->q, 0, ms,
+                                                     room < INTAKE_BATCH ? room : INTAKE_BATCH);
+            if (n <= 0) {
                 if (p->q_was_full)
                     part_wake_fetcher(g, p);
                 p->q_was_full = false;
                 break;
             }
-            p->q_avg_bytes += ((double)(m->len + m->key_len) - p->q_avg_bytes) / 64;
-            handle_message(g, p, m);
+            for (ssize_t k = 0; k < n; k++) {
+                p->q_avg_bytes += ((double)(ms[k]->len + ms[k]->key_len) - p->q_avg_bytes) / 64;
+                handle_message(g, p, ms[k]);
+            }
         }
         part_check_bound(g, p);
     }
