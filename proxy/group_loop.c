@@ -1489,7 +1489,7 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
     if (!p)
         p = part_find(g, rd_kafka_topic_name(m->rkt), m->partition);
     if (!p || p->state == KS_PS_REVOKING || m->offset < p->win.end_offset) {
-        /* Not ours any more, or fetched again after a pause: already held. */
+        /* Not ours any more, or already held (fetched again after a seek). */
         rd_kafka_message_destroy(m);
         return;
     }
@@ -1855,7 +1855,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     rd_kafka_poll_set_consumer(g->rk);
     g->cq = rd_kafka_queue_get_consumer(g->rk);
     g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
-    g->q_max_bytes = conf_int(g->rk, "queued.max.messages.kbytes") * 1024;
+    int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
+    g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;
 
     if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
