@@ -37,6 +37,15 @@
  * message 1.25-1.26M rec/s, 2,000 1.23-1.39M, 4,000 1.30-1.51M, 8,000 1.38-1.49M. (When
  * partitions still paused at the window bound, 10,000 did far worse than 2,000.) */
 #define STREAM_BATCH_MAX 4000
+/* Most key+value bytes in one message of records (stream or unary Fetch): three quarters
+ * of grpc.max_message_bytes (4 MB, as gRPC clients' own default limit), leaving room for
+ * the other fields of up to 4,000 records. The credits alone may allow more
+ * (subscriber.max_bytes is 10 MB), and a larger message ended the call. A single larger
+ * record still goes alone; the server and the client must raise their limits for it. */
+static int64_t msg_max_record_bytes(const ks_config_t *cfg)
+{
+    return cfg->grpc_max_message_bytes / 4 * 3;
+}
 
 /* The descriptor set of our protos, embedded at build time for reflection. */
 extern const unsigned char ks_descriptor_set[];
@@ -1052,7 +1061,8 @@ static void handle_unary(call_t *c, grpc_slice sl)
             ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
                                  .wait_ms = r->wait_ms,
                                  .deadline_ms = r->deadline_ms,
-                                 .subscriber = r->subscriber};
+                                 .subscriber = r->subscriber,
+                                 .max_bytes = msg_max_record_bytes(s->cfg)};
             call_ref(c);
             st = ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
                                  on_unary_fetch, c, err, sizeof(err));
@@ -1376,6 +1386,7 @@ static void stream_fetch(call_t *c, int wait_ms)
                          .subscriber = c->sub,
                          .credit_records = c->credit_records,
                          .credit_bytes = c->credit_bytes,
+                         .max_bytes = msg_max_record_bytes(c->s->cfg),
                          .notify = 1};
     char err[512];
     pthread_mutex_lock(&c->lock);

@@ -79,6 +79,8 @@ typedef struct ks_fetch_opts {
     const char *subscriber; /* the pull session's name; NULL or "" is "default" */
     int64_t credit_records; /* the subscriber's credits; 0 takes subscriber.max_records */
     int64_t credit_bytes;   /* 0 takes subscriber.max_bytes */
+    int64_t max_bytes;      /* most key+value bytes in the batch, 0 for no bound; a batch
+                             * always holds at least one record */
     int notify;             /* also end the wait when the assignment changed, with a snapshot */
 } ks_fetch_opts_t;
 

@@ -52,6 +52,7 @@ typedef struct cmd {
             int deadline_ms;
             char sub[64];
             int64_t credit_records, credit_bytes;
+            int64_t max_bytes; /* 0: no bound */
             bool notify;
             int64_t wait_until_ms;
             ks_fetch_cb *cb;
@@ -1038,6 +1039,7 @@ typedef struct take {
     cmd_t *c;
     sub_t *sub;
     size_t n, cap;
+    int64_t bytes; /* key+value bytes taken */
     ks_win_entry_t **ents;
     part_t **eparts;
     size_t pcur;      /* round-robin cursor over partitions */
@@ -1063,7 +1065,9 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         ks_win_entry_t *e = ks_key_sched_next(&p->sched, &p->win, !p->held_back);
         if (!e)
             continue;
-        if (s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) {
+        int64_t max_bytes = t->c->u.fetch.max_bytes;
+        if ((s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) ||
+            (t->n > 0 && max_bytes > 0 && t->bytes + (int64_t)e->bytes > max_bytes)) {
             ks_key_sched_requeue(&p->sched, &p->win, e);
             t->dry = true;
             return;
@@ -1082,6 +1086,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             if (!t->ents || !t->eparts)
                 abort();
         }
+        t->bytes += e->bytes;
         t->ents[t->n] = e;
         t->eparts[t->n] = p;
         t->n++;
@@ -1921,6 +1926,7 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
     c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
     c->u.fetch.credit_records = opts->credit_records;
     c->u.fetch.credit_bytes = opts->credit_bytes;
+    c->u.fetch.max_bytes = opts->max_bytes;
     c->u.fetch.notify = opts->notify != 0;
     c->u.fetch.cb = cb;
     c->u.fetch.opaque = opaque;

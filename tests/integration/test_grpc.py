@@ -1,6 +1,7 @@
 """The gRPC edge through the real binary against the real broker: Subscribe streams (credits,
 acks, cancel-and-redeliver), the unary calls (stale acks, Seek, Produce), status codes,
 limits, health, reflection (also through grpcurl), TLS, mTLS and bearer-token auth."""
+import json
 import subprocess
 import time
 import urllib.request
@@ -166,6 +167,37 @@ def test_subscribe_consumes_10000_records_acks_every_batch_and_commits(bootstrap
 
 
 # 2 ----------------------------------------------------------------------------------------
+
+def test_large_records_come_in_messages_a_default_client_accepts(bootstrap, sidecars, streams):
+    # grpcio's default receive limit is 4 MB; the default credits allow 10 MB unacked.
+    # 1,000 records of 10 KB, all in the window before the stream opens (a static group),
+    # must arrive in several messages, each under the limit.
+    topic, g = unique("tbig"), unique("gbig")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 1000, size=10_000)
+    static = json.dumps([{"name": g, "topics": [topic]}])
+    sc = start_grpc(sidecars, [f"--groups.static={static}"])
+    def in_window():
+        parts = sc.get(f"/v1/groups/{g}")[1].get("partitions") or [{}]
+        return parts[0].get("window_records") == 1000
+
+    wait_for(in_window, 30, 0.5, "all 1,000 records in the window")
+    st = streams(sc.consumer, open_msg(g, topic, records=5000))
+    got, batches = [], 0
+    deadline = time.time() + 60
+    while len(got) < 1000 and time.time() < deadline:
+        r = st.get(1)  # raises StreamClosed if a message broke the client's limit
+        if r is not None and r.WhichOneof("kind") == "batch":
+            recs = list(r.batch.records)
+            assert r.ByteSize() < 4 * 1024 * 1024, r.ByteSize()
+            got += recs
+            batches += 1
+            st.ack([x.ack_id for x in recs])
+    assert sorted(x.offset for x in got) == list(range(1000))
+    assert all(len(x.value) == 10_000 for x in got)
+    assert batches >= 3, batches
+    st.cancel()
+
 
 def test_subscribe_never_holds_more_than_its_credits(bootstrap, sidecars, streams):
     topic, g = unique("tcred"), unique("gcred")
