@@ -105,14 +105,12 @@ typedef struct ev {
     void *ctx;
 } ev_t;
 
-/* A queued message: encoded, or a record batch encoded when its send starts, which is
- * usually on a completion-queue thread (the previous send's completion) rather than on
- * the group loop's thread that produced the batch. */
 typedef struct settle_ctx settle_ctx_t;
 static void settle_ctx_free(settle_ctx_t *x);
 
-/* A queued stream message: encoded already (bb), or encoded when its send starts, off
- * the group loop's thread (batch; or acks with their results). */
+/* A queued message: encoded already (bb), or encoded when its send starts, on a
+ * completion-queue thread rather than the group loop's (a record batch, or acks with
+ * their results). */
 typedef struct send_item {
     grpc_byte_buffer *bb;
     ks_batch_t *batch;
@@ -799,7 +797,6 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
     call_unref(c);
 }
 
-/* Sends ids to the engine. Returns false (call finished) on a synchronous error. */
 /* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 static bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
@@ -825,6 +822,7 @@ static bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_
     return true;
 }
 
+/* settle_owned for ids the caller keeps. */
 static bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
                    char **ids, size_t n, bool stream)
 {
@@ -1642,18 +1640,9 @@ static void reflection_load(ks_grpc_t *s)
      * FileDescriptorProto whose field 1 is the file name. */
     const unsigned char *p = ks_descriptor_set, *end = p + ks_descriptor_set_len;
     while (p < end && s->file_cnt < 16) {
-        uint64_t tag = 0, len = 0;
-        int shift = 0;
-        while (p < end && (*p & 0x80))
-            tag |= (uint64_t)(*p++ & 0x7f) << shift, shift += 7;
-        if (p < end)
-            tag |= (uint64_t)(*p++) << shift;
-        shift = 0;
-        while (p < end && (*p & 0x80))
-            len |= (uint64_t)(*p++ & 0x7f) << shift, shift += 7;
-        if (p < end)
-            len |= (uint64_t)(*p++) << shift;
-        if (tag != ((1 << 3) | 2) || len > (uint64_t)(end - p))
+        uint64_t tag, len;
+        if (!read_varint(&p, end, &tag) || !read_varint(&p, end, &len) || tag != ((1 << 3) | 2) ||
+            len > (uint64_t)(end - p))
             break;
         s->files[s->file_cnt].data = (uint8_t *)(uintptr_t)p;
         s->files[s->file_cnt].len = len;

@@ -106,7 +106,7 @@ typedef struct part {
      * while the window is full; nothing fetched is thrown away. */
     rd_kafka_queue_t *q;
     bool q_was_full;    /* seen near librdkafka's queued.* limits: its fetcher may sleep */
-    double q_avg_bytes; /* running average size of a record from q */
+    double q_avg_bytes; /* average key+value size of the last batch taken from q */
 } part_t;
 
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
@@ -1525,7 +1525,6 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
         e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
     }
     ks_key_sched_add(&p->sched, &p->win, e, has_key, kh);
-    part_check_bound(g, p);
 }
 
 /* Serves the consumer queue (records, errors, rebalance callbacks) on every wakeup:
@@ -1562,37 +1561,45 @@ static void part_wake_fetcher(ks_group_t *g, part_t *p)
 
 #define INTAKE_BATCH 256
 
-/* Moves records from each partition's queue into its window while the window has room
- * (a window may pass window.max_bytes by one batch). */
+/* Moves records from p's queue into its window while the window has room (a window may
+ * pass window.max_bytes by one batch). */
+static void intake_part(ks_group_t *g, part_t *p)
+{
+    size_t len = rd_kafka_queue_length(p->q);
+    if ((int64_t)len * 2 >= g->q_max_msgs ||
+        (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
+        p->q_was_full = true;
+    /* In batches: one call for many records. librdkafka 2.0.x's batch consume mishandles
+     * pause and resume (fixed in 2.1.0); ksidecar never pauses, and its seeks and
+     * rebalances run on this thread between batches. */
+    rd_kafka_message_t *ms[INTAKE_BATCH];
+    while (part_has_room(g, p)) {
+        size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
+        ssize_t n =
+            rd_kafka_consume_batch_queue(p->q, 0, ms, room < INTAKE_BATCH ? room : INTAKE_BATCH);
+        if (n <= 0) {
+            if (p->q_was_full)
+                part_wake_fetcher(g, p);
+            p->q_was_full = false;
+            return;
+        }
+        size_t bytes = 0;
+        for (ssize_t k = 0; k < n; k++) {
+            bytes += ms[k]->len + ms[k]->key_len;
+            handle_message(g, p, ms[k]);
+        }
+        p->q_avg_bytes = (double)bytes / (double)n;
+    }
+}
+
+/* Fills the windows that have room, then marks each partition at its bound PAUSED (or
+ * ACTIVE again), records from the consumer queue included. */
 static void intake(ks_group_t *g)
 {
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (!p->q || !ks_pstate_deliverable(p->state) || !part_has_room(g, p))
-            continue;
-        size_t len = rd_kafka_queue_length(p->q);
-        if ((int64_t)len * 2 >= g->q_max_msgs ||
-            (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
-            p->q_was_full = true;
-        /* In batches: one queue lock for many records. librdkafka 2.0.x's batch consume
-         * mishandles pause and resume (fixed in 2.1.0); ksidecar never pauses, and its
-         * seeks and rebalances run on this thread between batches. */
-        rd_kafka_message_t *ms[INTAKE_BATCH];
-        while (part_has_room(g, p)) {
-            size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
-            ssize_t n = rd_kafka_consume_batch_queue(p->q, 0, ms,
-                                                     room < INTAKE_BATCH ? room : INTAKE_BATCH);
-            if (n <= 0) {
-                if (p->q_was_full)
-                    part_wake_fetcher(g, p);
-                p->q_was_full = false;
-                break;
-            }
-            for (ssize_t k = 0; k < n; k++) {
-                p->q_avg_bytes += ((double)(ms[k]->len + ms[k]->key_len) - p->q_avg_bytes) / 64;
-                handle_message(g, p, ms[k]);
-            }
-        }
+        if (p->q && ks_pstate_deliverable(p->state) && part_has_room(g, p))
+            intake_part(g, p);
         part_check_bound(g, p);
     }
 }
