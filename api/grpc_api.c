@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "ack_id.h"
+#include "grpc_tsan.h"
 #include "grpc/health/v1/health.pb-c.h"
 #include "grpc/reflection/v1/reflection.pb-c.h"
 #include "ksidecar/v1/consumer.pb-c.h"

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Configures and builds ksidecar into build/ (or build-asan/ with KSIDECAR_BUILD_SANITIZE=1).
+# Configures and builds ksidecar into build/ (or build-asan/ with KSIDECAR_BUILD_SANITIZE=1,
+# build-tsan/ with KSIDECAR_BUILD_TSAN=1).
 # CI=true turns warnings into errors.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -9,6 +10,10 @@ opts=(-DCMAKE_BUILD_TYPE=RelWithDebInfo)
 if [ "${KSIDECAR_BUILD_SANITIZE:-0}" = 1 ]; then
   dir=build-asan
   opts=(-DCMAKE_BUILD_TYPE=Debug -DKSIDECAR_SANITIZE=ON)
+fi
+if [ "${KSIDECAR_BUILD_TSAN:-0}" = 1 ]; then
+  dir=build-tsan
+  opts=(-DCMAKE_BUILD_TYPE=Debug -DKSIDECAR_TSAN=ON)
 fi
 if [ "${CI:-}" = true ] || [ "${KSIDECAR_BUILD_WERROR:-0}" = 1 ]; then
   opts+=(-DKSIDECAR_WERROR=ON)
