@@ -4,6 +4,7 @@
 #   kafka.sh fetch                 resolve the jars named in pom.xml into the cache
 #   kafka.sh start DIR             start a broker whose state lives in DIR; prints its bootstrap address
 #   kafka.sh stop DIR              stop it (TERM, then KILL) and remove DIR
+#   kafka.sh restart DIR           start DIR's broker again, same ports and data (after a kill -9)
 #   kafka.sh run CMD [ARGS...]     start a broker, run CMD with KSIDECAR_TEST_BOOTSTRAP set, always stop it
 #   kafka.sh groups ARGS...        Kafka's ConsumerGroupCommand (e.g. --bootstrap-server B --describe --group G)
 #
@@ -80,10 +81,20 @@ PROPS
   uuid="$("$java" "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool random-uuid 2>>"$dir/broker.log" | tail -n1)"
   "$java" "${jopts[@]}" -cp "$cp" kafka.tools.StorageTool format -t "$uuid" \
     -c "$dir/server.properties" --standalone >>"$dir/broker.log" 2>&1
+  echo "127.0.0.1:$bport" > "$dir/bootstrap"
+  launch "$dir"
+}
+
+# Starts the broker configured in DIR (its data kept) and waits until it is ready.
+launch() {
+  local dir="$1"
+  local java; java="$(java_bin)"
+  local cp="$LIBS/*"
+  local jopts=(-Xms512m -Xmx1g -XX:+UseG1GC -Dlog4j2.configurationFile="$dir/log4j2.properties")
+  local bport; bport="$(sed 's/.*://' "$dir/bootstrap")"
   setsid "$java" "${jopts[@]}" -cp "$cp" kafka.Kafka "$dir/server.properties" \
     >>"$dir/broker.out" 2>&1 < /dev/null &
   echo $! > "$dir/pid"
-  echo "127.0.0.1:$bport" > "$dir/bootstrap"
   # Ready means the broker answers a metadata request and has registered itself.
   local i
   for i in $(seq 1 120); do
@@ -144,6 +155,7 @@ case "$cmd" in
   fetch) fetch ;;
   start) start "$1" ;;
   stop) stop "$1" ;;
+  restart) fetch; launch "$1" ;;
   run) run "$@" ;;
   groups) groups "$@" ;;
   *) sed -n '2,10p' "$0" >&2; exit 2 ;;
