@@ -100,6 +100,7 @@ typedef struct part {
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
     int64_t held_since_ms;    /* held_back: since when */
     int64_t held_warned_ms;   /* held_back: when it was last warned about */
+    int64_t held_commit_ms;   /* held_back: when commit_held last committed it */
     int64_t meta_truncations; /* commits whose metadata had to drop acks */
     /* What the commit metadata said at assignment, for offsets not fetched yet. */
     ks_commit_meta_t restore;
@@ -498,6 +499,25 @@ static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
 
 /* ---- commits and their metadata ---- */
 
+static void commit_moved(ks_group_t *g, bool sync, part_t *only);
+
+/* A held-back partition whose commit point moved commits at once, at most every
+ * HELD_COMMIT_MS, not on the next interval: its cut follows the commit point, and the
+ * records that come below it go out without waiting for the tick. @locality group loop */
+#define HELD_COMMIT_MS 20
+static void commit_held(ks_group_t *g, int64_t now)
+{
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (p->held_back && p->state != KS_PS_INITIALIZING &&
+            now - p->held_commit_ms >= HELD_COMMIT_MS &&
+            ks_ack_window_commit_point(&p->win) != p->committed) {
+            p->held_commit_ms = now;
+            commit_moved(g, false, p);
+        }
+    }
+}
+
 /* Builds p's metadata: acks above the commit point and the attempt counts of records
  * delivered but not acked, from the window
  * and from restored metadata for offsets not fetched yet. Returns the text length or -1. */
@@ -530,7 +550,7 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
             p->restore.attempts[i].offset >= cp)
             m.attempts[m.attempt_cnt++] = p->restore.attempts[i];
     int64_t cut = -1;
-    int len = ks_commit_meta_encode(&m, buf, size, &cut);
+    int len = ks_commit_meta_encode_fit(&m, buf, size, &cut);
     bool was = p->held_back;
     p->held_back = cut >= 0;
     p->meta_cut = cut;
@@ -1754,6 +1774,7 @@ static void *loop_main(void *arg)
         }
         intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
+        commit_held(g, now);
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
             commit_moved(g, false, NULL);

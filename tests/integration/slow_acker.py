@@ -16,6 +16,7 @@ class SlowAcker:
         self.acked = set()       # offsets whose ack was accepted
         self.deliveries = 0      # records received, redeliveries included
         self.fetches = 0
+        self.empty = 0           # fetches that brought nothing
         self.held = []           # (release at fetch number, record)
         self.out_keys = {}       # key -> offset out now (delivered, not acked)
         self.last_progress = time.time()
@@ -40,6 +41,7 @@ class SlowAcker:
         number of records fetched."""
         recs = sc.fetch(self.group, self.topic, max=self.batch, wait_ms=self.wait_ms)
         self.fetches += 1
+        self.empty += not recs
         now = time.time()
         if recs:
             self.max_gap = max(self.max_gap, now - self.last_progress)

@@ -61,3 +61,4 @@ def test_out_of_order_acks_and_kill_9_never_stall_a_held_back_partition(bootstra
     assert truncations > 0, "the metadata never overflowed: the test did not test holding back"
     assert client.max_gap < STALL_S
     assert procs[-1].stop() == 0
+
