@@ -1901,7 +1901,14 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
          * this long: at 500 ms that stalled the tail of a 2M-record drain by ~350 ms in
          * about half the runs (its fetch debug log shows it). */
         conf_set(conf, "fetch.wait.max.ms", "100", err, errsize) < 0 ||
-        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0)
+        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0 ||
+        /* A killed sidecar's partitions wait this long for another member: librdkafka's
+         * 45 s default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above
+         * the broker's default group.min.session.timeout.ms (6 s) with room for a broker or
+         * network hiccup; heartbeats every second give it ten chances. A restarted process
+         * takes its partitions back at once with kafka.group.instance.id (README). */
+        conf_set(conf, "session.timeout.ms", "10000", err, errsize) < 0 ||
+        conf_set(conf, "heartbeat.interval.ms", "1000", err, errsize) < 0)
         goto fail_conf;
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
         if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)
