@@ -503,13 +503,14 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only);
 
 /* A held-back partition whose commit point moved commits at once, at most every
  * HELD_COMMIT_MS, not on the next interval: its cut follows the commit point, and the
- * records that come below it go out without waiting for the tick. @locality group loop */
+ * records that come below it go out without waiting for the tick. A commit that failed
+ * (committed == -1) is retried on the interval, as usual. @locality group loop */
 #define HELD_COMMIT_MS 20
 static void commit_held(ks_group_t *g, int64_t now)
 {
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (p->held_back && p->state != KS_PS_INITIALIZING &&
+        if (p->held_back && p->state != KS_PS_INITIALIZING && p->committed >= 0 &&
             now - p->held_commit_ms >= HELD_COMMIT_MS &&
             ks_ack_window_commit_point(&p->win) != p->committed) {
             p->held_commit_ms = now;
