@@ -260,6 +260,25 @@ int ks_commit_meta_encode(const ks_commit_meta_t *m, char *buf, size_t max_bytes
     return (int)w.pos;
 }
 
+int ks_commit_meta_encode_fit(ks_commit_meta_t *m, char *buf, size_t max_bytes, int64_t *cut_offset)
+{
+    int64_t cut = -1;
+    int len = ks_commit_meta_encode(m, buf, max_bytes, &cut);
+    if (len >= 0 && cut >= 0) {
+        size_t k = 0;
+        for (size_t i = 0; i < m->attempt_cnt; i++)
+            if (m->attempts[i].attempts > 1)
+                m->attempts[k++] = m->attempts[i];
+        if (k < m->attempt_cnt) {
+            m->attempt_cnt = k;
+            len = ks_commit_meta_encode(m, buf, max_bytes, &cut);
+        }
+    }
+    if (len >= 0 && cut_offset)
+        *cut_offset = cut;
+    return len;
+}
+
 /* ------------------------------------------------------------------------------------------ */
 /* Decoding */
 

@@ -65,6 +65,15 @@ typedef struct ks_commit_meta {
 int ks_commit_meta_encode(const ks_commit_meta_t *m, char *buf, size_t max_bytes,
                           int64_t *cut_offset);
 
+/* As ks_commit_meta_encode, but when m does not fit it first leaves out the attempt entries
+ * with attempts == 1 (removing them from m->attempts, which is why m is not const) and encodes
+ * again; only then does it drop the highest offsets. Acks cost about 2 bytes a run, an attempt
+ * entry about 3, so out-of-order acks keep about twice as many offsets in the budget. The price:
+ * after a crash, a record delivered once and not acked comes back as attempt 1 again, as it
+ * does when the crash comes before the commit that would have counted it. */
+int ks_commit_meta_encode_fit(ks_commit_meta_t *m, char *buf, size_t max_bytes,
+                              int64_t *cut_offset);
+
 /* Decodes text (len bytes, not necessarily NUL-terminated; may be NULL when len is 0) committed
  * with offset commit_offset into out, whose previous contents are overwritten, not freed.
  *

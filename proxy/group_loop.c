@@ -96,7 +96,11 @@ typedef struct part {
     size_t leased;            /* entries in LEASED state */
     int64_t committed;        /* the last offset sent in a commit, -1 if none */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
-    bool held_back;           /* metadata overflowed: no new deliveries */
+    bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
+    int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
+    int64_t held_since_ms;    /* held_back: since when */
+    int64_t held_warned_ms;   /* held_back: when it was last warned about */
+    int64_t held_commit_ms;   /* held_back: when commit_held last committed it */
     int64_t meta_truncations; /* commits whose metadata had to drop acks */
     /* What the commit metadata said at assignment, for offsets not fetched yet. */
     ks_commit_meta_t restore;
@@ -462,7 +466,58 @@ static void part_check_bound(ks_group_t *g, part_t *p)
         part_move(g, p, KS_PS_ACTIVE);
 }
 
+/* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
+ * the metadata's cut, and the commit point's own, always go out. @locality group loop */
+static int64_t part_hold_from(const part_t *p)
+{
+    return p->held_back ? ks_key_sched_hold_from(p->meta_cut, ks_ack_window_commit_point(&p->win))
+                        : KS_HOLD_NONE;
+}
+
+/* Warns about a partition held back for HELD_WARN_MS, then every HELD_REWARN_MS while it
+ * stays so, with what its commit point waits for. @locality group loop */
+#define HELD_WARN_MS   5000
+#define HELD_REWARN_MS 30000
+static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
+{
+    int64_t every = p->held_warned_ms == p->held_since_ms ? HELD_WARN_MS : HELD_REWARN_MS;
+    if (!p->held_back || now - p->held_warned_ms < every)
+        return;
+    p->held_warned_ms = now;
+    int64_t cp = ks_ack_window_commit_point(&p->win);
+    const ks_win_entry_t *e = cp >= 0 ? ks_ack_window_get(&p->win, cp) : NULL;
+    ks_warn(g->log_name,
+            "%s[%d]: new deliveries from offset %lld on held back for %lld s: the commit "
+            "metadata (commit.metadata_max_bytes=%d) cannot carry the acks above commit point "
+            "%lld, which waits for its record (%s, attempt %d; %zu records of the partition "
+            "leased); only records below the cut are delivered until it moves",
+            p->topic, p->partition, (long long)part_hold_from(p),
+            (long long)((now - p->held_since_ms) / 1000), g->cfg->meta_max_bytes, (long long)cp,
+            e ? ks_rec_state_str((ks_rec_state_t)e->state) : "not fetched yet",
+            e ? (int)e->attempts : 0, p->leased);
+}
+
 /* ---- commits and their metadata ---- */
+
+static void commit_moved(ks_group_t *g, bool sync, part_t *only);
+
+/* A held-back partition whose commit point moved commits at once, at most every
+ * HELD_COMMIT_MS, not on the next interval: its cut follows the commit point, and the
+ * records that come below it go out without waiting for the tick. A commit that failed
+ * (committed == -1) is retried on the interval, as usual. @locality group loop */
+#define HELD_COMMIT_MS 20
+static void commit_held(ks_group_t *g, int64_t now)
+{
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (p->held_back && p->state != KS_PS_INITIALIZING && p->committed >= 0 &&
+            now - p->held_commit_ms >= HELD_COMMIT_MS &&
+            ks_ack_window_commit_point(&p->win) != p->committed) {
+            p->held_commit_ms = now;
+            commit_moved(g, false, p);
+        }
+    }
+}
 
 /* Builds p's metadata: acks above the commit point and the attempt counts of records
  * delivered but not acked, from the window
@@ -496,17 +551,20 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
             p->restore.attempts[i].offset >= cp)
             m.attempts[m.attempt_cnt++] = p->restore.attempts[i];
     int64_t cut = -1;
-    int len = ks_commit_meta_encode(&m, buf, size, &cut);
+    int len = ks_commit_meta_encode_fit(&m, buf, size, &cut);
     bool was = p->held_back;
     p->held_back = cut >= 0;
+    p->meta_cut = cut;
     if (cut >= 0) {
         p->meta_truncations++;
-        if (!was)
+        if (!was) {
+            p->held_since_ms = p->held_warned_ms = ks_now_ms();
             ks_warn(g->log_name,
                     "%s[%d]: commit metadata exceeds %zu bytes; acks from offset %lld on are "
                     "dropped from it (they would be redelivered after a crash) and new "
-                    "deliveries are held back until it fits",
+                    "deliveries from there on are held back until it fits",
                     p->topic, p->partition, size, (long long)cut);
+        }
     } else if (was) {
         ks_info(g->log_name, "%s[%d]: commit metadata fits again; deliveries resume", p->topic,
                 p->partition);
@@ -525,10 +583,12 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
     char *buf = malloc(mcap);
     if (!buf)
         abort();
+    int64_t now = ks_now_ms();
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
         if ((only && p != only) || p->state == KS_PS_INITIALIZING)
             continue;
+        part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
         if (cp < 0 || (cp == p->committed && !p->meta_dirty))
             continue;
@@ -1062,7 +1122,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         if (!ks_pstate_deliverable(p->state) || !ks_key_sched_maybe_ready(&p->sched) ||
             !wants_topic(t->c, p->topic))
             continue;
-        ks_win_entry_t *e = ks_key_sched_next(&p->sched, &p->win, !p->held_back);
+        ks_win_entry_t *e = ks_key_sched_take(&p->sched, &p->win, part_hold_from(p));
         if (!e)
             continue;
         int64_t max_bytes = t->c->u.fetch.max_bytes;
@@ -1715,6 +1775,7 @@ static void *loop_main(void *arg)
         }
         intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
+        commit_held(g, now);
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
             commit_moved(g, false, NULL);
@@ -1841,7 +1902,14 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
          * this long: at 500 ms that stalled the tail of a 2M-record drain by ~350 ms in
          * about half the runs (its fetch debug log shows it). */
         conf_set(conf, "fetch.wait.max.ms", "100", err, errsize) < 0 ||
-        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0)
+        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0 ||
+        /* A killed sidecar's partitions wait this long for another member: librdkafka's
+         * 45 s default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above
+         * the broker's default group.min.session.timeout.ms (6 s) with room for a broker or
+         * network hiccup; heartbeats every second give it ten chances. A restarted process
+         * takes its partitions back at once with kafka.group.instance.id (README). */
+        conf_set(conf, "session.timeout.ms", "10000", err, errsize) < 0 ||
+        conf_set(conf, "heartbeat.interval.ms", "1000", err, errsize) < 0)
         goto fail_conf;
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
         if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)

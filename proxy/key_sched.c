@@ -235,14 +235,14 @@ void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
     chain_remove(s, c);
 }
 
-ks_win_entry_t *ks_key_sched_next(ks_key_sched_t *s, ks_ack_window_t *w, bool allow_new)
+ks_win_entry_t *ks_key_sched_take(ks_key_sched_t *s, ks_ack_window_t *w, int64_t hold_from)
 {
     while (s->heap_cnt > 0 || s->run_cnt > 0) {
         bool from_run = s->heap_cnt == 0 || (s->run_cnt > 0 && s->run[s->run_head] < s->heap[0]);
         int64_t off = from_run ? s->run[s->run_head] : s->heap[0];
         ks_win_entry_t *e = ks_ack_window_get(w, off);
         bool stale = !e || e->state != KS_REC_READY; /* acked, leased or gone since */
-        if (!stale && !allow_new && e->attempts == 0)
+        if (!stale && e->attempts == 0 && off >= hold_from)
             return NULL;
         if (from_run) {
             s->run_head = (s->run_head + 1) & (s->run_cap - 1);

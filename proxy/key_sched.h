@@ -53,9 +53,26 @@ void ks_key_sched_requeue(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t 
 /* e is done (acked or dead-lettered): the next record of its chain may go. */
 void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e);
 
-/* Takes the lowest eligible READY record, or NULL. With allow_new false, a record
- * never delivered before is not taken (held back). The caller leases it. */
-ks_win_entry_t *ks_key_sched_next(ks_key_sched_t *s, ks_ack_window_t *w, bool allow_new);
+/* No record is held back. */
+#define KS_HOLD_NONE INT64_MAX
+
+/* Takes the lowest eligible READY record, or NULL. A record never delivered before at an
+ * offset >= hold_from is not taken (held back, see ks_key_sched_hold_from); neither is
+ * anything above it, so records still go out lowest first. KS_HOLD_NONE holds nothing.
+ * The caller leases it. */
+ks_win_entry_t *ks_key_sched_take(ks_key_sched_t *s, ks_ack_window_t *w, int64_t hold_from);
+
+/* Where new deliveries are held back when the commit metadata keeps only the offsets below
+ * cut (see ks_commit_meta_encode; -1: it all fits, nothing held). The records below the cut
+ * stay deliverable, and so does the commit point's own record, whatever the cut: they are
+ * what moves the commit point and shrinks the metadata. Holding them would stall the
+ * partition for good (DESIGN.md section 4). */
+static inline int64_t ks_key_sched_hold_from(int64_t cut, int64_t commit_point)
+{
+    if (cut < 0)
+        return KS_HOLD_NONE;
+    return cut > commit_point ? cut : commit_point + 1;
+}
 
 /* True if some record may be eligible (a cheap hint; next may still find none). */
 static inline bool ks_key_sched_maybe_ready(const ks_key_sched_t *s)

@@ -97,18 +97,21 @@ def wait_for(pred, timeout, interval=0.5, what="condition"):
     raise AssertionError(f"timed out after {timeout}s waiting for {what}; last value: {last!r}")
 
 
+# Short group timeouts for tests; kafka_timeouts=False leaves ksidecar's own defaults.
+TEST_KAFKA_TIMEOUTS = ("--kafka.session.timeout.ms=6000", "--kafka.heartbeat.interval.ms=500")
+
+
 class Sidecar:
     """One real ksidecar process, driven over HTTP."""
 
-    def __init__(self, bootstrap, args=(), env=None, tmp_path=None):
+    def __init__(self, bootstrap, args=(), env=None, tmp_path=None, kafka_timeouts=True):
         self.port = free_port()
         self.grpc_port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
         self.log_path = (tmp_path or pathlib.Path("/tmp")) / f"ksidecar-{self.port}.log"
         cmd = [BIN, f"--kafka.bootstrap.servers={bootstrap}", f"--http.listen=127.0.0.1:{self.port}",
                f"--grpc.listen=127.0.0.1:{self.grpc_port}",
-               "--commit.interval_ms=200", "--kafka.session.timeout.ms=6000",
-               "--kafka.heartbeat.interval.ms=500", *args]
+               "--commit.interval_ms=200", *(TEST_KAFKA_TIMEOUTS if kafka_timeouts else ()), *args]
         self.log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(cmd, stdout=self.log, stderr=subprocess.STDOUT,
                                      env={**os.environ, **(env or {})})
@@ -190,7 +193,8 @@ def started_processes(make):
 def sidecars(bootstrap, tmp_path):
     """Starts ksidecar processes; every one still running is killed at teardown."""
     yield from started_processes(
-        lambda args=(), env=None: Sidecar(bootstrap, args=args, env=env, tmp_path=tmp_path))
+        lambda args=(), env=None, **kw: Sidecar(bootstrap, args=args, env=env, tmp_path=tmp_path,
+                                                **kw))
 
 
 def fetch_all(sc, group, topic, expect, timeout=120, max=1000):

@@ -461,6 +461,12 @@ def test_metadata_overflow_holds_back_new_deliveries(bootstrap, sidecars):
     wait_for(held, 20, 0.3, "the partition to be held back")
     produce(bootstrap, topic, 5)  # new records: held back while the metadata overflows
     assert sc.fetch(g, topic, wait_ms=2000) == []
+    # Held back for 5 s: a warning says why (offset 0, the commit point, is still leased).
+    t0 = time.time()
+    line = wait_for(lambda: next((ln for ln in sc.logs().split("\n") if "held back for" in ln),
+                                 None), 30, 0.5, "the held-back warning")
+    print(f"warned after {time.time() - t0:.1f} s more: {line}")
+    assert "commit point 0" in line and "LEASED" in line and "metadata_max_bytes=64" in line
     # Ack the rest: the metadata fits again and the new records flow.
     st, body = sc.ack(g, [r["ack_id"] for r in recs if r["offset"] % 2 == 0])
     assert body["acked"] == 100

@@ -711,6 +711,49 @@ static void test_fits_gives_no_cut(void **state)
     assert_true(check_cut(&m, (size_t)n) >= 0);
 }
 
+/* Out-of-order acks: every tenth record out once (attempt 1), one out three times, the rest
+ * acked. Over budget, encode_fit leaves out the attempt-1 entries first: its cut lies at least
+ * ~2x as far as the plain encoder's, what it keeps decodes back, and attempts > 1 stay. */
+static void test_encode_fit_drops_single_attempts_first(void **state)
+{
+    enum { N = 3000, LIM = 512 };
+    int64_t acked[N];
+    ks_meta_attempt_t at[N / 10 + 1];
+    size_t na = 0, nt = 0;
+    for (int64_t o = 1; o < N; o++) {
+        if (o % 10 == 0)
+            at[nt++] = (ks_meta_attempt_t){o, o == 20 ? 3 : 1};
+        else
+            acked[na++] = o;
+    }
+    ks_commit_meta_t m = {
+        .commit_offset = 0, .acked = acked, .acked_cnt = na, .attempts = at, .attempt_cnt = nt};
+    char buf[LIM];
+    int64_t plain = -1, fit = -1;
+    assert_true(ks_commit_meta_encode(&m, buf, LIM, &plain) > 0);
+    assert_true(plain > 0);
+    int len = ks_commit_meta_encode_fit(&m, buf, LIM, &fit);
+    assert_true(len > 0 && len < LIM);
+    assert_true(fit >= 2 * plain);
+    assert_int_equal(m.attempt_cnt, 1); /* only the one with attempts > 1 */
+    ks_commit_meta_t back;
+    assert_int_equal(ks_commit_meta_decode(buf, (size_t)len, 0, &back), 0);
+    assert_int_equal(back.attempt_cnt, 1);
+    assert_int_equal(back.attempts[0].offset, 20);
+    assert_int_equal(back.attempts[0].attempts, 3);
+    for (size_t i = 0; i < back.acked_cnt; i++)
+        assert_true(back.acked[i] < fit);
+    ks_commit_meta_free(&back);
+
+    /* What fits is left alone. */
+    at[0].attempts = 1;
+    m.attempt_cnt = 1;
+    m.acked_cnt = 5;
+    assert_true(ks_commit_meta_encode_fit(&m, buf, LIM, &fit) > 0);
+    assert_int_equal(fit, -1);
+    assert_int_equal(m.attempt_cnt, 1);
+}
+
 static void test_lowest_part_kept(void **state)
 {
     uint64_t s = 99;
@@ -1369,6 +1412,7 @@ int main(void)
         cmocka_unit_test(test_attempt_runs_cut),
         cmocka_unit_test(test_fits_gives_no_cut),
         cmocka_unit_test(test_lowest_part_kept),
+        cmocka_unit_test(test_encode_fit_drops_single_attempts_first),
         cmocka_unit_test(test_random_cuts),
         cmocka_unit_test(test_ack_cap),
         cmocka_unit_test(test_garbage),

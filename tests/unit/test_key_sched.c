@@ -26,7 +26,7 @@ static void add(ks_key_sched_t *s, ks_ack_window_t *w, int64_t off, bool has_key
 /* Takes the next record and leases it. Returns its offset, or -1 when none. */
 static int64_t deliver(ks_key_sched_t *s, ks_ack_window_t *w, bool allow_new)
 {
-    ks_win_entry_t *e = ks_key_sched_next(s, w, allow_new);
+    ks_win_entry_t *e = ks_key_sched_take(s, w, allow_new ? KS_HOLD_NONE : 0);
     if (!e)
         return -1;
     assert_int_equal(e->state, KS_REC_READY);
@@ -145,8 +145,8 @@ static void test_empty(void **state)
     for (int m = KS_ORDER_KEY; m <= KS_ORDER_NONE; m++) {
         ks_key_sched_init(&s, (ks_ordering_t)m);
         assert_false(ks_key_sched_maybe_ready(&s));
-        assert_null(ks_key_sched_next(&s, &w, true));
-        assert_null(ks_key_sched_next(&s, &w, false));
+        assert_null(ks_key_sched_take(&s, &w, KS_HOLD_NONE));
+        assert_null(ks_key_sched_take(&s, &w, 0));
         ks_key_sched_destroy(&s);
     }
     ks_ack_window_destroy(&w);
@@ -379,7 +379,7 @@ static void test_next_then_put_back(void **state)
         ks_key_sched_init(&s, (ks_ordering_t)m);
         add(&s, &w, 0, true, 1);
         add(&s, &w, 1, true, 1);
-        ks_win_entry_t *e = ks_key_sched_next(&s, &w, true);
+        ks_win_entry_t *e = ks_key_sched_take(&s, &w, KS_HOLD_NONE);
         assert_non_null(e);
         assert_int_equal(e->offset, 0);
         assert_int_equal(e->state, KS_REC_READY);
@@ -558,7 +558,7 @@ static void test_stale_heap_after_window_drop(void **state)
      * copy is stale (the entry left the window) and is skipped. */
     add(&s, &w, 0, false, 0);
     add(&s, &w, 1, false, 0);
-    ks_win_entry_t *e = ks_key_sched_next(&s, &w, true);
+    ks_win_entry_t *e = ks_key_sched_take(&s, &w, KS_HOLD_NONE);
     assert_non_null(e);
     assert_int_equal(e->offset, 0);
     ks_key_sched_requeue(&s, &w, e);
@@ -854,7 +854,7 @@ static bool sim_deliver(model_t *m, ks_key_sched_t *s, ks_ack_window_t *w, bool 
     long want = model_lowest(m);
     if (want >= 0 && !allow_new && m->r[want].attempts == 0)
         want = -1;
-    ks_win_entry_t *e = ks_key_sched_next(s, w, allow_new);
+    ks_win_entry_t *e = ks_key_sched_take(s, w, allow_new ? KS_HOLD_NONE : 0);
     if (want < 0) {
         if (e)
             fail_msg("next gave offset %lld, model has nothing eligible%s", (long long)e->offset,
@@ -1046,7 +1046,7 @@ static void run_sim(ks_ordering_t mode, uint64_t seed, size_t nkeys, size_t per_
         assert_int_equal(m.r[i].st, M_ACKED);
     for (size_t k = 0; k < m.nkeys; k++)
         assert_int_equal(m.khead[k], m.klen[k]);
-    assert_null(ks_key_sched_next(&s, &w, true));
+    assert_null(ks_key_sched_take(&s, &w, KS_HOLD_NONE));
     assert_int_equal(s.chain_cnt, 0);
     assert_int_equal(ks_ack_window_count(&w), 0);
     assert_int_equal(ks_ack_window_commit_point(&w), m.r[m.nrec - 1].off + 1);
