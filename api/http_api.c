@@ -223,27 +223,44 @@ static void trim_truncated(char *msg, size_t size)
     memcpy(msg + keep, "...", 4);
 }
 
-/* Writes msg into b as a JSON string: UTF-8 characters as they are, every other byte as
- * the text \xHH, so the body is valid JSON whatever bytes a request echoed. */
-static void put_lossy(ks_jbuf_t *b, const char *msg)
+/* Initializes t with msg's UTF-8 characters as they are and every other byte as the
+ * text \xHH: UTF-8 whatever bytes a request echoed. The caller frees t. */
+static void utf8_lossy(ks_jbuf_t *t, const char *msg)
 {
     size_t n = strlen(msg);
-    ks_jbuf_t t;
-    ks_jbuf_init(&t, n + 16);
+    ks_jbuf_init(t, n + 16);
     for (size_t i = 0; i < n;) {
         size_t l = utf8_char_len(msg + i, n - i);
         if (l) {
-            ks_jbuf_raw(&t, msg + i, l);
+            ks_jbuf_raw(t, msg + i, l);
             i += l;
             continue;
         }
         char hex[5];
         snprintf(hex, sizeof(hex), "\\x%02X", (unsigned char)msg[i++]);
-        ks_jbuf_raw(&t, hex, 4);
+        ks_jbuf_raw(t, hex, 4);
     }
+}
+
+/* Writes msg into b as a JSON string, lossy as utf8_lossy is, so the body is valid JSON
+ * whatever bytes a request echoed. */
+static void put_lossy(ks_jbuf_t *b, const char *msg)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, msg);
     bool ok = ks_jbuf_str(b, t.p, t.len);
     (void)ok; /* t is UTF-8 by construction */
     ks_jbuf_free(&t);
+}
+
+/* A new jansson string of s, lossy as put_lossy is (jansson refuses what is not UTF-8). */
+static json_t *json_lossy(const char *s)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, s);
+    json_t *j = json_stringn(t.p, t.len);
+    ks_jbuf_free(&t);
+    return j;
 }
 
 /* The error body {"error":{"code":...,"message":...}} for st with the printf-style
@@ -521,12 +538,12 @@ static json_t *status_json(const ks_group_status_t *g)
     json_t *subs = json_array();
     for (size_t i = 0; i < g->sub_cnt; i++) {
         const ks_sub_status_t *s = &g->subs[i];
-        json_array_append_new(subs,
-                              json_pack("{s:s,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", s->name,
-                                        "credits", "records", (json_int_t)s->credit_records,
-                                        "bytes", (json_int_t)s->credit_bytes, "outstanding",
-                                        "records", (json_int_t)s->outstanding_records, "bytes",
-                                        (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
+        json_array_append_new(
+            subs, json_pack("{s:o,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", json_lossy(s->name),
+                            "credits", "records", (json_int_t)s->credit_records, "bytes",
+                            (json_int_t)s->credit_bytes, "outstanding", "records",
+                            (json_int_t)s->outstanding_records, "bytes",
+                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
     }
     json_t *topics = json_array();
     char copy[sizeof(g->topics)];

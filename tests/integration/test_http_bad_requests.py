@@ -75,6 +75,16 @@ def test_bad_utf8_anywhere_in_the_url_gets_a_json_error(bootstrap, sc):
     msg = json_error(sc, b"GET /v1/groups/" + g.encode() + b"/records?topic=" + topic.encode()
                      + b"&max=%FF HTTP/1.1", 400, "INVALID_ARGUMENT", ["max"])
     assert "\\xFF" in msg, msg  # the byte is shown, not dropped
+    # A subscriber name that is not UTF-8 still shows in the group's status (it was left out).
+    create_topic(bootstrap, topic, 1)
+    st, _, _ = raw_request(sc, b"GET /v1/groups/" + g.encode() + b"/records?topic=" + topic.encode()
+                           + b"&wait_ms=0&subscriber=s%FF HTTP/1.1")
+    assert st == 200
+    for path in (f"/v1/groups/{g}", "/v1/groups"):
+        st, _, body = raw_request(sc, f"GET {path} HTTP/1.1".encode())
+        doc = json.loads(body.decode("utf-8"))
+        subs = doc["subscribers"] if "subscribers" in doc else doc["groups"][0]["subscribers"]
+        assert [x["name"] for x in subs] == ["s\\xFF"], doc
     assert sc.get("/healthz")[0] == 200
 
 
