@@ -1368,8 +1368,35 @@ static void *sweep_main(void *arg)
     return NULL;
 }
 
+#define MHD_LOG_PER_S 20 /* libmicrohttpd messages logged a second; the rest are counted */
+
+/* libmicrohttpd's messages, at most MHD_LOG_PER_S a second: a flood of connections makes
+ * one per connection ("Server reached connection limit"), and the log must not become
+ * the flood's next victim. Any daemon thread. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static int logged, dropped;
+    int64_t now = now_ms() / 1000;
+    pthread_mutex_lock(&lock);
+    int was_dropped = 0;
+    if (now != second) {
+        was_dropped = dropped;
+        second = now;
+        logged = dropped = 0;
+    }
+    bool log = logged < MHD_LOG_PER_S;
+    if (log)
+        logged++;
+    else
+        dropped++;
+    pthread_mutex_unlock(&lock);
+    if (was_dropped)
+        ks_warn(LOGC, "%d libmicrohttpd messages were not logged (more than %d a second)",
+                was_dropped, MHD_LOG_PER_S);
+    if (!log)
+        return;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
