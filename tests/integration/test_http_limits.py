@@ -278,6 +278,44 @@ def test_long_polls_beyond_the_bound_get_429_with_retry_after(bootstrap, flood_s
     assert sc.get(f"/v1/groups/{g}/records?topic={topic}&wait_ms=100")[0] == 200
 
 
+def test_2000_concurrent_long_polls(bootstrap, flood_sidecar):
+    raise_own_nofile(2000 + 500)
+    topic = unique("tlp2k")
+    create_topic(bootstrap, topic, 1)
+    sc = flood_sidecar("--http.max_connections_per_client=0")
+    g = unique("g")
+    assert sc.get(f"/v1/groups/{g}/records?topic={topic}&wait_ms=0")[0] == 200
+    socks = open_many(sc.port, 2000, b"")
+    for i, s in enumerate(socks):
+        s.setblocking(True)
+        s.sendall(f"GET /v1/groups/{g}/records?topic={topic}&wait_ms=15000&subscriber=s{i} "
+                  "HTTP/1.1\r\nHost: x\r\n\r\n".encode())
+        s.setblocking(False)
+    try:
+        # The bound (1000) takes the first thousand; the rest are answered 429 at once.
+        answered = {}
+        def count_429():
+            for i, s in enumerate(socks):
+                if i in answered:
+                    continue
+                try:
+                    data = s.recv(4096)
+                except BlockingIOError:
+                    continue
+                answered[i] = data
+            return sum(1 for d in answered.values() if d.startswith(b"HTTP/1.1 429")) >= 1000
+        wait_for(count_429, 30, 0.2, "1000 answers 429")
+        assert all(b"Retry-After: 1" in d for d in answered.values() if b" 429 " in d[:13])
+        worst = probes(sc, 3, "2,000 long-polls")
+        t = time.monotonic()
+        assert get_from("127.0.0.2", sc.port, f"/v1/groups/{g}", timeout=60) == 200
+        print(f"2,000 long-polls: {len(answered)} answered at once, slowest /healthz "
+              f"{worst * 1000:.1f} ms, group status took {time.monotonic() - t:.2f} s")
+    finally:
+        for s in socks:
+            s.close()
+
+
 def test_readyz_follows_kafka_and_static_groups(bootstrap, sidecars):
     topic = unique("trdy")
     create_topic(bootstrap, topic, 2)
