@@ -14,6 +14,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "ack_id.h"
@@ -24,15 +27,55 @@
 #define LOGC        "http"
 #define MAX_TOPICS  64
 #define MAX_ACK_IDS 100000
+/* A URL longer than this, or with more query parameters, is answered 414. Both fit in
+ * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
+ * parameter in the connection's pool, and when they overflow it logs a 431 that it never
+ * sends (parse_initial_message_line ignores the failed parse), so the request hung. */
+#define MAX_URL_BYTES    8192
+#define MAX_QUERY_PARAMS 128
+#define CONN_MEMORY      (64 * 1024) /* per connection; pages are touched as used */
+#define IDLE_TIMEOUT_S   120         /* libmicrohttpd's silence timeout */
+/* The probe listener (http.health_listen): its own bounds, so a flood of the API listener
+ * never reaches it, and one prober cannot take all of it. */
+#define HEALTH_MAX_CONNS        64
+#define HEALTH_MAX_CONNS_PER_IP 16
+#define FD_RESERVE              512 /* fds left to Kafka, groups and gRPC below the limit */
+
+/* One open connection, for the header and body deadlines that a slow drip cannot extend
+ * (libmicrohttpd's own timeout counts only silence). It is libmicrohttpd's socket context:
+ * made when the connection starts and freed when it closes, on the daemon's thread. */
+typedef struct conn {
+    struct conn *prev, *next; /* in ks_http.conns; @locks ks_http.conns_lock */
+    int fd;
+    /* ms on CLOCK_MONOTONIC at which the deadline sweep shuts the socket down; 0 while a
+     * request is being answered (a long-poll has its own wait). Set by the daemon thread,
+     * read by the sweep. */
+    _Atomic int64_t deadline;
+} conn_t;
 
 struct ks_http {
     struct MHD_Daemon *d;
+    struct MHD_Daemon *health_d; /* http.health_listen, or NULL */
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth;
     char *tls_cert, *tls_key, *tls_ca; /* PEM; libmicrohttpd borrows them while it runs */
-    int port;
+    int port, health_port;
+    atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
+
+    pthread_mutex_t conns_lock; /* guards conns and the sweep's stop flag */
+    pthread_cond_t sweep_cond;
+    conn_t *conns;
+    bool sweep_stop, sweep_started;
+    pthread_t sweep;
 };
+
+static int64_t now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
 
 typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
 
@@ -41,6 +84,15 @@ typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
 typedef struct req {
     atomic_int refs;
     struct MHD_Connection *conn;
+    ks_http_t *h;
+    conn_t *cn;       /* its connection's deadline record, NULL if none */
+    bool started;     /* the headers are in: the access handler ran once */
+    bool long_poll;   /* counted in h->long_polls until the engine answers */
+    bool health;      /* came in on the probe listener */
+    bool url_too_big; /* longer than MAX_URL_BYTES, or more than MAX_QUERY_PARAMS */
+    size_t url_len, param_cnt;
+    bool path_nul;      /* the raw path holds %00 */
+    char raw_path[256]; /* the start of the path as sent (escaped), for messages */
     char *body;
     size_t body_len, body_cap;
     bool too_big;
@@ -56,6 +108,9 @@ typedef struct req {
     ks_group_status_t **groups; /* a status answer */
     size_t group_cnt;
     bool is_status, status_one;
+    bool is_ready;            /* a /readyz answer */
+    atomic_int ready_pending; /* static-group status answers still to come */
+    char ready_msg[384];      /* why not ready (the first reason); "" when ready */
     ks_settle_op_t op;
     value_fmt_t fmt;
 } req_t;
@@ -116,27 +171,126 @@ static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *tex
     return ret;
 }
 
-/* Sends root (stolen) as the response body. */
+/* Sends root (stolen) as the response body. When it cannot be written (jansson refuses a
+ * string that is not UTF-8), the answer is a 500 with a fixed JSON body: every request
+ * gets one. */
 static enum MHD_Result send_json(struct MHD_Connection *c, int status, json_t *root)
 {
-    char *text = json_dumps(root, JSON_COMPACT);
+    char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
-    if (!text)
-        return MHD_NO;
+    if (!text) {
+        ks_warn(LOGC, "a %d answer could not be written as JSON; sent 500 instead", status);
+        return send_text(c, 500,
+                         ks_xstrdup("{\"error\":{\"code\":\"INTERNAL\",\"message\":\"the answer "
+                                    "could not be written as JSON\"}}\n"));
+    }
     size_t n = strlen(text);
     char *withnl = realloc(text, n + 2);
-    if (!withnl) {
-        free(text);
-        return MHD_NO;
-    }
+    if (!withnl)
+        abort();
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
     return send_text(c, status, withnl);
 }
 
-static json_t *error_obj(ks_status_t st, const char *msg)
+/* Length of the well-formed UTF-8 character at s[0..n), or 0 if the bytes there are not
+ * one (a stray continuation byte, an overlong or cut sequence, a surrogate). */
+static size_t utf8_char_len(const char *s, size_t n)
 {
-    return json_pack("{s:{s:s,s:s}}", "error", "code", ks_status_name(st), "message", msg);
+    unsigned char c = (unsigned char)s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    return len && len <= n && ks_utf8_valid(s, len) ? len : 0;
+}
+
+/* Cuts a message that vsnprintf truncated at its buffer's end back to a character
+ * boundary, so the bound never splits a multibyte character, and marks the cut. */
+static void trim_truncated(char *msg, size_t size)
+{
+    size_t n = strlen(msg), keep = n;
+    /* The last character starts at most 3 bytes back; drop it if it is incomplete. */
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)msg[n - back];
+        if ((c & 0xC0) == 0x80)
+            continue;
+        if (c >= 0xC0 && !utf8_char_len(msg + n - back, back))
+            keep = n - back;
+        break;
+    }
+    if (keep > size - 4)
+        keep = size - 4;
+    while (keep && (((unsigned char)msg[keep] & 0xC0) == 0x80))
+        keep--; /* never split the character that ends where "..." goes */
+    memcpy(msg + keep, "...", 4);
+}
+
+/* Initializes t with msg's UTF-8 characters as they are and every other byte as the
+ * text \xHH: UTF-8 whatever bytes a request echoed. The caller frees t. */
+static void utf8_lossy(ks_jbuf_t *t, const char *msg)
+{
+    size_t n = strlen(msg);
+    ks_jbuf_init(t, n + 16);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_char_len(msg + i, n - i);
+        if (l) {
+            ks_jbuf_raw(t, msg + i, l);
+            i += l;
+            continue;
+        }
+        char hex[5];
+        snprintf(hex, sizeof(hex), "\\x%02X", (unsigned char)msg[i++]);
+        ks_jbuf_raw(t, hex, 4);
+    }
+}
+
+/* Writes msg into b as a JSON string, lossy as utf8_lossy is, so the body is valid JSON
+ * whatever bytes a request echoed. */
+static void put_lossy(ks_jbuf_t *b, const char *msg)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, msg);
+    bool ok = ks_jbuf_str(b, t.p, t.len);
+    (void)ok; /* t is UTF-8 by construction */
+    ks_jbuf_free(&t);
+}
+
+/* A new jansson string of s, lossy as put_lossy is (jansson refuses what is not UTF-8). */
+static json_t *json_lossy(const char *s)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, s);
+    json_t *j = json_stringn(t.p, t.len);
+    ks_jbuf_free(&t);
+    return j;
+}
+
+/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
+ * message, at HTTP status `status` (0: st's own), with Retry-After when retry_s > 0. */
+static enum MHD_Result send_error_v(struct MHD_Connection *c, int status, ks_status_t st,
+                                    int retry_s, const char *fmt, va_list ap)
+{
+    char msg[512];
+    if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
+        trim_truncated(msg, sizeof(msg));
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 64 + strlen(msg));
+    ks_jbuf_lit(&b, "{\"error\":{\"code\":\"");
+    ks_jbuf_lit(&b, ks_status_name(st));
+    ks_jbuf_lit(&b, "\",\"message\":");
+    put_lossy(&b, msg);
+    ks_jbuf_lit(&b, "}}\n");
+    char *text = ks_jbuf_take(&b, NULL);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (retry_s > 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", retry_s);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    enum MHD_Result ret =
+        MHD_queue_response(c, (unsigned)(status ? status : http_status_of(st)), resp);
+    MHD_destroy_response(resp);
+    return ret;
 }
 
 static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
@@ -144,12 +298,43 @@ static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, cons
 
 static enum MHD_Result send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
 {
-    char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    enum MHD_Result ret = send_error_v(c, 0, st, 0, fmt, ap);
     va_end(ap);
-    return send_json(c, http_status_of(st), error_obj(st, msg));
+    return ret;
+}
+
+/* send_error at an HTTP status other than st's own (414), with Retry-After if retry_s. */
+static enum MHD_Result send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
+                                     int retry_s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static enum MHD_Result send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
+                                     int retry_s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error_v(c, status, st, retry_s, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00,
+ * for a message about a name that holds one. Returns out. */
+static const char *show_nul(const char *v, size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < size; i++) {
+        if (v[i])
+            out[o++] = v[i];
+        else {
+            memcpy(out + o, "\\x00", 4);
+            o += 4;
+        }
+    }
+    out[o] = '\0';
+    return out;
 }
 
 /* ---- records as JSON ---- */
@@ -240,6 +425,8 @@ static void on_fetch(ks_batch_t *b, void *opaque)
 {
     req_t *r = opaque;
     r->batch = b;
+    if (r->long_poll)
+        atomic_fetch_sub(&r->h->long_polls, 1);
     wake(r);
 }
 
@@ -351,12 +538,12 @@ static json_t *status_json(const ks_group_status_t *g)
     json_t *subs = json_array();
     for (size_t i = 0; i < g->sub_cnt; i++) {
         const ks_sub_status_t *s = &g->subs[i];
-        json_array_append_new(subs,
-                              json_pack("{s:s,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", s->name,
-                                        "credits", "records", (json_int_t)s->credit_records,
-                                        "bytes", (json_int_t)s->credit_bytes, "outstanding",
-                                        "records", (json_int_t)s->outstanding_records, "bytes",
-                                        (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
+        json_array_append_new(
+            subs, json_pack("{s:o,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", json_lossy(s->name),
+                            "credits", "records", (json_int_t)s->credit_records, "bytes",
+                            (json_int_t)s->credit_bytes, "outstanding", "records",
+                            (json_int_t)s->outstanding_records, "bytes",
+                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
     }
     json_t *topics = json_array();
     char copy[sizeof(g->topics)];
@@ -392,8 +579,12 @@ static enum MHD_Result reply_status(req_t *r)
     return send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
 }
 
+static enum MHD_Result reply_ready(req_t *r);
+
 static enum MHD_Result reply(req_t *r)
 {
+    if (r->is_ready)
+        return reply_ready(r);
     if (r->is_status)
         return reply_status(r);
     return r->batch ? reply_fetch(r) : reply_ack(r);
@@ -405,12 +596,22 @@ typedef struct {
     bool too_many;
     const char *max, *wait_ms, *format, *deadline_ms, *subscriber;
     const char *unknown;
+    /* The first parameter whose name or value holds a NUL byte (%00), which the C strings
+     * above would silently cut short. */
+    const char *nul_key, *nul_value;
+    size_t nul_key_len, nul_value_len;
 } fetch_args_t;
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   const char *value)
+                                   size_t key_len, const char *value, size_t value_len)
 {
     fetch_args_t *a = cls;
+    if (!a->nul_key && (strlen(key) != key_len || (value && strlen(value) != value_len))) {
+        a->nul_key = key;
+        a->nul_key_len = key_len;
+        a->nul_value = value ? value : "";
+        a->nul_value_len = value ? value_len : 0;
+    }
     if (!strcmp(key, "topic")) {
         if (a->topic_cnt == MAX_TOPICS)
             a->too_many = true;
@@ -456,10 +657,18 @@ static bool park(req_t *r)
     return done;
 }
 
-static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
+static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
 {
     fetch_args_t a = {0};
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    if (a.nul_key) {
+        char k[128], v[256];
+        return send_error(r->conn, KS_E_INVALID,
+                          "query parameter \"%s\" (value \"%s\") holds a NUL byte (%%00); names "
+                          "and values cannot contain NUL",
+                          show_nul(a.nul_key, a.nul_key_len, k, sizeof(k)),
+                          show_nul(a.nul_value, a.nul_value_len, v, sizeof(v)));
+    }
     if (a.unknown)
         return send_error(r->conn, KS_E_INVALID,
                           "unknown query parameter \"%s\" (known: topic, max, wait_ms, "
@@ -519,6 +728,27 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
         }
     }
     char err[512];
+    if (head) {
+        /* HEAD is safe: the group and parameters are checked as for GET, nothing is
+         * leased, and the answer is an empty batch's headers. */
+        ks_status_t cst = ks_engine_check_group(h->eng, group, err, sizeof(err));
+        if (cst)
+            ret = send_error(r->conn, cst, "%s", err);
+        else
+            ret = send_json(r->conn, 200, json_pack("{s:[]}", "records"));
+        goto out;
+    }
+    if (wait > 0) {
+        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
+            atomic_fetch_sub(&h->long_polls, 1);
+            ret = send_error_at(r->conn, 429, KS_E_EXHAUSTED, 1,
+                                "%d fetches are waiting already (http.max_long_polls); retry "
+                                "later or with wait_ms=0",
+                                h->cfg->http_max_long_polls);
+            goto out;
+        }
+        r->long_poll = true;
+    }
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
     ks_fetch_opts_t opts = {.max = (int)max,
@@ -530,6 +760,9 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group)
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);
+        if (r->long_poll)
+            atomic_fetch_sub(&h->long_polls, 1);
+        r->long_poll = false;
         ret = send_error(r->conn, st, "%s", err);
         goto out;
     }
@@ -721,6 +954,84 @@ static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
     return park(r) ? reply_status(r) : MHD_YES;
 }
 
+/* Notes why r is not ready (the first reason counts). */
+static void not_ready(req_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void not_ready(req_t *r, const char *fmt, ...)
+{
+    pthread_mutex_lock(&r->lock);
+    if (!r->ready_msg[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->ready_msg, sizeof(r->ready_msg), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* One static group's answer is in: the last one wakes the request, the others drop
+ * their reference. */
+static void ready_one_done(req_t *r)
+{
+    if (atomic_fetch_sub(&r->ready_pending, 1) == 1)
+        wake(r);
+    else
+        req_unref(r);
+}
+
+/* A static group's status, for /readyz (a group loop thread). */
+static void on_ready_status(ks_group_status_t **groups, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    if (n == 0)
+        not_ready(r, "a static group is not running");
+    for (size_t i = 0; i < n; i++) {
+        const ks_group_status_t *g = groups[i];
+        size_t init = 0;
+        for (size_t p = 0; p < g->part_cnt; p++)
+            init += !strcmp(g->parts[p].state, "INITIALIZING");
+        if (init)
+            not_ready(r, "static group %s: %zu of %zu partitions still INITIALIZING", g->name, init,
+                      g->part_cnt);
+        ks_group_status_free(groups[i]);
+    }
+    free(groups);
+    ready_one_done(r);
+}
+
+/* /readyz: ready when Kafka answers (the engine's metadata probe) and every static group
+ * of the config runs here with no partition still restoring its commit (INITIALIZING).
+ * A group with no partitions (more instances than partitions) counts as ready. Each
+ * static group is asked on its own, so busy dynamic groups do not slow the answer. */
+static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
+{
+    r->is_ready = true;
+    if (!ks_engine_kafka_up(h->eng))
+        not_ready(r, "Kafka does not answer (kafka.bootstrap.servers)");
+    size_t n = h->cfg->static_group_cnt;
+    if (n == 0 || r->ready_msg[0])
+        return reply(r);
+    atomic_store(&r->ready_pending, (int)n);
+    atomic_fetch_add(&r->refs, (int)n);
+    r->submitted = true;
+    for (size_t i = 0; i < n; i++) {
+        char err[256];
+        const char *name = h->cfg->static_groups[i].name;
+        if (ks_engine_status(h->eng, name, on_ready_status, r, err, sizeof(err))) {
+            not_ready(r, "static group %s: %s", name, err);
+            ready_one_done(r);
+        }
+    }
+    return park(r) ? reply(r) : MHD_YES;
+}
+
+static enum MHD_Result reply_ready(req_t *r)
+{
+    if (r->ready_msg[0])
+        return send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
+    return send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+}
+
 /* Splits "/v1/groups/{g}/{rest}". Returns false if url is not of that shape. */
 static bool split_group_url(const char *url, char *group, size_t gsize, const char **rest)
 {
@@ -763,28 +1074,77 @@ static bool client_cert_ok(ks_http_t *h, struct MHD_Connection *conn)
     return gnutls_certificate_verify_peers2(tls, &status) == 0 && status == 0;
 }
 
+/* GET, or HEAD: libmicrohttpd sends a HEAD answer's headers without its body. */
+static bool is_get(const char *method)
+{
+    return !strcmp(method, "GET") || !strcmp(method, "HEAD");
+}
+
+/* /healthz and /readyz, on either listener. Returns false if url is neither. */
+static bool route_probe(ks_http_t *h, req_t *r, const char *method, const char *url,
+                        enum MHD_Result *ret)
+{
+    bool ready = !strcmp(url, "/readyz");
+    if (!ready && strcmp(url, "/healthz"))
+        return false;
+    if (!is_get(method))
+        *ret = send_error(r->conn, KS_E_INVALID, "use GET or HEAD for %s", url);
+    else if (ready)
+        *ret = handle_ready(h, r);
+    else
+        *ret = send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
+    return true;
+}
+
+/* What the URI callback found too big or malformed, answered before routing. Returns
+ * false if there is nothing. */
+static bool route_bad_url(req_t *r, enum MHD_Result *ret)
+{
+    if (r->url_too_big) {
+        *ret = send_error_at(r->conn, 414, KS_E_EXHAUSTED, 0,
+                             "the URL has %zu bytes and %zu query parameters; at most %d bytes "
+                             "and %d query parameters are allowed",
+                             r->url_len, r->param_cnt, MAX_URL_BYTES, MAX_QUERY_PARAMS);
+        return true;
+    }
+    if (r->path_nul) {
+        *ret = send_error(r->conn, KS_E_INVALID,
+                          "the URL path %s holds a NUL byte (%%00); names cannot contain NUL",
+                          r->raw_path);
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const char *url)
 {
     enum MHD_Result aret = MHD_NO;
+    if (route_bad_url(r, &aret))
+        return aret;
+    if (r->health) {
+        if (route_probe(h, r, method, url, &aret))
+            return aret;
+        return send_error(r->conn, KS_E_NOT_FOUND,
+                          "no endpoint %s %s on the probe listener (http.health_listen serves "
+                          "/healthz and /readyz)",
+                          method, url);
+    }
     if (!client_cert_ok(h, r->conn))
         return send_error(r->conn, KS_E_UNAUTH,
                           "a client certificate signed by the configured client CA is required");
-    if (!strcmp(url, "/healthz")) {
-        if (strcmp(method, "GET"))
-            return send_error(r->conn, KS_E_INVALID, "use GET for /healthz");
-        return send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
-    }
+    if (route_probe(h, r, method, url, &aret))
+        return aret;
     char group[512];
     const char *rest;
     if (!strcmp(url, "/v1/groups") || !strcmp(url, "/v1/groups/")) {
-        if (strcmp(method, "GET"))
+        if (!is_get(method))
             return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
         if (!http_authorized(h, r, NULL, &aret))
             return aret;
         return handle_status(h, r, NULL);
     }
     if (!strncmp(url, "/v1/groups/", 11) && !strchr(url + 11, '/') && url[11]) {
-        if (strcmp(method, "GET"))
+        if (!is_get(method))
             return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
         if (!http_authorized(h, r, url + 11, &aret))
             return aret;
@@ -799,9 +1159,9 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
         } settles[] = {
             {"acks", KS_SETTLE_ACK}, {"nacks", KS_SETTLE_NACK}, {"deadline", KS_SETTLE_EXTEND}};
         if (!strcmp(rest, "records")) {
-            if (strcmp(method, "GET"))
+            if (!is_get(method))
                 return send_error(r->conn, KS_E_INVALID, "use GET for %s", url);
-            return handle_fetch(h, r, group);
+            return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
         }
         for (size_t i = 0; i < sizeof(settles) / sizeof(settles[0]); i++) {
             if (strcmp(rest, settles[i].name))
@@ -814,20 +1174,65 @@ static enum MHD_Result route(ks_http_t *h, req_t *r, const char *method, const c
     return send_error(r->conn, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
 }
 
+/* The connection's deadline record (its socket context), or NULL. */
+static conn_t *conn_of(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+    return ci ? ci->socket_context : NULL;
+}
+
+/* libmicrohttpd's URI callback: runs once the request line is in, before it splits the
+ * query into parameters or unescapes anything. Makes the request (its return value is
+ * the request's con_cls) and notes what the raw URL says: its size and parameter count
+ * (too many would overflow the connection's memory, see MAX_QUERY_PARAMS) and whether
+ * the path holds %00, which unescaping would turn into a NUL that cuts names short. */
+static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
+{
+    req_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        abort();
+    atomic_init(&r->refs, 1);
+    pthread_mutex_init(&r->lock, NULL);
+    r->conn = conn;
+    r->h = cls;
+    r->cn = conn_of(conn);
+    r->url_len = strlen(uri);
+    size_t path_len = strcspn(uri, "?");
+    const char *q = uri[path_len] ? uri + path_len + 1 : NULL;
+    if (q && *q) {
+        r->param_cnt = 1;
+        for (const char *p = q; *p; p++)
+            r->param_cnt += *p == '&';
+    }
+    for (size_t i = 0; i + 2 < path_len; i++)
+        if (uri[i] == '%' && uri[i + 1] == '0' && uri[i + 2] == '0')
+            r->path_nul = true;
+    snprintf(r->raw_path, sizeof(r->raw_path), "%.*s", (int)path_len, uri);
+    if (r->url_len > MAX_URL_BYTES || r->param_cnt > MAX_QUERY_PARAMS) {
+        r->url_too_big = true;
+        /* libmicrohttpd has already found the '?' and parses the parameters from the byte
+         * after it once this returns: an empty string there leaves none to overflow the
+         * pool, and the request is answered 414 (the buffer is the connection's own). */
+        if (q)
+            *(char *)(uintptr_t)q = '\0';
+    }
+    return r;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     ks_http_t *h = cls;
     req_t *r = *con_cls;
-    if (!r) {
-        r = calloc(1, sizeof(*r));
-        if (!r)
-            return MHD_NO;
-        atomic_init(&r->refs, 1);
-        pthread_mutex_init(&r->lock, NULL);
-        r->conn = conn;
-        *con_cls = r;
+    if (!r)
+        return MHD_NO; /* on_uri makes every request */
+    if (!r->started) {
+        /* The headers are in; now the body has its own deadline. */
+        r->started = true;
+        if (r->cn)
+            atomic_store(&r->cn->deadline, now_ms() + h->cfg->http_body_timeout_ms);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -854,20 +1259,144 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             return reply(r);
         return MHD_YES;
     }
+    if (r->cn)
+        atomic_store(&r->cn->deadline, 0); /* the request is whole: being answered now */
     return route(h, r, method, url);
+}
+
+/* The probe listener's access handler: on_request, for /healthz and /readyz only. */
+static enum MHD_Result on_probe_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                        const char *method, const char *version,
+                                        const char *upload_data, size_t *upload_data_size,
+                                        void **con_cls)
+{
+    req_t *r = *con_cls;
+    if (r)
+        r->health = true;
+    return on_request(cls, conn, url, method, version, upload_data, upload_data_size, con_cls);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
+    ks_http_t *h = cls;
     req_t *r = *con_cls;
-    if (r)
+    if (r) {
+        /* A kept-alive connection waits for its next request: silence ends it after
+         * IDLE_TIMEOUT_S, and a drip after that plus http.header_timeout_ms. */
+        if (r->cn)
+            atomic_store(&r->cn->deadline,
+                         now_ms() + IDLE_TIMEOUT_S * 1000 + h->cfg->http_header_timeout_ms);
         req_unref(r);
+    }
     *con_cls = NULL;
 }
 
+/* libmicrohttpd's connection notifications (daemon thread): a new connection gets its
+ * header deadline and joins the sweep's list; a closed one leaves it before its socket
+ * is closed, so the sweep never shuts down a reused fd. */
+static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_context,
+                          enum MHD_ConnectionNotificationCode code)
+{
+    ks_http_t *h = cls;
+    if (code == MHD_CONNECTION_NOTIFY_STARTED) {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+        conn_t *c = calloc(1, sizeof(*c));
+        if (!c)
+            abort();
+        c->fd = ci ? ci->connect_fd : -1;
+        atomic_init(&c->deadline, now_ms() + h->cfg->http_header_timeout_ms);
+        pthread_mutex_lock(&h->conns_lock);
+        c->next = h->conns;
+        if (h->conns)
+            h->conns->prev = c;
+        h->conns = c;
+        pthread_mutex_unlock(&h->conns_lock);
+        *socket_context = c;
+        return;
+    }
+    conn_t *c = *socket_context;
+    if (!c)
+        return;
+    pthread_mutex_lock(&h->conns_lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        h->conns = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    pthread_mutex_unlock(&h->conns_lock);
+    free(c);
+    *socket_context = NULL;
+}
+
+/* The deadline sweep (its own thread): four times a second, shuts down the socket of
+ * every connection past its header or body deadline; libmicrohttpd then reads the end
+ * of the stream and closes it on its own thread. O(connections) a pass, a few
+ * microseconds for thousands. */
+static void *sweep_main(void *arg)
+{
+    ks_http_t *h = arg;
+    pthread_mutex_lock(&h->conns_lock);
+    while (!h->sweep_stop) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 250 * 1000000L;
+        if (ts.tv_nsec >= 1000000000L) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000L;
+        }
+        pthread_cond_timedwait(&h->sweep_cond, &h->conns_lock, &ts);
+        int64_t now = now_ms();
+        int closed = 0;
+        for (conn_t *c = h->conns; c; c = c->next) {
+            int64_t d = atomic_load(&c->deadline);
+            if (d && now >= d && c->fd >= 0) {
+                shutdown(c->fd, SHUT_RDWR);
+                atomic_store(&c->deadline, 0);
+                closed++;
+            }
+        }
+        if (closed)
+            ks_info(LOGC,
+                    "closed %d connection%s past the header or body deadline "
+                    "(http.header_timeout_ms, http.body_timeout_ms)",
+                    closed, closed == 1 ? "" : "s");
+    }
+    pthread_mutex_unlock(&h->conns_lock);
+    return NULL;
+}
+
+#define MHD_LOG_PER_S 20 /* libmicrohttpd messages logged a second; the rest are counted */
+
+/* libmicrohttpd's messages, at most MHD_LOG_PER_S a second: a flood of connections makes
+ * one per connection ("Server reached connection limit"), and the log must not become
+ * the flood's next victim. Any daemon thread. */
 static void mhd_log(void *cls, const char *fmt, va_list ap)
 {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    static int64_t second;
+    static int logged, dropped;
+    int64_t now = now_ms() / 1000;
+    pthread_mutex_lock(&lock);
+    int was_dropped = 0;
+    if (now != second) {
+        was_dropped = dropped;
+        second = now;
+        logged = dropped = 0;
+    }
+    bool log = logged < MHD_LOG_PER_S;
+    if (log)
+        logged++;
+    else
+        dropped++;
+    pthread_mutex_unlock(&lock);
+    if (was_dropped)
+        ks_warn(LOGC, "%d libmicrohttpd messages were not logged (more than %d a second)",
+                was_dropped, MHD_LOG_PER_S);
+    if (!log)
+        return;
     char msg[512];
     vsnprintf(msg, sizeof(msg), fmt, ap);
     size_t n = strlen(msg);
@@ -876,7 +1405,8 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     ks_warn(LOGC, "%s", msg);
 }
 
-static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t errsize)
+static int parse_listen(const char *key, const char *s, struct sockaddr_in *sa, char *err,
+                        size_t errsize)
 {
     const char *colon = strrchr(s, ':');
     char host[256];
@@ -898,12 +1428,21 @@ static int parse_listen(const char *s, struct sockaddr_in *sa, char *err, size_t
         goto bad;
     return 0;
 bad:
-    snprintf(err, errsize, "config key 'http.listen': expected IPv4-host:port, got \"%s\"", s);
+    snprintf(err, errsize, "config key '%s': expected IPv4-host:port, got \"%s\"", key, s);
     return -1;
 }
 
 static void http_free(ks_http_t *h)
 {
+    if (h->sweep_started) {
+        pthread_mutex_lock(&h->conns_lock);
+        h->sweep_stop = true;
+        pthread_cond_signal(&h->sweep_cond);
+        pthread_mutex_unlock(&h->conns_lock);
+        pthread_join(h->sweep, NULL);
+    }
+    pthread_cond_destroy(&h->sweep_cond);
+    pthread_mutex_destroy(&h->conns_lock);
     free(h->tls_cert);
     free(h->tls_key);
     free(h->tls_ca);
@@ -913,8 +1452,11 @@ static void http_free(ks_http_t *h)
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
                          size_t errsize)
 {
-    struct sockaddr_in sa;
-    if (parse_listen(cfg->http_listen, &sa, err, errsize) < 0)
+    struct sockaddr_in sa, hsa;
+    if (parse_listen("http.listen", cfg->http_listen, &sa, err, errsize) < 0)
+        return NULL;
+    if (*cfg->http_health_listen &&
+        parse_listen("http.health_listen", cfg->http_health_listen, &hsa, err, errsize) < 0)
         return NULL;
     ks_http_t *h = calloc(1, sizeof(*h));
     if (!h)
@@ -922,6 +1464,22 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->eng = eng;
     h->cfg = cfg;
     h->auth = auth;
+    pthread_mutex_init(&h->conns_lock, NULL);
+    pthread_cond_init(&h->sweep_cond, NULL);
+    /* Connections past the open-files limit would fail in accept (EMFILE) and starve
+     * Kafka's sockets; keep FD_RESERVE fds for the rest of the process. */
+    unsigned max_conns = (unsigned)cfg->http_max_connections;
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY) {
+        rlim_t room = rl.rlim_cur > 2 * FD_RESERVE ? rl.rlim_cur - FD_RESERVE : rl.rlim_cur / 2;
+        if (max_conns > room) {
+            ks_warn(LOGC,
+                    "http.max_connections %u exceeds what the open-files limit (%llu) leaves; "
+                    "using %llu",
+                    max_conns, (unsigned long long)rl.rlim_cur, (unsigned long long)room);
+            max_conns = (unsigned)room;
+        }
+    }
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
     struct MHD_OptionItem tls[4];
@@ -946,11 +1504,16 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
             tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_ca};
     }
     tls[nt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
-    h->d = MHD_start_daemon(flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-                            mhd_log, h, MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED,
-                            on_completed, h, MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)120,
-                            MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_ARRAY, tls,
-                            MHD_OPTION_END);
+    /* One epoll thread serves every connection (measured against a thread per connection
+     * in tests/bench/http_conns.py); each gets CONN_MEMORY and the deadlines above. */
+    h->d = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+        MHD_OPTION_SOCK_ADDR, &sa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+        max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->http_max_conns_per_client,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_LISTENING_ADDRESS_REUSE,
+        (unsigned)1, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errsize, "cannot listen for HTTP on %s: %s", cfg->http_listen,
                  strerror(errno));
@@ -959,6 +1522,39 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->d, MHD_DAEMON_INFO_BIND_PORT);
     h->port = info ? info->port : ntohs(sa.sin_port);
+    if (*cfg->http_health_listen) {
+        /* Plain HTTP, /healthz and /readyz only, with its own thread and bounds. */
+        h->health_d = MHD_start_daemon(
+            MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY | MHD_ALLOW_SUSPEND_RESUME |
+                MHD_USE_ERROR_LOG,
+            0, NULL, NULL, on_probe_request, h, MHD_OPTION_EXTERNAL_LOGGER, mhd_log, h,
+            MHD_OPTION_SOCK_ADDR, &hsa, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+            MHD_OPTION_NOTIFY_CONNECTION, on_connection, h, MHD_OPTION_URI_LOG_CALLBACK, on_uri, h,
+            MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
+            (unsigned)HEALTH_MAX_CONNS, MHD_OPTION_PER_IP_CONNECTION_LIMIT,
+            (unsigned)HEALTH_MAX_CONNS_PER_IP, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+            (size_t)CONN_MEMORY, MHD_OPTION_LISTENING_ADDRESS_REUSE, (unsigned)1, MHD_OPTION_END);
+        if (!h->health_d) {
+            snprintf(err, errsize, "cannot listen for HTTP probes on %s: %s",
+                     cfg->http_health_listen, strerror(errno));
+            MHD_stop_daemon(h->d);
+            http_free(h);
+            return NULL;
+        }
+        info = MHD_get_daemon_info(h->health_d, MHD_DAEMON_INFO_BIND_PORT);
+        h->health_port = info ? info->port : ntohs(hsa.sin_port);
+        ks_info(LOGC, "probes (/healthz, /readyz) on http://%s:%d", inet_ntoa(hsa.sin_addr),
+                h->health_port);
+    }
+    if (pthread_create(&h->sweep, NULL, sweep_main, h) != 0) {
+        snprintf(err, errsize, "cannot start the HTTP deadline thread");
+        MHD_stop_daemon(h->d);
+        if (h->health_d)
+            MHD_stop_daemon(h->health_d);
+        http_free(h);
+        return NULL;
+    }
+    h->sweep_started = true;
     ks_info(LOGC, "listening on %s://%s:%d%s", h->tls_cert ? "https" : "http",
             inet_ntoa(sa.sin_addr), h->port, h->tls_ca ? " (client certificates required)" : "");
     return h;
@@ -981,5 +1577,7 @@ void ks_http_stop(ks_http_t *h)
     if (!h)
         return;
     MHD_stop_daemon(h->d);
+    if (h->health_d)
+        MHD_stop_daemon(h->health_d);
     http_free(h);
 }

@@ -12,14 +12,18 @@ typedef struct ks_http ks_http_t;
 
 /* Listens on cfg->http_listen ("host:port", port 0 picks one) and serves requests
  * from libmicrohttpd's threads, over TLS when cfg has a certificate, checking bearer
- * tokens when auth is not NULL. eng, cfg and auth are borrowed. Returns NULL with err. */
+ * tokens when auth is not NULL; with cfg->http_health_listen, also serves /healthz and
+ * /readyz there (plain HTTP, its own thread and bounds). Connection bounds, deadlines
+ * and the long-poll bound come from cfg's http.* keys. eng, cfg and auth are borrowed.
+ * Returns NULL with err. */
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
                          size_t errsize);
 
 /* The bound port. */
 int ks_http_port(const ks_http_t *h);
 
-/* Stops accepting connections; requests already in progress go on. */
+/* Stops accepting API connections; requests already in progress go on, and the probe
+ * listener keeps answering until ks_http_stop. */
 void ks_http_quiesce(ks_http_t *h);
 
 /* Closes every connection and frees h. Call after the engine has answered every

@@ -50,6 +50,19 @@ static const key_t_ keys[] = {
      "per-partition bound on uncommitted bytes"},
     {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
      "largest request body accepted"},
+    {"http.health_listen", T_STR, OFF(http_health_listen), 0, 0,
+     "listen address host:port of a second listener for /healthz and /readyz only (empty: "
+     "none)"},
+    {"http.max_connections", T_INT, OFF(http_max_connections), 1, 1000000,
+     "most open connections to http.listen"},
+    {"http.max_connections_per_client", T_INT, OFF(http_max_conns_per_client), 0, 1000000,
+     "most open connections to http.listen from one client address (0: no bound)"},
+    {"http.header_timeout_ms", T_INT, OFF(http_header_timeout_ms), 100, 3600000,
+     "a request's headers must all arrive within this, however slowly they drip"},
+    {"http.body_timeout_ms", T_INT, OFF(http_body_timeout_ms), 100, 3600000,
+     "a request's body must all arrive within this after its headers"},
+    {"http.max_long_polls", T_INT, OFF(http_max_long_polls), 1, 1000000,
+     "most concurrent waiting fetches; more are answered 429 with Retry-After"},
     {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
      "lease deadline of a delivered record when a fetch gives none"},
     {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,
@@ -123,6 +136,12 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->window_max_records = 20000;
     cfg->window_max_bytes = INT64_C(64) << 20;
     cfg->max_request_bytes = INT64_C(4) << 20;
+    cfg->http_health_listen = ks_xstrdup("");
+    cfg->http_max_connections = 4096;
+    cfg->http_max_conns_per_client = 1024;
+    cfg->http_header_timeout_ms = 10000;
+    cfg->http_body_timeout_ms = 30000;
+    cfg->http_max_long_polls = 1000;
     cfg->lease_deadline_ms = 30000;
     cfg->lease_max_deadline_ms = 600000;
     cfg->nack_max_delay_ms = 3600000;
@@ -175,6 +194,7 @@ void ks_config_free(ks_config_t *cfg)
     static_groups_free(cfg);
     free(cfg->config_file);
     free(cfg->http_listen);
+    free(cfg->http_health_listen);
     free(cfg->grpc_listen);
     free_list(cfg->group_patterns, cfg->group_pattern_cnt);
     free(cfg->dev_topic);
@@ -767,6 +787,14 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
     if (*cfg->http_listen && !strrchr(cfg->http_listen, ':')) {
         snprintf(err, errsize, "config key 'http.listen': expected host:port, got \"%s\"",
                  cfg->http_listen);
+        return -1;
+    }
+    if (*cfg->http_health_listen && (!strrchr(cfg->http_health_listen, ':') || !*cfg->http_listen ||
+                                     !strcmp(cfg->http_health_listen, cfg->http_listen))) {
+        snprintf(err, errsize,
+                 "config key 'http.health_listen': expected host:port other than http.listen "
+                 "(and http.listen set), got \"%s\"",
+                 cfg->http_health_listen);
         return -1;
     }
     if (*cfg->group_defaults.dead_letter_topic &&

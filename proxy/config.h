@@ -41,6 +41,12 @@ typedef struct ks_config {
     int window_max_records;
     int64_t window_max_bytes;
     int64_t max_request_bytes;
+    char *http_health_listen;      /* "host:port" of the probe-only listener; empty: none */
+    int http_max_connections;      /* total, API listener */
+    int http_max_conns_per_client; /* per client address, API listener; 0: no bound */
+    int http_header_timeout_ms;    /* a request's headers must arrive within this */
+    int http_body_timeout_ms;      /* and its body within this after the headers */
+    int http_max_long_polls;       /* concurrent waiting fetches; more get 429 */
     char *dev_topic;
     int dev_partitions;
     int dev_rate;

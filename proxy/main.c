@@ -1,10 +1,12 @@
 /* main.c: the ksidecar daemon: config, listeners, signals, and an orderly shutdown. */
+#include <errno.h>
 #include <librdkafka/rdkafka.h>
 #include <malloc.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "config.h"
@@ -35,6 +37,40 @@ static void print_dev_banner(const ks_config_t *cfg, int http_port, int grpc_por
            cfg->dev_topic, cfg->dev_rate, host, http_port, cfg->dev_topic, host, http_port, host,
            grpc_port, host, grpc_port);
     fflush(stdout);
+}
+
+/* Raises the soft RLIMIT_NOFILE to the hard limit: every group costs sockets and
+ * pipes, and every HTTP and gRPC connection one fd, and the soft default (often 1024)
+ * ran out long before memory did. Logs the outcome; never fails the start. */
+static void raise_nofile_limit(void)
+{
+    struct rlimit rl;
+    if (getrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        ks_warn("main", "getrlimit(RLIMIT_NOFILE): %s", strerror(errno));
+        return;
+    }
+    rlim_t want = rl.rlim_max;
+    if (want == RLIM_INFINITY) {
+        /* The kernel refuses an infinite fd limit; fs.nr_open is the real ceiling. */
+        want = 1048576;
+        FILE *f = fopen("/proc/sys/fs/nr_open", "r");
+        unsigned long long n;
+        if (f && fscanf(f, "%llu", &n) == 1)
+            want = (rlim_t)n;
+        if (f)
+            fclose(f);
+    }
+    if (rl.rlim_cur >= want)
+        return;
+    rlim_t was = rl.rlim_cur;
+    rl.rlim_cur = want;
+    if (setrlimit(RLIMIT_NOFILE, &rl) < 0) {
+        ks_warn("main", "cannot raise the open-files limit from %llu to %llu: %s",
+                (unsigned long long)was, (unsigned long long)want, strerror(errno));
+        return;
+    }
+    ks_info("main", "open-files limit raised from %llu to %llu", (unsigned long long)was,
+            (unsigned long long)want);
 }
 
 int main(int argc, char **argv)
@@ -72,6 +108,7 @@ int main(int argc, char **argv)
         return 2;
     }
     ks_log_setup(cfg.log_level, cfg.log_json);
+    raise_nofile_limit();
 
     /* librdkafka frees each fetch response (up to ~1 MB a partition) once its records are
      * copied into the window; glibc's default trimming then handed those pages back and

@@ -1060,6 +1060,47 @@ static void test_args_validation(void **state)
 
 /* ---- dump and usage ---------------------------------------------------------------------- */
 
+/* The HTTP edge's connection bounds and deadlines: defaults, ranges, and the probe
+ * listener's address checks. */
+static void test_http_limits_keys(void **state)
+{
+    ks_config_t cfg;
+    ks_config_action_t action;
+    char err[512];
+    const char *env[] = {NULL};
+    ks_config_defaults(&cfg);
+    assert_string_equal(cfg.http_health_listen, "");
+    assert_int_equal(cfg.http_max_connections, 4096);
+    assert_int_equal(cfg.http_max_conns_per_client, 1024);
+    assert_int_equal(cfg.http_header_timeout_ms, 10000);
+    assert_int_equal(cfg.http_body_timeout_ms, 30000);
+    assert_int_equal(cfg.http_max_long_polls, 1000);
+    assert_int_equal(ks_config_set(&cfg, "http.max_connections_per_client", "0", err, sizeof(err)),
+                     0);
+    assert_int_equal(cfg.http_max_conns_per_client, 0);
+    assert_int_equal(ks_config_set(&cfg, "http.max_connections", "0", err, sizeof(err)), -1);
+    assert_contains(err, "http.max_connections");
+    assert_int_equal(ks_config_set(&cfg, "http.header_timeout_ms", "99", err, sizeof(err)), -1);
+    assert_contains(err, "http.header_timeout_ms");
+    assert_int_equal(ks_config_set(&cfg, "http.body_timeout_ms", "x", err, sizeof(err)), -1);
+    assert_contains(err, "http.body_timeout_ms");
+    assert_int_equal(ks_config_set(&cfg, "http.max_long_polls", "0", err, sizeof(err)), -1);
+    assert_contains(err, "http.max_long_polls");
+    ks_config_free(&cfg);
+    static const char *bad[] = {"--http.health_listen=nocolon",
+                                "--http.health_listen=127.0.0.1:8080"};
+    for (size_t i = 0; i < 2; i++) {
+        const char *args[] = {"ksidecar", "--dev", bad[i], NULL};
+        assert_int_equal(run_args(&cfg, args, env, &action, err, sizeof(err)), -1);
+        assert_contains(err, "http.health_listen");
+        ks_config_free(&cfg);
+    }
+    const char *args[] = {"ksidecar", "--dev", "--http.health_listen=127.0.0.1:8081", NULL};
+    assert_int_equal(run_args(&cfg, args, env, &action, err, sizeof(err)), 0);
+    assert_string_equal(cfg.http_health_listen, "127.0.0.1:8081");
+    ks_config_free(&cfg);
+}
+
 static void test_dump_masks_secrets(void **state)
 {
     ks_config_t cfg;
@@ -1196,6 +1237,7 @@ int main(void)
         cmocka_unit_test(test_args_config_file_from_envp),
         cmocka_unit_test(test_args_actions),
         cmocka_unit_test(test_args_validation),
+        cmocka_unit_test(test_http_limits_keys),
         cmocka_unit_test(test_dump_masks_secrets),
         cmocka_unit_test(test_usage_lists_keys),
         cmocka_unit_test(test_valid_kafka_name),
