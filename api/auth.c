@@ -1,9 +1,11 @@
-/* auth.c: bearer tokens, kept as SHA-256 hashes, each allowed a set of group patterns. */
+/* auth.c: who may do what: tokens and certificate subjects, each with group, consume and
+ * produce scopes, loaded from the tokens file; the one scope check both edges call. */
 #include "auth.h"
 
 #include <ctype.h>
 #include <errno.h>
 #include <fnmatch.h>
+#include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <stdio.h>
@@ -11,32 +13,54 @@
 #include <string.h>
 #include <strings.h>
 
-typedef struct token {
-    unsigned char hash[32];
+#include "log.h"
+#include "util.h"
+
+#define LOGC "auth"
+
+typedef struct scope {
     char **patterns;
-    size_t pattern_cnt;
-} token_t;
+    size_t cnt;
+} scope_t;
+
+struct ks_principal {
+    bool is_subject; /* keyed by a certificate subject, not a token hash */
+    unsigned char hash[32];
+    char *subject;     /* is_subject: the RFC 4514 subject DN */
+    bool legacy;       /* from a legacy line: group scopes only */
+    scope_t scopes[3]; /* indexed by ks_scope_t */
+    char id[24];       /* "token#N" / "subject#N" */
+};
 
 struct ks_auth {
-    token_t *tokens;
+    ks_principal_t **ents;
     size_t cnt;
 };
+
+static const char *const scope_names[] = {"groups", "consume", "produce"};
 
 void ks_auth_free(ks_auth_t *a)
 {
     if (!a)
         return;
     for (size_t i = 0; i < a->cnt; i++) {
-        for (size_t j = 0; j < a->tokens[i].pattern_cnt; j++)
-            free(a->tokens[i].patterns[j]);
-        free(a->tokens[i].patterns);
+        ks_principal_t *p = a->ents[i];
+        for (int s = 0; s < 3; s++) {
+            for (size_t j = 0; j < p->scopes[s].cnt; j++)
+                free(p->scopes[s].patterns[j]);
+            free(p->scopes[s].patterns);
+        }
+        free(p->subject);
+        free(p);
     }
-    free(a->tokens);
+    free(a->ents);
     free(a);
 }
 
 static int unhex(const char *s, unsigned char *out, size_t n)
 {
+    if (strlen(s) != 2 * n)
+        return -1;
     for (size_t i = 0; i < n; i++) {
         unsigned v = 0;
         for (int k = 0; k < 2; k++) {
@@ -53,90 +77,271 @@ static int unhex(const char *s, unsigned char *out, size_t n)
     return 0;
 }
 
-ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize)
+static void scope_add(scope_t *s, const char *pattern)
 {
-    FILE *f = fopen(path, "r");
-    if (!f) {
-        snprintf(err, errsize, "config key 'auth.tokens_file': %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    ks_auth_t *a = calloc(1, sizeof(*a));
-    if (!a)
+    s->patterns = realloc(s->patterns, (s->cnt + 1) * sizeof(char *));
+    if (!s->patterns)
         abort();
-    char line[4096];
+    s->patterns[s->cnt++] = ks_xstrdup(pattern);
+}
+
+static ks_principal_t *add_entry(ks_auth_t *a, bool is_subject)
+{
+    ks_principal_t *p = calloc(1, sizeof(*p));
+    ks_principal_t **n = realloc(a->ents, (a->cnt + 1) * sizeof(*n));
+    if (!p || !n)
+        abort();
+    a->ents = n;
+    a->ents[a->cnt++] = p;
+    p->is_subject = is_subject;
+    snprintf(p->id, sizeof(p->id), "%s#%zu", is_subject ? "subject" : "token", a->cnt);
+    return p;
+}
+
+/* The legacy form: "<sha256 hex> <group patterns>" lines. */
+static int parse_lines(ks_auth_t *a, char *text, const char *origin, char *err, size_t errsize)
+{
     int lineno = 0;
-    while (fgets(line, sizeof(line), f)) {
+    char *save_line = NULL;
+    for (char *line = strtok_r(text, "\n", &save_line); line;
+         line = strtok_r(NULL, "\n", &save_line)) {
         lineno++;
-        char *hash = strtok(line, " \t\r\n");
+        char *save = NULL;
+        char *hash = strtok_r(line, " \t\r", &save);
         if (!hash || hash[0] == '#')
             continue;
-        char *pats = strtok(NULL, " \t\r\n");
-        if (strlen(hash) != 64 || !pats) {
+        char *pats = strtok_r(NULL, " \t\r", &save);
+        if (strlen(hash) != 64 || !pats || strtok_r(NULL, " \t\r", &save)) {
             snprintf(err, errsize,
                      "tokens file %s line %d: expected \"<64 hex chars of sha256(token)> "
-                     "<group patterns>\"",
-                     path, lineno);
-            goto fail;
+                     "<group patterns>\", or use the JSON format",
+                     origin, lineno);
+            return -1;
         }
-        a->tokens = realloc(a->tokens, (a->cnt + 1) * sizeof(*a->tokens));
-        if (!a->tokens)
-            abort();
-        token_t *t = &a->tokens[a->cnt++];
-        memset(t, 0, sizeof(*t));
-        if (unhex(hash, t->hash, 32) < 0) {
-            snprintf(err, errsize, "tokens file %s line %d: the hash is not hex", path, lineno);
-            goto fail;
+        ks_principal_t *p = add_entry(a, false);
+        p->legacy = true;
+        if (unhex(hash, p->hash, 32) < 0) {
+            snprintf(err, errsize, "tokens file %s line %d: the hash is not hex", origin, lineno);
+            return -1;
         }
-        char *save = NULL;
-        for (char *p = strtok_r(pats, ",", &save); p; p = strtok_r(NULL, ",", &save)) {
-            t->patterns = realloc(t->patterns, (t->pattern_cnt + 1) * sizeof(char *));
-            if (!t->patterns)
-                abort();
-            t->patterns[t->pattern_cnt++] = strdup(p);
+        char *ps = NULL;
+        for (char *t = strtok_r(pats, ",", &ps); t; t = strtok_r(NULL, ",", &ps))
+            scope_add(&p->scopes[KS_SCOPE_GROUPS], t);
+    }
+    return 0;
+}
+
+/* One entry of the JSON form. Returns 0 or -1 with err. */
+static int parse_entry(ks_auth_t *a, json_t *e, size_t i, const char *origin, char *err,
+                       size_t errsize)
+{
+    if (!json_is_object(e)) {
+        snprintf(err, errsize, "tokens file %s: tokens[%zu] is not an object", origin, i);
+        return -1;
+    }
+    json_t *hash = json_object_get(e, "sha256"), *subj = json_object_get(e, "subject");
+    if (!hash == !subj || (hash && !json_is_string(hash)) || (subj && !json_is_string(subj)) ||
+        (subj && !*json_string_value(subj))) {
+        snprintf(err, errsize,
+                 "tokens file %s: tokens[%zu] needs exactly one of \"sha256\" (hex of the "
+                 "token's SHA-256) or \"subject\" (a client certificate's subject DN)",
+                 origin, i);
+        return -1;
+    }
+    ks_principal_t *p = add_entry(a, subj != NULL);
+    if (subj)
+        p->subject = ks_xstrdup(json_string_value(subj));
+    else if (unhex(json_string_value(hash), p->hash, 32) < 0) {
+        snprintf(err, errsize, "tokens file %s: tokens[%zu].sha256 is not 64 hex characters",
+                 origin, i);
+        return -1;
+    }
+    const char *k;
+    json_t *v;
+    json_object_foreach(e, k, v)
+    {
+        if (!strcmp(k, "sha256") || !strcmp(k, "subject"))
+            continue;
+        int s = 0;
+        while (s < 3 && strcmp(k, scope_names[s]))
+            s++;
+        if (s == 3 || !json_is_array(v)) {
+            snprintf(err, errsize,
+                     "tokens file %s: tokens[%zu]: unexpected or mistyped field \"%s\" (known: "
+                     "sha256 or subject, and the pattern arrays groups, consume, produce)",
+                     origin, i, k);
+            return -1;
+        }
+        size_t j;
+        json_t *pv;
+        json_array_foreach(v, j, pv)
+        {
+            if (!json_is_string(pv) || !*json_string_value(pv)) {
+                snprintf(err, errsize, "tokens file %s: tokens[%zu].%s[%zu] is not a pattern",
+                         origin, i, k, j);
+                return -1;
+            }
+            scope_add(&p->scopes[s], json_string_value(pv));
         }
     }
-    fclose(f);
+    return 0;
+}
+
+static int parse_json(ks_auth_t *a, const char *text, const char *origin, char *err, size_t errsize)
+{
+    json_error_t jerr;
+    json_t *root = json_loads(text, 0, &jerr);
+    if (!root) {
+        snprintf(err, errsize, "tokens file %s: line %d: %s", origin, jerr.line, jerr.text);
+        return -1;
+    }
+    int rc = -1;
+    json_t *toks = json_object_get(root, "tokens");
+    if (!json_is_object(root) || json_object_size(root) != 1 || !json_is_array(toks)) {
+        snprintf(err, errsize, "tokens file %s: expected {\"tokens\":[...]}", origin);
+        goto out;
+    }
+    size_t i;
+    json_t *e;
+    json_array_foreach(toks, i, e)
+    {
+        if (parse_entry(a, e, i, origin, err, errsize) < 0)
+            goto out;
+    }
+    rc = 0;
+out:
+    json_decref(root);
+    return rc;
+}
+
+ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize)
+{
+    ks_auth_t *a = calloc(1, sizeof(*a));
+    char *copy = ks_xstrdup(text);
+    if (!a)
+        abort();
+    const char *p = text;
+    while (isspace((unsigned char)*p))
+        p++;
+    bool json = *p == '{';
+    int rc = json ? parse_json(a, text, origin, err, errsize)
+                  : parse_lines(a, copy, origin, err, errsize);
+    free(copy);
+    if (rc < 0)
+        goto fail;
     if (a->cnt == 0) {
-        snprintf(err, errsize, "tokens file %s holds no token", path);
-        ks_auth_free(a);
-        return NULL;
+        snprintf(err, errsize, "tokens file %s holds no token", origin);
+        goto fail;
     }
+    if (!json)
+        ks_warn(LOGC,
+                "tokens file %s is in the legacy format (\"<sha256> <group patterns>\"): its %zu "
+                "token(s) have group scopes only, so they may consume from and produce to no "
+                "topic until the file gives them consume and produce scopes (the JSON format)",
+                origin, a->cnt);
     return a;
 fail:
-    fclose(f);
     ks_auth_free(a);
     return NULL;
 }
 
-ks_status_t ks_auth_check(const ks_auth_t *a, const char *authorization, const char *group,
-                          char *err, size_t errsize)
+ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize)
 {
+    errno = 0;
+    char *text = ks_read_file(path);
+    if (!text) {
+        snprintf(err, errsize, "config key 'auth.tokens_file': %s: %s", path,
+                 errno ? strerror(errno) : "cannot read it");
+        return NULL;
+    }
+    ks_auth_t *a = ks_auth_parse(text, path, err, errsize);
+    free(text);
+    return a;
+}
+
+ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
+                             const ks_principal_t **who, char *err, size_t errsize)
+{
+    *who = NULL;
     if (!a)
         return KS_OK;
+    if (!authorization && subject && *subject) {
+        for (size_t i = 0; i < a->cnt; i++)
+            if (a->ents[i]->is_subject && !strcmp(a->ents[i]->subject, subject)) {
+                *who = a->ents[i];
+                return KS_OK;
+            }
+    }
     if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0 || !authorization[7]) {
-        snprintf(err, errsize,
-                 "missing bearer token: send the header "
-                 "\"authorization: Bearer <token>\"");
+        if (subject && *subject)
+            snprintf(err, errsize,
+                     "missing bearer token: send the header \"authorization: Bearer <token>\" "
+                     "(the client certificate's subject \"%.200s\" is not in the tokens file)",
+                     subject);
+        else
+            snprintf(err, errsize,
+                     "missing bearer token: send the header \"authorization: Bearer <token>\"");
         return KS_E_UNAUTH;
     }
     const char *tok = authorization + 7;
     unsigned char h[32];
     unsigned int hl = 0;
     EVP_Digest(tok, strlen(tok), h, &hl, EVP_sha256(), NULL);
-    const token_t *match = NULL;
     /* Compare with every token, in constant time each, whatever matched. */
     for (size_t i = 0; i < a->cnt; i++)
-        if (CRYPTO_memcmp(h, a->tokens[i].hash, 32) == 0)
-            match = &a->tokens[i];
-    if (!match) {
+        if (!a->ents[i]->is_subject && CRYPTO_memcmp(h, a->ents[i]->hash, 32) == 0)
+            *who = a->ents[i];
+    if (!*who) {
         snprintf(err, errsize, "the bearer token is not valid");
         return KS_E_UNAUTH;
     }
-    if (!group)
-        return KS_OK;
-    for (size_t i = 0; i < match->pattern_cnt; i++)
-        if (fnmatch(match->patterns[i], group, 0) == 0)
-            return KS_OK;
-    snprintf(err, errsize, "the token does not cover group \"%s\"", group);
-    return KS_E_PERMISSION;
+    return KS_OK;
+}
+
+bool ks_auth_covers(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
+                    const char *name)
+{
+    if (!a)
+        return true;
+    if (!who)
+        return false;
+    const scope_t *s = &who->scopes[scope];
+    for (size_t i = 0; i < s->cnt; i++)
+        if (fnmatch(s->patterns[i], name, 0) == 0)
+            return true;
+    return false;
+}
+
+ks_status_t ks_auth_allow(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
+                          const char *const *names, size_t n, char *err, size_t errsize)
+{
+    static const char *const verbs[] = {"use group", "consume topic", "produce to topic"};
+    for (size_t i = 0; i < n; i++) {
+        if (ks_auth_covers(a, who, scope, names[i]))
+            continue;
+        snprintf(err, errsize, "%s may not %s \"%.100s\" (%s scope%s)",
+                 who && who->is_subject ? "the client certificate" : "token", verbs[scope],
+                 names[i], scope_names[scope],
+                 who && who->legacy && scope != KS_SCOPE_GROUPS
+                     ? "; the token is in the legacy tokens-file format, which has no topic "
+                       "scopes"
+                     : "");
+        return KS_E_PERMISSION;
+    }
+    return KS_OK;
+}
+
+const char *ks_auth_principal_id(const ks_principal_t *who)
+{
+    return who ? who->id : NULL;
+}
+
+ks_status_t ks_auth_check(const ks_auth_t *a, const char *authorization, const char *group,
+                          char *err, size_t errsize)
+{
+    const ks_principal_t *who;
+    ks_status_t st = ks_auth_identify(a, authorization, NULL, &who, err, errsize);
+    if (st || !group)
+        return st;
+    return ks_auth_allow(a, who, KS_SCOPE_GROUPS, &group, 1, err, errsize);
 }

@@ -1,4 +1,5 @@
-/* auth.h: bearer tokens, kept as SHA-256 hashes, each allowed a set of group patterns. */
+/* auth.h: who may do what: bearer tokens (kept as SHA-256) and client-certificate subjects,
+ * each with three scopes: groups, topics to consume, topics to produce to. */
 #ifndef KS_AUTH_H
 #define KS_AUTH_H
 
@@ -9,17 +10,54 @@
 
 typedef struct ks_auth ks_auth_t;
 
-/* Loads a tokens file: one token per line, "<sha256 hex of the token> <patterns>",
- * patterns comma-separated fnmatch(3) globs of the groups it may use; '#' starts a
- * comment. Returns NULL with err (naming the line) on failure. */
+/* One entry of the tokens file: a token (by hash) or a certificate subject. Lives as long
+ * as its ks_auth_t. */
+typedef struct ks_principal ks_principal_t;
+
+/* The scopes a command may need. No pattern in a scope means no access. */
+typedef enum {
+    KS_SCOPE_GROUPS = 0, /* the consumer groups it may use */
+    KS_SCOPE_CONSUME,    /* the topics it may fetch or subscribe to, or seek */
+    KS_SCOPE_PRODUCE,    /* the topics it may produce to */
+} ks_scope_t;
+
+/* Loads a tokens file, in either format (README, "TLS and tokens"):
+ * - JSON: {"tokens":[{"sha256":"<hex>" | "subject":"<RFC 4514 DN>", "groups":[...],
+ *   "consume":[...], "produce":[...]}, ...]}, patterns being fnmatch(3) globs;
+ * - legacy lines "<sha256 hex> <group patterns, comma-separated>" ('#' comments): such a
+ *   token has group scopes only, and the loader logs that it may consume and produce
+ *   nothing.
+ * Returns NULL with err (naming the entry or line) on failure. */
 ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize);
+
+/* Same, from text (origin names it in messages). */
+ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize);
 
 void ks_auth_free(ks_auth_t *a);
 
-/* Checks an "Authorization" header value ("Bearer <token>"; NULL if absent) and, when
- * group is not NULL, that the token covers it. Hashes are compared in constant time.
- * Returns KS_OK, KS_E_UNAUTH or KS_E_PERMISSION with a message in err.
- * a == NULL (auth off) always passes. Any thread. */
+/* Finds who is calling: the bearer token of an "Authorization" value ("Bearer <token>";
+ * NULL if absent) when one is sent, else the entry for the verified client certificate's
+ * subject (NULL if none). Hashes are compared in constant time. Sets *who and returns
+ * KS_OK, or KS_E_UNAUTH with err. a == NULL (auth off): *who = NULL, KS_OK. Any thread. */
+ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
+                             const ks_principal_t **who, char *err, size_t errsize);
+
+/* Whether who's scope covers name. Always true with a == NULL. Any thread. */
+bool ks_auth_covers(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
+                    const char *name);
+
+/* Checks that who's scope covers each of names. Returns KS_OK, or KS_E_PERMISSION with a
+ * message naming the first name refused and the missing scope, e.g.
+ * token may not consume topic "x" (consume scope). Any thread. */
+ks_status_t ks_auth_allow(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
+                          const char *const *names, size_t n, char *err, size_t errsize);
+
+/* A short stable name for who, for counting per identity and for logs: "token#3" or
+ * "subject#1" (the entry's place in the file). NULL for who == NULL. */
+const char *ks_auth_principal_id(const ks_principal_t *who);
+
+/* Identifies and checks the groups scope (group may be NULL: identity only). Kept for
+ * callers that need nothing else. Returns KS_OK, KS_E_UNAUTH or KS_E_PERMISSION. */
 ks_status_t ks_auth_check(const ks_auth_t *a, const char *authorization, const char *group,
                           char *err, size_t errsize);
 

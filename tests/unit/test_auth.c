@@ -1,0 +1,150 @@
+/* test_auth.c: the tokens file (JSON and legacy), identities and the scope check. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "auth.h"
+
+/* sha256("s3cret") and sha256("other") */
+#define H_S3CRET "1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0"
+#define H_OTHER  "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa"
+
+static const char *json_file =
+    "{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"groups\":[\"orders-*\"],"
+    "\"consume\":[\"orders\",\"orders.*\"],\"produce\":[\"orders-out\"]},"
+    "{\"subject\":\"CN=app1,O=Acme\",\"groups\":[\"billing\"],\"consume\":[\"billing\"]},"
+    "{\"sha256\":\"" H_OTHER "\"}]}";
+
+static void test_json_scopes(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    ks_auth_t *a = ks_auth_parse(json_file, "t.json", err, sizeof(err));
+    assert_non_null(a);
+    const ks_principal_t *who = NULL;
+    assert_int_equal(ks_auth_identify(a, "Bearer s3cret", NULL, &who, err, sizeof(err)), KS_OK);
+    assert_string_equal(ks_auth_principal_id(who), "token#1");
+    assert_true(ks_auth_covers(a, who, KS_SCOPE_GROUPS, "orders-x"));
+    assert_false(ks_auth_covers(a, who, KS_SCOPE_GROUPS, "billing"));
+    const char *ok[] = {"orders", "orders.eu"};
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_CONSUME, ok, 2, err, sizeof(err)), KS_OK);
+    const char *bad[] = {"orders", "secret-billing"};
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_CONSUME, bad, 2, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_string_equal(err, "token may not consume topic \"secret-billing\" (consume scope)");
+    const char *orders[] = {"orders"};
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_PRODUCE, orders, 1, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_string_equal(err, "token may not produce to topic \"orders\" (produce scope)");
+
+    /* No scope at all: no access. */
+    assert_int_equal(ks_auth_identify(a, "Bearer other", NULL, &who, err, sizeof(err)), KS_OK);
+    assert_false(ks_auth_covers(a, who, KS_SCOPE_GROUPS, "orders-x"));
+    assert_false(ks_auth_covers(a, who, KS_SCOPE_CONSUME, "orders"));
+
+    /* A subject: used when no token is sent; a sent token wins. */
+    assert_int_equal(ks_auth_identify(a, NULL, "CN=app1,O=Acme", &who, err, sizeof(err)), KS_OK);
+    assert_string_equal(ks_auth_principal_id(who), "subject#2");
+    assert_true(ks_auth_covers(a, who, KS_SCOPE_CONSUME, "billing"));
+    const char *g[] = {"orders-x"};
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_GROUPS, g, 1, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_string_equal(err,
+                        "the client certificate may not use group \"orders-x\" (groups scope)");
+    assert_int_equal(ks_auth_identify(a, "Bearer s3cret", "CN=app1,O=Acme", &who, err, sizeof(err)),
+                     KS_OK);
+    assert_string_equal(ks_auth_principal_id(who), "token#1");
+
+    /* Unknown subject, wrong or missing token. */
+    assert_int_equal(ks_auth_identify(a, NULL, "CN=nobody", &who, err, sizeof(err)), KS_E_UNAUTH);
+    assert_non_null(strstr(err, "CN=nobody"));
+    assert_int_equal(ks_auth_identify(a, "Bearer nope", NULL, &who, err, sizeof(err)), KS_E_UNAUTH);
+    assert_int_equal(ks_auth_identify(a, NULL, NULL, &who, err, sizeof(err)), KS_E_UNAUTH);
+    assert_int_equal(ks_auth_identify(a, "Basic czNjcmV0", NULL, &who, err, sizeof(err)),
+                     KS_E_UNAUTH);
+    ks_auth_free(a);
+}
+
+static void test_legacy_lines(void **state)
+{
+    (void)state;
+    char err[512] = "";
+    ks_auth_t *a =
+        ks_auth_parse("# comment\n\n" H_S3CRET " orders-*,billing\n", "t.txt", err, sizeof(err));
+    assert_non_null(a);
+    const ks_principal_t *who = NULL;
+    assert_int_equal(ks_auth_identify(a, "bearer s3cret", NULL, &who, err, sizeof(err)), KS_OK);
+    assert_true(ks_auth_covers(a, who, KS_SCOPE_GROUPS, "billing"));
+    assert_true(ks_auth_covers(a, who, KS_SCOPE_GROUPS, "orders-1"));
+    const char *t[] = {"orders"};
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_CONSUME, t, 1, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_non_null(strstr(err, "(consume scope; "));
+    assert_non_null(strstr(err, "legacy"));
+    assert_int_equal(ks_auth_allow(a, who, KS_SCOPE_PRODUCE, t, 1, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_int_equal(ks_auth_check(a, "Bearer s3cret", "billing", err, sizeof(err)), KS_OK);
+    assert_int_equal(ks_auth_check(a, "Bearer s3cret", "x", err, sizeof(err)), KS_E_PERMISSION);
+    ks_auth_free(a);
+}
+
+static void test_auth_off_allows_everything(void **state)
+{
+    (void)state;
+    char err[64];
+    const ks_principal_t *who = (const ks_principal_t *)&who;
+    assert_int_equal(ks_auth_identify(NULL, NULL, NULL, &who, err, sizeof(err)), KS_OK);
+    assert_null(who);
+    const char *t[] = {"anything"};
+    assert_int_equal(ks_auth_allow(NULL, NULL, KS_SCOPE_PRODUCE, t, 1, err, sizeof(err)), KS_OK);
+    assert_null(ks_auth_principal_id(NULL));
+}
+
+static void expect_error(const char *text, const char *want)
+{
+    char err[512] = "";
+    ks_auth_t *a = ks_auth_parse(text, "f", err, sizeof(err));
+    if (a)
+        fail_msg("parsed: %s", text);
+    if (!strstr(err, want))
+        fail_msg("error \"%s\" lacks \"%s\"", err, want);
+}
+
+static void test_bad_files(void **state)
+{
+    (void)state;
+    expect_error("", "holds no token");
+    expect_error("# only a comment\n", "holds no token");
+    expect_error("{\"tokens\":[]}", "holds no token");
+    expect_error("abc orders", "line 1");
+    expect_error(H_S3CRET, "line 1");
+    expect_error(H_S3CRET " a b", "line 1");
+    expect_error("{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"subject\":\"CN=x\"}]}",
+                 "exactly one of");
+    expect_error("{\"tokens\":[{\"groups\":[\"a\"]}]}", "exactly one of");
+    expect_error("{\"tokens\":[{\"subject\":\"\"}]}", "exactly one of");
+    expect_error("{\"tokens\":[{\"sha256\":\"abc\"}]}", "tokens[0].sha256");
+    expect_error("{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"topics\":[\"a\"]}]}", "\"topics\"");
+    expect_error("{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"consume\":\"a\"}]}", "\"consume\"");
+    expect_error("{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"consume\":[1]}]}",
+                 "tokens[0].consume[0]");
+    expect_error("{\"tokens\":[1]}", "tokens[0] is not an object");
+    expect_error("{\"tokens\":{}}", "expected {\"tokens\":[...]}");
+    expect_error("{\"tokens\":[], \"x\":1}", "expected {\"tokens\":[...]}");
+    expect_error("{\"tokens\":[", "line 1");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_json_scopes),
+        cmocka_unit_test(test_legacy_lines),
+        cmocka_unit_test(test_auth_off_allows_everything),
+        cmocka_unit_test(test_bad_files),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
