@@ -49,7 +49,7 @@ static const key_t_ keys[] = {
     {"window.max_bytes", T_I64, OFF(window_max_bytes), 1024, INT64_C(1) << 40,
      "per-partition bound on uncommitted bytes"},
     {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
-     "largest request body accepted"},
+     "largest request body accepted (the default holds 100,000 ack ids)"},
     {"http.health_listen", T_STR, OFF(http_health_listen), 0, 0,
      "listen address host:port of a second listener for /healthz and /readyz only (empty: "
      "none)"},
@@ -94,16 +94,21 @@ static const key_t_ keys[] = {
     {"tls.client_ca_file", T_STR, OFF(tls_client_ca_file), 0, 0,
      "PEM CA: clients must present a certificate it signed (mTLS)"},
     {"auth.tokens_file", T_STR, OFF(auth_tokens_file), 0, 0,
-     "bearer tokens: lines of \"<sha256 hex> <group patterns>\" (empty: no auth)"},
+     "tokens and certificate subjects with group, consume and produce scopes (JSON; "
+     "empty: no auth)"},
     {"grpc.max_message_bytes", T_I64, OFF(grpc_max_message_bytes), 1024, INT64_C(1) << 30,
      "largest gRPC message received or sent"},
     {"grpc.max_streams_per_client", T_INT, OFF(grpc_max_streams_per_client), 1, 100000,
-     "most concurrent Subscribe streams from one client address"},
+     "most concurrent Subscribe streams per authenticated identity, else per address"},
     {"grpc.threads", T_INT, OFF(grpc_threads), 1, 64, "completion-queue threads"},
     {"subscriber.max_credit_records", T_I64, OFF(sub_max_credit_records), 1, INT64_C(1) << 40,
      "largest record credits a subscriber may ask for"},
     {"subscriber.max_credit_bytes", T_I64, OFF(sub_max_credit_bytes), 1, INT64_C(1) << 50,
      "largest byte credits a subscriber may ask for"},
+    {"groups.max", T_INT, OFF(groups_max), 1, 100000,
+     "most groups running at once, static ones included (each costs threads and fds)"},
+    {"topics.allow_internal", T_BOOL, OFF(topics_allow_internal), 0, 0,
+     "clients may consume and produce Kafka's internal topics (names starting \"__\")"},
     {"dev.topic", T_STR, OFF(dev_topic), 0, 0, "dev mode: the demo topic"},
     {"dev.partitions", T_INT, OFF(dev_partitions), 1, 64, "dev mode: the demo topic's partitions"},
     {"dev.rate", T_INT, OFF(dev_rate), 0, 100000, "dev mode: sample records produced per second"},
@@ -135,7 +140,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->fetch_max_wait_ms = 60000;
     cfg->window_max_records = 20000;
     cfg->window_max_bytes = INT64_C(64) << 20;
-    cfg->max_request_bytes = INT64_C(4) << 20;
+    cfg->max_request_bytes = KS_DEFAULT_REQUEST_BYTES;
     cfg->http_health_listen = ks_xstrdup("");
     cfg->http_max_connections = 4096;
     cfg->http_max_conns_per_client = 1024;
@@ -159,6 +164,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->grpc_threads = 2;
     cfg->sub_max_credit_records = 100000;
     cfg->sub_max_credit_bytes = INT64_C(1) << 30;
+    cfg->groups_max = 64;
     cfg->group_defaults.ordering = KS_ORDER_KEY;
     cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
@@ -775,8 +781,17 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
     return 0;
 }
 
+_Static_assert(KS_MAX_ACK_IDS *(int64_t)(321 + 4) + 64 <= KS_DEFAULT_REQUEST_BYTES,
+               "the default body limit must hold the largest ack request");
+
 int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
 {
+    if (cfg->static_group_cnt > (size_t)cfg->groups_max) {
+        snprintf(err, errsize,
+                 "config key 'groups.static' names %zu groups, more than 'groups.max' (%d)",
+                 cfg->static_group_cnt, cfg->groups_max);
+        return -1;
+    }
     if (cfg->fetch_default_wait_ms > cfg->fetch_max_wait_ms) {
         snprintf(err, errsize,
                  "config key 'fetch.default_wait_ms' (%d) must not exceed 'fetch.max_wait_ms' "
@@ -1024,7 +1039,7 @@ void ks_config_usage(void *file)
 bool ks_valid_kafka_name(const char *name)
 {
     size_t n = strlen(name);
-    if (n == 0 || n > 249 || !strcmp(name, ".") || !strcmp(name, ".."))
+    if (n == 0 || n > KS_NAME_MAX || !strcmp(name, ".") || !strcmp(name, ".."))
         return false;
     for (size_t i = 0; i < n; i++) {
         char c = name[i];

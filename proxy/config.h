@@ -64,12 +64,24 @@ typedef struct ks_config {
     int grpc_max_streams_per_client;
     int grpc_threads;
     int64_t sub_max_credit_records, sub_max_credit_bytes;
+    int groups_max;             /* most groups running at once, static ones included */
+    bool topics_allow_internal; /* clients may consume and produce "__*" topics */
     ks_group_conf_t group_defaults;
     ks_group_conf_t *static_groups;
     size_t static_group_cnt;
     ks_kv_t *kafka; /* pass-through librdkafka properties, in the order set */
     size_t kafka_cnt;
 } ks_config_t;
+
+/* The longest name of any kind, group, topic or subscriber: Kafka's bound on topics. */
+#define KS_NAME_MAX 249
+
+/* Most ack ids one ack, nack or deadline request may carry (either edge). */
+#define KS_MAX_ACK_IDS 100000
+
+/* The default http.max_request_bytes, 32 MiB: a body of KS_MAX_ACK_IDS of the longest
+ * ack ids (321 characters, with a KS_NAME_MAX topic) fits, quotes, ", " and all. */
+#define KS_DEFAULT_REQUEST_BYTES (INT64_C(32) << 20)
 
 typedef enum {
     KS_CONFIG_RUN = 0,

@@ -105,15 +105,43 @@ ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
     return e;
 }
 
+ks_status_t ks_engine_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize)
+{
+    static const char *const kinds[] = {"group", "topic", "subscriber"};
+    if (kind == KS_NAME_SUBSCRIBER) {
+        /* Any characters; a trailing "#<digits>" (the gRPC edge's stream number) is not
+         * part of the name the client chose. */
+        size_t n = strlen(name), d = n;
+        while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+            d--;
+        if (d > 0 && d < n && name[d - 1] == '#')
+            n = d - 1;
+        if (n <= KS_NAME_MAX)
+            return KS_OK;
+        snprintf(err, errsize,
+                 "subscriber name \"%.60s...\" is too long: %zu characters, at most %d", name, n,
+                 KS_NAME_MAX);
+        return KS_E_INVALID;
+    }
+    if (ks_valid_kafka_name(name))
+        return KS_OK;
+    snprintf(err, errsize,
+             "%s name \"%.100s\"%s is invalid: use 1-%d characters of A-Z a-z 0-9 . _ -",
+             kinds[kind], name, strlen(name) > 100 ? "..." : "", KS_NAME_MAX);
+    return KS_E_INVALID;
+}
+
+bool ks_engine_internal_topic(const ks_engine_t *e, const char *topic)
+{
+    return !e->cfg->topics_allow_internal && !strncmp(topic, "__", 2);
+}
+
 ks_status_t ks_engine_check_group(const ks_engine_t *e, const char *group, char *err,
                                   size_t errsize)
 {
-    if (!ks_valid_kafka_name(group)) {
-        snprintf(err, errsize,
-                 "group name \"%.100s\" is invalid: use 1-249 characters of A-Z a-z 0-9 . _ -",
-                 group);
-        return KS_E_INVALID;
-    }
+    ks_status_t st = ks_engine_check_name(KS_NAME_GROUP, group, err, errsize);
+    if (st)
+        return st;
     for (size_t i = 0; i < e->cfg->static_group_cnt; i++)
         if (!strcmp(e->cfg->static_groups[i].name, group))
             return KS_OK;
@@ -196,6 +224,17 @@ static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_statu
         snprintf(err, errsize, "group \"%s\" is not active in this ksidecar", name);
         goto out;
     }
+    size_t live = 0;
+    for (size_t i = 0; i < e->ent_cnt; i++)
+        live += e->ents[i]->live;
+    if (live >= (size_t)e->cfg->groups_max) {
+        *st = KS_E_EXHAUSTED;
+        snprintf(err, errsize,
+                 "group \"%s\" cannot start: %zu groups are running, the most groups.max (%d) "
+                 "allows; an idle dynamic group closes after group.idle_close_ms",
+                 name, live, e->cfg->groups_max);
+        goto out;
+    }
     ge = add_locked(e, name, ks_config_group(e->cfg, name), false, err, errsize);
     if (!ge)
         *st = KS_E_INTERNAL;
@@ -226,18 +265,23 @@ int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)
     return rc;
 }
 
-static ks_status_t check_topics(const char *const *topics, size_t n, char *err, size_t errsize)
+ks_status_t ks_engine_check_topics(const ks_engine_t *e, const char *const *topics, size_t n,
+                                   const char *verb, char *err, size_t errsize)
 {
     if (n == 0) {
         snprintf(err, errsize, "name at least one topic");
         return KS_E_INVALID;
     }
     for (size_t i = 0; i < n; i++) {
-        if (!ks_valid_kafka_name(topics[i])) {
+        ks_status_t st = ks_engine_check_name(KS_NAME_TOPIC, topics[i], err, errsize);
+        if (st)
+            return st;
+        if (ks_engine_internal_topic(e, topics[i])) {
             snprintf(err, errsize,
-                     "topic name \"%.100s\" is invalid: use 1-249 characters of A-Z a-z 0-9 . _ -",
-                     topics[i]);
-            return KS_E_INVALID;
+                     "topic \"%s\" is internal to Kafka (a name starting \"__\"); clients may "
+                     "not %s it unless topics.allow_internal is set",
+                     topics[i], verb);
+            return KS_E_PERMISSION;
         }
     }
     return KS_OK;
@@ -248,7 +292,7 @@ ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const
                             void *opaque, char *err, size_t errsize)
 {
     ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st || (st = check_topics(topics, topic_cnt, err, errsize)))
+    if (st || (st = ks_engine_check_topics(e, topics, topic_cnt, "consume", err, errsize)))
         return st;
     if (opts->max < 1 || opts->max > e->cfg->fetch_max_records) {
         snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
@@ -265,10 +309,9 @@ ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const
                  e->cfg->lease_max_deadline_ms, opts->deadline_ms);
         return KS_E_INVALID;
     }
-    if (opts->subscriber && strlen(opts->subscriber) > 63) {
-        snprintf(err, errsize, "subscriber names are at most 63 characters");
-        return KS_E_INVALID;
-    }
+    if (opts->subscriber &&
+        (st = ks_engine_check_name(KS_NAME_SUBSCRIBER, opts->subscriber, err, errsize)))
+        return st;
     /* Twice: a group may close for idleness between lookup and post. */
     for (int tries = 0; tries < 2; tries++) {
         gent_t *ge = get_group(e, group, true, &st, err, errsize);
@@ -401,7 +444,7 @@ ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic,
                            char *err, size_t errsize)
 {
     ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st || (st = check_topics(&topic, 1, err, errsize)))
+    if (st || (st = ks_engine_check_topics(e, &topic, 1, "seek", err, errsize)))
         return st;
     if (partition < 0) {
         snprintf(err, errsize, "partition must be >= 0, got %d", partition);
@@ -438,6 +481,12 @@ ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size
     if (n == 0) {
         snprintf(err, errsize, "records is empty: give at least one record");
         return KS_E_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ks_status_t st;
+        if (recs[i].topic &&
+            (st = ks_engine_check_topics(e, &recs[i].topic, 1, "produce to", err, errsize)))
+            return st;
     }
     return ks_producer_send(e->producer, recs, n, cb, opaque, err, errsize);
 }

@@ -120,8 +120,11 @@ typedef struct ks_part_status {
     int held_back; /* new deliveries held back: the commit metadata does not fit */
 } ks_part_status_t;
 
+/* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */
+#define KS_SUBSCRIBER_KEY_MAX (KS_NAME_MAX + 16)
+
 typedef struct ks_sub_status {
-    char name[64];
+    char name[KS_SUBSCRIBER_KEY_MAX];
     int64_t credit_records, credit_bytes;           /* the bound */
     int64_t outstanding_records, outstanding_bytes; /* leased now */
     int waiting;                                    /* a fetch is parked */
@@ -237,6 +240,27 @@ bool ks_engine_kafka_up(ks_engine_t *e);
 
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);
+
+/* The kinds of names clients give. Each is at most KS_NAME_MAX characters. */
+typedef enum {
+    KS_NAME_GROUP = 0,  /* Kafka's syntax: [A-Za-z0-9._-], not "." or ".." */
+    KS_NAME_TOPIC,      /* the same */
+    KS_NAME_SUBSCRIBER, /* any characters */
+} ks_name_kind_t;
+
+/* Checks a name's syntax and length, the one bound every edge shares. Returns KS_OK or
+ * KS_E_INVALID with err naming the kind, the name and the bound. Any thread. */
+ks_status_t ks_engine_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize);
+
+/* True if topic is one of Kafka's internal topics ("__*") and topics.allow_internal is
+ * off: clients may neither consume nor produce it. Any thread. */
+bool ks_engine_internal_topic(const ks_engine_t *e, const char *topic);
+
+/* Checks topic names a client gives: at least one, each valid, and none internal unless
+ * topics.allow_internal ("clients may not <verb> it"). Returns KS_OK, or KS_E_INVALID /
+ * KS_E_PERMISSION with err. Any thread. */
+ks_status_t ks_engine_check_topics(const ks_engine_t *e, const char *const *topics, size_t n,
+                                   const char *verb, char *err, size_t errsize);
 
 /* Checks a group name against the syntax and the allowed patterns. Returns KS_OK or
  * KS_E_INVALID / KS_E_PERMISSION with err. */

@@ -50,7 +50,7 @@ typedef struct cmd {
             size_t topic_cnt;
             int max;
             int deadline_ms;
-            char sub[64];
+            char sub[KS_SUBSCRIBER_KEY_MAX];
             int64_t credit_records, credit_bytes;
             int64_t max_bytes; /* 0: no bound */
             bool notify;
@@ -80,7 +80,7 @@ typedef struct cmd {
             ks_seek_cb *cb;
             void *opaque;
         } seek;
-        char release_sub[64];
+        char release_sub[KS_SUBSCRIBER_KEY_MAX];
         int64_t ack_deadline_ms; /* CMD_SHUTDOWN */
     } u;
 } cmd_t;
@@ -116,7 +116,7 @@ typedef struct part {
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
 typedef struct sub {
     uint32_t id;
-    char name[64];
+    char name[KS_SUBSCRIBER_KEY_MAX];
     int64_t credit_records, credit_bytes; /* the most it may hold unacked */
     int64_t out_records, out_bytes;
     int64_t last_seen_ms;
@@ -740,14 +740,17 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                              "since delivery (epoch changed)"};
     ks_win_entry_t *e = ks_ack_window_get(&p->win, id.offset);
     if (!e) {
+        /* Committed past: which of the record's ids was acked is no longer known, so this
+         * one may be stale, and an OK could claim an ack that never happened. */
         if (ks_ack_window_ack(&p->win, id.offset) == KS_ACK_DUPLICATE)
-            return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
-                                     "already acked"};
+            return (ks_ack_result_t){KS_E_STALE, "already committed: the record was acked "
+                                                 "(under this ack id or a newer one) and its "
+                                                 "offset committed; nothing to redo"};
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
     }
     if (e->attempts == 0)
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
-    if (e->attempts != id.attempt && e->state != KS_REC_ACKED)
+    if (e->attempts != id.attempt)
         return (ks_ack_result_t){KS_E_STALE, "stale ack id: the lease ended and the record was "
                                              "delivered again; use the newer ack id"};
     if (e->state == KS_REC_ACKED)

@@ -114,7 +114,9 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.fetch_max_wait_ms, 60000);
     assert_int_equal(cfg.window_max_records, 20000);
     assert_int_equal(cfg.window_max_bytes, INT64_C(64) << 20);
-    assert_int_equal(cfg.max_request_bytes, INT64_C(4) << 20);
+    assert_int_equal(cfg.max_request_bytes, INT64_C(32) << 20);
+    assert_int_equal(cfg.groups_max, 64);
+    assert_false(cfg.topics_allow_internal);
     assert_string_equal(cfg.dev_topic, "demo");
     assert_int_equal(cfg.dev_partitions, 3);
     assert_int_equal(cfg.dev_rate, 3);
@@ -615,6 +617,21 @@ static void test_group_defaults_keys(void **state)
     assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), -1);
     assert_contains(err, "group.dead_letter_topic");
     assert_int_equal(ks_config_set(&cfg, "group.dead_letter_topic", "", err, sizeof(err)), 0);
+    assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), 0);
+    /* groups.max: a range, and room for the static groups. */
+    assert_int_equal(ks_config_set(&cfg, "groups.max", "0", err, sizeof(err)), -1);
+    assert_contains(err, "groups.max");
+    assert_int_equal(ks_config_set(&cfg, "topics.allow_internal", "true", err, sizeof(err)), 0);
+    assert_true(cfg.topics_allow_internal);
+    assert_int_equal(ks_config_set(&cfg, "groups.max", "1", err, sizeof(err)), 0);
+    assert_int_equal(ks_config_set(&cfg, "groups.static",
+                                   "[{\"name\":\"a\",\"topics\":[\"t\"]},"
+                                   "{\"name\":\"b\",\"topics\":[\"t\"]}]",
+                                   err, sizeof(err)),
+                     0);
+    assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), -1);
+    assert_contains(err, "'groups.max' (1)");
+    assert_int_equal(ks_config_set(&cfg, "groups.max", "2", err, sizeof(err)), 0);
     assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), 0);
     ks_config_free(&cfg);
 }
