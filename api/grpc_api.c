@@ -132,7 +132,7 @@ static void send_item_drop(send_item_t *it)
 typedef struct call call_t;
 
 typedef struct peer_count {
-    char host[80];
+    char host[264];
     int streams;
 } peer_count_t;
 
@@ -186,7 +186,7 @@ struct call {
     /* Subscribe streams. */
     bool opened;
     char group[256];
-    char sub[96];
+    char sub[KS_SUBSCRIBER_KEY_MAX];
     char **topics;
     size_t topic_cnt;
     int64_t credit_records, credit_bytes;
@@ -194,7 +194,8 @@ struct call {
     int fetches_out;
     ks_tp_t *snap; /* the assignment the stream was last told */
     size_t snap_cnt;
-    char peer_host[80];
+    char peer_host[264];       /* what its streams count against: identity, else host */
+    const ks_principal_t *who; /* who called (set by authorized); NULL without auth */
     bool counted;
     /* Health watches. */
     int last_health;
@@ -490,13 +491,50 @@ static void start_recv(call_t *c)
 
 /* ---- auth ---- */
 
-/* Checks the call's token for group (NULL: any valid token). Finishes the call and
- * returns false when refused. */
+/* The verified client certificate's subject (RFC 2253) into buf, or NULL without mTLS. */
+static const char *cert_subject(const call_t *c, char *buf, size_t size)
+{
+    grpc_auth_context *ctx = grpc_call_auth_context(c->call);
+    if (!ctx)
+        return NULL;
+    const char *out = NULL;
+    grpc_auth_property_iterator it =
+        grpc_auth_context_find_properties_by_name(ctx, GRPC_X509_SUBJECT_PROPERTY_NAME);
+    const grpc_auth_property *p = grpc_auth_property_iterator_next(&it);
+    if (p && p->value && p->value_length < size) {
+        memcpy(buf, p->value, p->value_length);
+        buf[p->value_length] = '\0';
+        out = buf;
+    }
+    grpc_auth_context_release(ctx);
+    return out;
+}
+
+/* Identifies the caller (its token, else its certificate's subject) into c->who and
+ * checks the group scope for group (NULL: identity only). Finishes the call and returns
+ * false when refused. */
 static bool authorized(call_t *c, const char *group)
 {
-    char hdr[1024], err[256];
+    if (!c->s->auth)
+        return true;
+    char hdr[1024], subj[1024], err[512];
     const char *a = md_get(c, "authorization", hdr, sizeof(hdr));
-    ks_status_t st = ks_auth_check(c->s->auth, a, group, err, sizeof(err));
+    ks_status_t st = ks_auth_identify(c->s->auth, a, cert_subject(c, subj, sizeof(subj)), &c->who,
+                                      err, sizeof(err));
+    if (st == KS_OK && group)
+        st = ks_auth_allow(c->s->auth, c->who, KS_SCOPE_GROUPS, &group, 1, err, sizeof(err));
+    if (st == KS_OK)
+        return true;
+    call_finish(c, grpc_code_of(st), "%s", err);
+    return false;
+}
+
+/* Checks that the caller's scope covers each name. Finishes the call and returns false
+ * when refused. Call after authorized(). */
+static bool scoped(call_t *c, ks_scope_t scope, const char *const *names, size_t n)
+{
+    char err[512];
+    ks_status_t st = ks_auth_allow(c->s->auth, c->who, scope, names, n, err, sizeof(err));
     if (st == KS_OK)
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);
@@ -921,10 +959,11 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     status_ctx_t *x = opaque;
     call_t *c = x->c;
-    void *allocs[8 * 64 + 8];
+    /* status_to_pb makes at most 7 allocations a group. */
+    void **allocs = calloc(8 * n + 8, sizeof(*allocs));
+    if (!allocs)
+        abort();
     size_t na = 0;
-    char hdr[1024], err[256];
-    const char *a = md_get(c, "authorization", hdr, sizeof(hdr));
     if (x->one) {
         if (n == 0) {
             call_finish(c, GRPC_STATUS_NOT_FOUND, "the group closed meanwhile");
@@ -938,9 +977,9 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
         size_t cnt = 0;
         Ksidecar__V1__GroupStatus *gs = calloc(n + 1, sizeof(*gs));
         Ksidecar__V1__GroupStatus **gp = calloc(n + 1, sizeof(*gp));
-        for (size_t i = 0; i < n && na + 8 < sizeof(allocs) / sizeof(allocs[0]); i++) {
-            /* Only the groups the caller's token covers. */
-            if (ks_auth_check(c->s->auth, a, groups[i]->name, err, sizeof(err)) != KS_OK)
+        for (size_t i = 0; i < n; i++) {
+            /* Only the groups the caller's groups scope covers. */
+            if (!ks_auth_covers(c->s->auth, c->who, KS_SCOPE_GROUPS, groups[i]->name))
                 continue;
             status_to_pb(groups[i], &gs[cnt], allocs, &na);
             gp[cnt] = &gs[cnt];
@@ -956,6 +995,7 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
     }
     for (size_t i = 0; i < na; i++)
         free(allocs[i]);
+    free(allocs);
     for (size_t i = 0; i < n; i++)
         ks_group_status_free(groups[i]);
     free(groups);
@@ -1056,7 +1096,8 @@ static void handle_unary(call_t *c, grpc_slice sl)
             bad_message(c, "FetchRequest");
             return;
         }
-        if (authorized(c, r->group)) {
+        if (authorized(c, r->group) &&
+            scoped(c, KS_SCOPE_CONSUME, (const char *const *)r->topics, r->n_topics)) {
             ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
                                  .wait_ms = r->wait_ms,
                                  .deadline_ms = r->deadline_ms,
@@ -1152,7 +1193,8 @@ static void handle_unary(call_t *c, grpc_slice sl)
             bad_message(c, "SeekRequest");
             return;
         }
-        if (authorized(c, r->group)) {
+        if (authorized(c, r->group) &&
+            scoped(c, KS_SCOPE_CONSUME, (const char *const *)&r->topic, 1)) {
             ks_seek_kind_t kind;
             int64_t v = 0;
             switch (r->target_case) {
@@ -1193,7 +1235,10 @@ static void handle_unary(call_t *c, grpc_slice sl)
             bad_message(c, "ProduceRequest");
             return;
         }
-        if (authorized(c, NULL)) {
+        bool ok = authorized(c, NULL);
+        for (size_t i = 0; ok && i < r->n_records; i++)
+            ok = scoped(c, KS_SCOPE_PRODUCE, (const char *const *)&r->records[i]->topic, 1);
+        if (ok) {
             size_t nh = 0;
             for (size_t i = 0; i < r->n_records; i++)
                 nh += r->records[i]->n_headers;
@@ -1424,12 +1469,21 @@ static bool check_credits(call_t *c, const Ksidecar__V1__Credits *cr)
 static bool count_stream(call_t *c)
 {
     ks_grpc_t *s = c->s;
-    char *peer = grpc_call_get_peer(c->call);
-    snprintf(c->peer_host, sizeof(c->peer_host), "%s", peer ? peer : "?");
-    gpr_free(peer);
-    char *colon = strrchr(c->peer_host, ':');
-    if (colon)
-        *colon = '\0';
+    char subj[1024];
+    /* An authenticated identity (a tokens-file entry, else a verified certificate's
+     * subject) has its own budget, wherever it connects from. */
+    if (c->who) {
+        snprintf(c->peer_host, sizeof(c->peer_host), "%s", ks_auth_principal_id(c->who));
+    } else if (cert_subject(c, subj, sizeof(subj))) {
+        snprintf(c->peer_host, sizeof(c->peer_host), "subject %.250s", subj);
+    } else {
+        char *peer = grpc_call_get_peer(c->call);
+        snprintf(c->peer_host, sizeof(c->peer_host), "%s", peer ? peer : "?");
+        gpr_free(peer);
+        char *colon = strrchr(c->peer_host, ':');
+        if (colon)
+            *colon = '\0';
+    }
     bool ok = true;
     pthread_mutex_lock(&s->lock);
     peer_count_t *pc = NULL;
@@ -1481,14 +1535,17 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
         call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "open.topics: name at least one topic");
         return;
     }
-    for (size_t i = 0; i < o->n_topics; i++)
-        if (!ks_valid_kafka_name(o->topics[i])) {
-            call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
-                        "topic name \"%.100s\" is invalid: use 1-249 characters of A-Z a-z 0-9 . "
-                        "_ -",
-                        o->topics[i]);
-            return;
-        }
+    if ((st = ks_engine_check_topics(s->eng, (const char *const *)o->topics, o->n_topics, "consume",
+                                     err, sizeof(err)))) {
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return;
+    }
+    if (!scoped(c, KS_SCOPE_CONSUME, (const char *const *)o->topics, o->n_topics))
+        return;
+    if ((st = ks_engine_check_name(KS_NAME_SUBSCRIBER, o->subscriber, err, sizeof(err)))) {
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return;
+    }
     if (o->credits && !check_credits(c, o->credits))
         return;
     if (o->deadline_ms < 0 || o->deadline_ms > s->cfg->lease_max_deadline_ms) {
@@ -1499,12 +1556,13 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     }
     if (!count_stream(c)) {
         call_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                    "too many streams from this client (grpc.max_streams_per_client %d)",
-                    s->cfg->grpc_max_streams_per_client);
+                    "too many streams from %s %s (grpc.max_streams_per_client %d)",
+                    c->who || !strncmp(c->peer_host, "subject ", 8) ? "identity" : "client address",
+                    c->peer_host, s->cfg->grpc_max_streams_per_client);
         return;
     }
     snprintf(c->group, sizeof(c->group), "%s", o->group);
-    snprintf(c->sub, sizeof(c->sub), "%.60s#%u", *o->subscriber ? o->subscriber : "stream",
+    snprintf(c->sub, sizeof(c->sub), "%s#%u", *o->subscriber ? o->subscriber : "stream",
              atomic_fetch_add(&s->next_id, 1));
     c->topics = calloc(o->n_topics, sizeof(char *));
     if (!c->topics)

@@ -4,6 +4,7 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <gnutls/gnutls.h>
+#include <gnutls/x509.h>
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
@@ -26,7 +27,7 @@
 
 #define LOGC        "http"
 #define MAX_TOPICS  64
-#define MAX_ACK_IDS 100000
+#define MAX_ACK_IDS KS_MAX_ACK_IDS
 /* A URL longer than this, or with more query parameters, is answered 414. Both fit in
  * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
  * parameter in the connection's pool, and when they overflow it logs a 431 that it never
@@ -108,9 +109,10 @@ typedef struct req {
     ks_group_status_t **groups; /* a status answer */
     size_t group_cnt;
     bool is_status, status_one;
-    bool is_ready;            /* a /readyz answer */
-    atomic_int ready_pending; /* static-group status answers still to come */
-    char ready_msg[384];      /* why not ready (the first reason); "" when ready */
+    bool is_ready;             /* a /readyz answer */
+    atomic_int ready_pending;  /* static-group status answers still to come */
+    char ready_msg[384];       /* why not ready (the first reason); "" when ready */
+    const ks_principal_t *who; /* who called; NULL without auth */
     ks_settle_op_t op;
     value_fmt_t fmt;
 } req_t;
@@ -575,7 +577,8 @@ static enum MHD_Result reply_status(req_t *r)
     }
     json_t *arr = json_array();
     for (size_t i = 0; i < r->group_cnt; i++)
-        json_array_append_new(arr, status_json(r->groups[i]));
+        if (ks_auth_covers(r->h->auth, r->who, KS_SCOPE_GROUPS, r->groups[i]->name))
+            json_array_append_new(arr, status_json(r->groups[i]));
     return send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
 }
 
@@ -692,8 +695,14 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
             topics[tc++] = tok;
     }
     long max = 100, wait = h->cfg->fetch_default_wait_ms;
+    char err[512];
+    ks_status_t st;
     if (tc == 0) {
         ret = send_error(r->conn, KS_E_INVALID, "missing query parameter topic (e.g. ?topic=demo)");
+        goto out;
+    }
+    if ((st = ks_auth_allow(h->auth, r->who, KS_SCOPE_CONSUME, topics, tc, err, sizeof(err)))) {
+        ret = send_error(r->conn, st, "%s", err);
         goto out;
     }
     if (a.max && parse_int_arg(a.max, 1, h->cfg->fetch_max_records, &max) < 0) {
@@ -727,7 +736,6 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
             goto out;
         }
     }
-    char err[512];
     if (head) {
         /* HEAD is safe: the group and parameters are checked as for GET, nothing is
          * leased, and the answer is an empty batch's headers. */
@@ -755,8 +763,7 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
                             .wait_ms = (int)wait,
                             .deadline_ms = (int)deadline,
                             .subscriber = a.subscriber};
-    ks_status_t st =
-        ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
+    st = ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);
@@ -1045,13 +1052,54 @@ static bool split_group_url(const char *url, char *group, size_t gsize, const ch
     return true;
 }
 
-/* Checks the bearer token (for group, when not NULL). Returns true, or false after
- * queueing the error. */
+/* The connection's TLS session when mTLS is on, else NULL. */
+static gnutls_session_t mtls_session(ks_http_t *h, struct MHD_Connection *conn)
+{
+    if (!h->tls_ca)
+        return NULL;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
+    return ci ? (gnutls_session_t)ci->tls_session : NULL;
+}
+
+/* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or
+ * no certificate). client_cert_ok has verified it by the time this runs. */
+static const char *cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size)
+{
+    gnutls_session_t tls = mtls_session(h, conn);
+    if (!tls)
+        return NULL;
+    unsigned int n = 0;
+    const gnutls_datum_t *certs = gnutls_certificate_get_peers(tls, &n);
+    gnutls_x509_crt_t crt;
+    if (!certs || n == 0 || gnutls_x509_crt_init(&crt) < 0)
+        return NULL;
+    const char *out = NULL;
+    gnutls_datum_t dn = {NULL, 0};
+    if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == 0 &&
+        gnutls_x509_crt_get_dn3(crt, &dn, 0) == 0 && dn.size < size) {
+        memcpy(buf, dn.data, dn.size);
+        buf[dn.size] = '\0';
+        out = buf;
+    }
+    gnutls_free(dn.data);
+    gnutls_x509_crt_deinit(crt);
+    return out;
+}
+
+/* Identifies the caller (its bearer token, else its certificate's subject) into r->who
+ * and checks the groups scope for group (NULL: identity only). Returns true, or false
+ * after queueing the error. */
 static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_Result *ret)
 {
-    char err[256];
+    if (!h->auth)
+        return true;
+    char err[512], subj[1024];
     const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-    ks_status_t st = ks_auth_check(h->auth, a, group, err, sizeof(err));
+    ks_status_t st = ks_auth_identify(h->auth, a, cert_subject(h, r->conn, subj, sizeof(subj)),
+                                      &r->who, err, sizeof(err));
+    if (st == KS_OK && group)
+        st = ks_auth_allow(h->auth, r->who, KS_SCOPE_GROUPS, &group, 1, err, sizeof(err));
     if (st == KS_OK)
         return true;
     *ret = send_error(r->conn, st, "%s", err);
@@ -1063,11 +1111,9 @@ static bool client_cert_ok(ks_http_t *h, struct MHD_Connection *conn)
 {
     if (!h->tls_ca)
         return true;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    if (!ci || !ci->tls_session)
+    gnutls_session_t tls = mtls_session(h, conn);
+    if (!tls)
         return false;
-    gnutls_session_t tls = (gnutls_session_t)ci->tls_session;
     unsigned int n = 0, status = 0;
     if (!gnutls_certificate_get_peers(tls, &n) || n == 0)
         return false;

@@ -142,6 +142,31 @@ def write_tokens_file(path, entries):
     return str(path)
 
 
+def write_tokens_json(path, entries):
+    """entries: [{"token": t | "subject": dn, "groups": [...], "consume": [...], "produce": [...]}].
+    Writes the JSON tokens file, a token kept as the hex of its SHA-256."""
+    out = []
+    for e in entries:
+        e = dict(e)
+        if "token" in e:
+            e["sha256"] = hashlib.sha256(e.pop("token").encode()).hexdigest()
+        out.append(e)
+    pathlib.Path(path).write_text(json.dumps({"tokens": out}, indent=1) + "\n")
+    return str(path)
+
+
+def make_client_cert(pki, name, subject):
+    """A client certificate for `subject` (openssl -subj form, "/O=Acme/CN=app1") signed by
+    the CA make_certs made in `pki`. Returns (cert path, key path)."""
+    d = pathlib.Path(pki)
+    _openssl("genrsa", "-out", f"{name}.key", "2048", cwd=d)
+    _openssl("req", "-new", "-key", f"{name}.key", "-subj", subject, "-out", f"{name}.csr", cwd=d)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "client.ext", "-out", f"{name}.pem",
+             cwd=d)
+    return str(d / f"{name}.pem"), str(d / f"{name}.key")
+
+
 def _json_or_raw(data):
     try:
         return json.loads(data or b"null")

@@ -15,7 +15,7 @@ from grpc_support import (ACCEPTED, INVALID, SERVING, STALE, SecureSidecar, Stre
                           bearer, consumer_pb2, consumer_pb2_grpc, grpcurl_path, health_pb2, health_pb2_grpc,
                           make_certs, open_msg, producer_pb2, reflection_file_containing,
                           reflection_services, rpc_code, start_grpc, wait_channel_ready,
-                          write_tokens_file)
+                          write_tokens_json)
 
 c = consumer_pb2
 SC = grpc.StatusCode
@@ -579,9 +579,10 @@ def test_mtls_requires_a_verified_client_certificate(bootstrap, secure_sidecars,
 # 7 ----------------------------------------------------------------------------------------
 
 def test_bearer_token_auth_for_grpc_and_http(bootstrap, secure_sidecars, streams, tmp_path):
-    tokens = write_tokens_file(tmp_path / "tokens", [("good-token", "app-*"),
-                                                     ("ops-token", "ops-*,billing-*")])
     topic = unique("tauth")
+    tokens = write_tokens_json(tmp_path / "tokens", [
+        {"token": "good-token", "groups": ["app-*"], "consume": [topic]},
+        {"token": "ops-token", "groups": ["ops-*", "billing-*"], "consume": [topic]}])
     create_topic(bootstrap, topic, 1)
     produce(bootstrap, topic, 3)
     g, other = unique("app"), unique("other")
