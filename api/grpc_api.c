@@ -529,12 +529,16 @@ static bool authorized(call_t *c, const char *group)
     return false;
 }
 
-/* Checks that the caller's scope covers each name. Finishes the call and returns false
- * when refused. Call after authorized(). */
-static bool scoped(call_t *c, ks_scope_t scope, const char *const *names, size_t n)
+/* Checks the topic names (valid, not internal: ks_engine_check_topics, what a client
+ * may not "verb") and that the caller's scope covers each. Finishes the call and returns
+ * false when refused. Call after authorized(). */
+static bool scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names,
+                   size_t n)
 {
     char err[512];
-    ks_status_t st = ks_auth_allow(c->s->auth, c->who, scope, names, n, err, sizeof(err));
+    ks_status_t st = ks_engine_check_topics(c->s->eng, names, n, verb, err, sizeof(err));
+    if (st == KS_OK)
+        st = ks_auth_allow(c->s->auth, c->who, scope, names, n, err, sizeof(err));
     if (st == KS_OK)
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);
@@ -1097,7 +1101,7 @@ static void handle_unary(call_t *c, grpc_slice sl)
             return;
         }
         if (authorized(c, r->group) &&
-            scoped(c, KS_SCOPE_CONSUME, (const char *const *)r->topics, r->n_topics)) {
+            scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
             ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
                                  .wait_ms = r->wait_ms,
                                  .deadline_ms = r->deadline_ms,
@@ -1194,7 +1198,7 @@ static void handle_unary(call_t *c, grpc_slice sl)
             return;
         }
         if (authorized(c, r->group) &&
-            scoped(c, KS_SCOPE_CONSUME, (const char *const *)&r->topic, 1)) {
+            scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
             ks_seek_kind_t kind;
             int64_t v = 0;
             switch (r->target_case) {
@@ -1237,7 +1241,8 @@ static void handle_unary(call_t *c, grpc_slice sl)
         }
         bool ok = authorized(c, NULL);
         for (size_t i = 0; ok && i < r->n_records; i++)
-            ok = scoped(c, KS_SCOPE_PRODUCE, (const char *const *)&r->records[i]->topic, 1);
+            ok = scoped(c, KS_SCOPE_PRODUCE, "produce to",
+                        (const char *const *)&r->records[i]->topic, 1);
         if (ok) {
             size_t nh = 0;
             for (size_t i = 0; i < r->n_records; i++)
@@ -1535,12 +1540,7 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
         call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "open.topics: name at least one topic");
         return;
     }
-    if ((st = ks_engine_check_topics(s->eng, (const char *const *)o->topics, o->n_topics, "consume",
-                                     err, sizeof(err)))) {
-        call_finish(c, grpc_code_of(st), "%s", err);
-        return;
-    }
-    if (!scoped(c, KS_SCOPE_CONSUME, (const char *const *)o->topics, o->n_topics))
+    if (!scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
         return;
     if ((st = ks_engine_check_name(KS_NAME_SUBSCRIBER, o->subscriber, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);

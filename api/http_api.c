@@ -701,7 +701,9 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         ret = send_error(r->conn, KS_E_INVALID, "missing query parameter topic (e.g. ?topic=demo)");
         goto out;
     }
-    if ((st = ks_auth_allow(h->auth, r->who, KS_SCOPE_CONSUME, topics, tc, err, sizeof(err)))) {
+    /* Bad or internal names get their own answer before the scope check. */
+    if ((st = ks_engine_check_topics(h->eng, topics, tc, "consume", err, sizeof(err))) ||
+        (st = ks_auth_allow(h->auth, r->who, KS_SCOPE_CONSUME, topics, tc, err, sizeof(err)))) {
         ret = send_error(r->conn, st, "%s", err);
         goto out;
     }
