@@ -13,6 +13,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "ack_id.h"
 #include "log.h"
 #include "util.h"
 
@@ -327,6 +328,27 @@ ks_status_t ks_auth_allow(const ks_auth_t *a, const ks_principal_t *who, ks_scop
                        "scopes"
                      : "");
         return KS_E_PERMISSION;
+    }
+    return KS_OK;
+}
+
+ks_status_t ks_auth_allow_ack_ids(const ks_auth_t *a, const ks_principal_t *who,
+                                  const char *const *ids, size_t n, char *err, size_t errsize)
+{
+    if (!a)
+        return KS_OK;
+    char allowed[sizeof(((ks_ack_id_t *)0)->topic)] = ""; /* ids mostly share a topic */
+    for (size_t i = 0; i < n; i++) {
+        ks_ack_id_t id;
+        if (ks_ack_id_parse(ids[i], &id) < 0 || !strcmp(id.topic, allowed))
+            continue;
+        const char *t = id.topic;
+        char why[400];
+        if (ks_auth_allow(a, who, KS_SCOPE_CONSUME, &t, 1, why, sizeof(why)) != KS_OK) {
+            snprintf(err, errsize, "ack_ids[%zu]: %s", i, why);
+            return KS_E_PERMISSION;
+        }
+        memcpy(allowed, id.topic, sizeof(allowed));
     }
     return KS_OK;
 }

@@ -52,6 +52,12 @@ bool ks_auth_covers(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t sc
 ks_status_t ks_auth_allow(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
                           const char *const *names, size_t n, char *err, size_t errsize);
 
+/* Checks that who's consume scope covers the topic of each well-formed ack id (a settle
+ * acts on those records; a malformed id is left for the engine to answer). Returns KS_OK
+ * or KS_E_PERMISSION with err naming the first id refused. Any thread. */
+ks_status_t ks_auth_allow_ack_ids(const ks_auth_t *a, const ks_principal_t *who,
+                                  const char *const *ids, size_t n, char *err, size_t errsize);
+
 /* A short stable name for who, for counting per identity and for logs: "token#3" or
  * "subject#1" (the entry's place in the file). NULL for who == NULL. */
 const char *ks_auth_principal_id(const ks_principal_t *who);

@@ -853,9 +853,16 @@ static bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_
     x->n = n;
     x->ids = ids;
     char err[512];
+    ks_status_t st =
+        ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
+    if (st) {
+        settle_ctx_free(x);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return false;
+    }
     call_ref(c);
-    ks_status_t st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids,
-                                      n, on_settled, x, err, sizeof(err));
+    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
+                          on_settled, x, err, sizeof(err));
     if (st) {
         settle_ctx_free(x);
         call_unref(c);

@@ -859,11 +859,14 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
 {
     char err[512];
     r->op = op;
+    ks_status_t st = ks_auth_allow_ack_ids(h->auth, r->who, (const char *const *)r->ack_ids,
+                                           r->ack_cnt, err, sizeof(err));
+    if (st)
+        return send_error(r->conn, st, "%s", err);
     atomic_fetch_add(&r->refs, 1);
     r->submitted = true;
-    ks_status_t st =
-        ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids, r->ack_cnt,
-                         on_ack, r, err, sizeof(err));
+    st = ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids,
+                          r->ack_cnt, on_ack, r, err, sizeof(err));
     if (st) {
         r->submitted = false;
         atomic_fetch_sub(&r->refs, 1);

@@ -83,7 +83,8 @@ def test_token_scopes_refuse_every_uncovered_group_and_topic_on_both_edges(
     tor, tbi, tno = bearer("tok-orders"), bearer("tok-billing"), bearer("tok-none")
 
     # Allowed: each token its own.
-    assert len(http_fetch_until(sc, og, orders, 2, "tok-orders")) == 2
+    own = http_fetch_until(sc, og, orders, 2, "tok-orders")
+    assert len(own) == 2
     assert len(http_fetch_until(sc, "billing", billing, 2, "tok-billing")) == 2
 
     # HTTP fetch: an uncovered topic, alone or beside a covered one; an uncovered group.
@@ -103,6 +104,20 @@ def test_token_scopes_refuse_every_uncovered_group_and_topic_on_both_edges(
     st, body = sc.request("GET", "/v1/groups", token="tok-none")
     assert st == 200 and body["groups"] == [], body
     denied_http(sc.request("GET", "/v1/groups/billing"), "(groups scope)")
+
+    # Acks, nacks and deadlines act on records: an id of a topic outside the consume scope
+    # (here forged from a real one) refuses the request, on both edges.
+    forged = own[0]["ack_id"][:-len(orders)] + billing
+    denied_http(sc.post(f"/v1/groups/{og}/nacks", {"ack_ids": [own[1]["ack_id"], forged]}),
+                f'ack_ids[1]: token may not consume topic "{billing}" (consume scope)')
+    denied_grpc(rpc_code(sc.consumer.Nack, c.NackRequest(group=og, ack_ids=[forged]),
+                         metadata=tor, timeout=30), "ack_ids[0]", "(consume scope)")
+    s = streams(sc.consumer, open_msg(og, [orders], records=10), metadata=tor)
+    s.ack([forged])
+    assert s.wait_closed(20) == SC.PERMISSION_DENIED
+    assert "(consume scope)" in s.error.details(), s.error
+    st, body = sc.post(f"/v1/groups/{og}/acks", {"ack_ids": [x["ack_id"] for x in own]})
+    assert st == 200 and body["acked"] == 2, body
 
     # gRPC: Fetch, Subscribe, Produce, Seek, ListGroups and GetGroup.
     denied_grpc(rpc_code(sc.consumer.Fetch, c.FetchRequest(group=og, topics=[orders, billing],

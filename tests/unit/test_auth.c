@@ -7,6 +7,7 @@
 
 #include <cmocka.h>
 
+#include "ack_id.h"
 #include "auth.h"
 
 /* sha256("s3cret") and sha256("other") */
@@ -66,6 +67,18 @@ static void test_json_scopes(void **state)
     assert_int_equal(ks_auth_identify(a, NULL, NULL, &who, err, sizeof(err)), KS_E_UNAUTH);
     assert_int_equal(ks_auth_identify(a, "Basic czNjcmV0", NULL, &who, err, sizeof(err)),
                      KS_E_UNAUTH);
+    /* Ack ids: each one's topic against the consume scope; malformed ones are left alone. */
+    assert_int_equal(ks_auth_identify(a, "Bearer s3cret", NULL, &who, err, sizeof(err)), KS_OK);
+    char i1[KS_ACK_ID_MAX], i2[KS_ACK_ID_MAX], i3[KS_ACK_ID_MAX];
+    ks_ack_id_write(i1, sizeof(i1), 1, 2, 3, 0, 10, 1, "orders", 6);
+    ks_ack_id_write(i2, sizeof(i2), 1, 2, 3, 0, 11, 1, "orders", 6);
+    ks_ack_id_write(i3, sizeof(i3), 1, 2, 3, 0, 12, 1, "billing", 7);
+    const char *ids_ok[] = {i1, "junk", i2};
+    assert_int_equal(ks_auth_allow_ack_ids(a, who, ids_ok, 3, err, sizeof(err)), KS_OK);
+    const char *ids_bad[] = {i1, i2, i3};
+    assert_int_equal(ks_auth_allow_ack_ids(a, who, ids_bad, 3, err, sizeof(err)), KS_E_PERMISSION);
+    assert_string_equal(err, "ack_ids[2]: token may not consume topic \"billing\" (consume scope)");
+    assert_int_equal(ks_auth_allow_ack_ids(NULL, NULL, ids_bad, 3, err, sizeof(err)), KS_OK);
     ks_auth_free(a);
 }
 
