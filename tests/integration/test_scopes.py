@@ -363,6 +363,7 @@ def test_one_bound_on_names_for_every_kind_on_both_edges(bootstrap, sidecars, st
                     code=SC.INVALID_ARGUMENT)
     s = streams(sc.consumer, open_msg(g, ["t" * 250], records=10))
     assert s.wait_closed(20) == SC.INVALID_ARGUMENT
+    wait_assigned(sc)
     assert sc.stop() == 0
 
 
@@ -382,6 +383,7 @@ def test_streams_per_client_count_per_identity(bootstrap, secure_sidecars, strea
         s = streams(sc.consumer, open_msg(g, [topic], records=10), metadata=md)
         assert s.wait_closed(20) == SC.RESOURCE_EXHAUSTED
         assert "identity token#" in s.error.details(), s.error
+    wait_assigned(sc)
     assert sc.stop() == 0
 
 
