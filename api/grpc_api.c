@@ -911,10 +911,23 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         tv[ti++] = t;
     o->n_topics = ti;
     o->topics = tv;
-    Ksidecar__V1__PartitionStatus *ps = calloc(g->part_cnt + 1, sizeof(*ps));
+    /* The memory status rides in the partitions' block: allocs has room for 7 per group. */
+    Ksidecar__V1__PartitionStatus *ps =
+        calloc(1, (g->part_cnt + 1) * sizeof(*ps) + sizeof(Ksidecar__V1__MemoryStatus));
     Ksidecar__V1__PartitionStatus **pp = calloc(g->part_cnt + 1, sizeof(*pp));
+    if (!ps)
+        abort();
     allocs[(*na)++] = ps;
     allocs[(*na)++] = pp;
+    Ksidecar__V1__MemoryStatus *mem = (Ksidecar__V1__MemoryStatus *)(void *)&ps[g->part_cnt + 1];
+    ksidecar__v1__memory_status__init(mem);
+    mem->max_bytes = g->mem_max_bytes;
+    mem->used_bytes = g->mem_used_bytes;
+    mem->partitions = g->mem_partitions;
+    mem->window_share_bytes = g->mem_window_share_bytes;
+    mem->kafka_queue_kbytes = g->mem_kafka_queue_kbytes;
+    mem->kafka_fetch_bytes = g->mem_kafka_fetch_bytes;
+    o->memory = mem;
     for (size_t i = 0; i < g->part_cnt; i++) {
         const ks_part_status_t *p = &g->parts[i];
         ksidecar__v1__partition_status__init(&ps[i]);
@@ -932,6 +945,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         ps[i].oldest_lease_age_ms = p->oldest_lease_age_ms;
         ps[i].metadata_truncations = p->metadata_truncations;
         ps[i].held_back = p->held_back;
+        ps[i].window_memory_bytes = p->window_memory_bytes;
         pp[i] = &ps[i];
     }
     o->n_partitions = g->part_cnt;

@@ -535,6 +535,7 @@ static json_t *status_json(const ks_group_status_t *g)
                                                         : json_null());
         json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
         json_object_set_new(o, "held_back", json_boolean(p->held_back));
+        json_object_set_new(o, "window_memory_bytes", json_integer(p->window_memory_bytes));
         json_array_append_new(parts, o);
     }
     json_t *subs = json_array();
@@ -565,6 +566,14 @@ static json_t *status_json(const ks_group_status_t *g)
                                   (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
                                   "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked,
                                   "dead_lettered", (json_int_t)g->dead_lettered));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_bytes",
+                                  (json_int_t)g->mem_max_bytes, "used_bytes",
+                                  (json_int_t)g->mem_used_bytes, "partitions",
+                                  (json_int_t)g->mem_partitions, "window_share_bytes",
+                                  (json_int_t)g->mem_window_share_bytes, "kafka_queue_kbytes",
+                                  (json_int_t)g->mem_kafka_queue_kbytes, "kafka_fetch_bytes",
+                                  (json_int_t)g->mem_kafka_fetch_bytes));
     return o;
 }
 

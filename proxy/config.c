@@ -48,6 +48,8 @@ static const key_t_ keys[] = {
      "per-partition bound on uncommitted records; the partition pauses there"},
     {"window.max_bytes", T_I64, OFF(window_max_bytes), 1024, INT64_C(1) << 40,
      "per-partition bound on uncommitted bytes"},
+    {"memory.max_bytes", T_I64, OFF(memory_max_bytes), INT64_C(16) << 20, INT64_C(1) << 40,
+     "the process's budget for records held (windows and librdkafka's queues), all groups"},
     {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
      "largest request body accepted (the default holds 100,000 ack ids)"},
     {"http.health_listen", T_STR, OFF(http_health_listen), 0, 0,
@@ -140,6 +142,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->fetch_max_wait_ms = 60000;
     cfg->window_max_records = 20000;
     cfg->window_max_bytes = INT64_C(64) << 20;
+    cfg->memory_max_bytes = INT64_C(256) << 20;
     cfg->max_request_bytes = KS_DEFAULT_REQUEST_BYTES;
     cfg->http_health_listen = ks_xstrdup("");
     cfg->http_max_connections = 4096;

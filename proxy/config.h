@@ -40,6 +40,7 @@ typedef struct ks_config {
     int fetch_max_wait_ms;
     int window_max_records;
     int64_t window_max_bytes;
+    int64_t memory_max_bytes; /* the process's one budget for records held (mem_budget.h) */
     int64_t max_request_bytes;
     char *http_health_listen;      /* "host:port" of the probe-only listener; empty: none */
     int http_max_connections;      /* total, API listener */

@@ -117,7 +117,8 @@ typedef struct ks_part_status {
     int paused;
     int64_t oldest_lease_age_ms; /* -1 if nothing is leased */
     int64_t metadata_truncations;
-    int held_back; /* new deliveries held back: the commit metadata does not fit */
+    int held_back;               /* new deliveries held back: the commit metadata does not fit */
+    int64_t window_memory_bytes; /* what the window costs against the memory budget */
 } ks_part_status_t;
 
 /* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */
@@ -138,6 +139,11 @@ typedef struct ks_group_status {
     char dead_letter_topic[256];
     int max_attempts;
     int64_t delivered, redelivered, expired, nacked, acked, dead_lettered;
+    /* The process's memory budget (memory.max_bytes), across every group: bytes its windows
+     * hold now, partitions assigned, each window's share now, and librdkafka's per-partition
+     * limits this group's consumer was made with. */
+    int64_t mem_max_bytes, mem_used_bytes, mem_window_share_bytes;
+    int64_t mem_partitions, mem_kafka_queue_kbytes, mem_kafka_fetch_bytes;
     size_t part_cnt;
     ks_part_status_t *parts;
     size_t sub_cnt;

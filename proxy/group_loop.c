@@ -22,6 +22,7 @@
 #include "key_sched.h"
 #include "lease.h"
 #include "log.h"
+#include "mem_budget.h"
 #include "owner.h"
 #include "pstate.h"
 #include "util.h"
@@ -109,8 +110,9 @@ typedef struct part {
      * librdkafka's queued.* limits apply to this partition alone. Records wait there
      * while the window is full; nothing fetched is thrown away. */
     rd_kafka_queue_t *q;
-    bool q_was_full;    /* seen near librdkafka's queued.* limits: its fetcher may sleep */
-    double q_avg_bytes; /* average key+value size of the last batch taken from q */
+    bool q_was_full;     /* seen near librdkafka's queued.* limits: its fetcher may sleep */
+    double q_avg_bytes;  /* average key+value size of the last batch taken from q */
+    int64_t mem_tallied; /* what this window last added to the process's budget tally */
 } part_t;
 
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
@@ -154,7 +156,8 @@ struct ks_group {
     rd_kafka_queue_t *cq; /* the consumer queue */
     rd_kafka_t *dlq_rk;   /* dead-letter producer, made on first use */
     int epfd, tfd, rk_pipe[2], dlq_pipe[2];
-    int64_t q_max_msgs, q_max_bytes; /* librdkafka's queued.min.messages / .max.messages.kbytes */
+    int64_t q_max_msgs, q_max_bytes;   /* librdkafka's queued.min.messages / .max.messages.kbytes */
+    int64_t q_kbytes, fetch_max_bytes; /* its queued.max.messages.kbytes, fetch.message.max.bytes */
     part_t **parts;
     size_t part_cnt, part_cap, rr;
     sub_t **subs;
@@ -308,13 +311,31 @@ static size_t drop_leases(ks_group_t *g, part_t *p)
  * window.max_bytes says, and it made larger windows unaffordable. */
 typedef struct rec {
     int64_t timestamp; /* -1 if unknown */
-    char *key;         /* into data; NULL for a null key */
-    char *value;       /* into data; NULL for a null value */
-    size_t key_len, value_len;
-    ks_header_t *headers; /* into data */
-    size_t header_cnt;
+    uint32_t key_len, value_len;
+    uint32_t header_cnt;
+    uint8_t has_key, has_value; /* 0 for a null key or value */
+    /* header_cnt ks_header_t, then key '\0', value '\0', then header names and values */
     char data[];
 } rec_t;
+/* What mem_budget.h charges each record for its copy's header. */
+_Static_assert(sizeof(rec_t) == KS_MEM_REC_HEADER, "rec_t size");
+
+/* A record's parts, all inside its one block (borrowed; writable for librdkafka's
+ * producev, which copies them). */
+static const ks_header_t *rec_headers(const rec_t *r)
+{
+    return (const ks_header_t *)(const void *)r->data;
+}
+static char *rec_key(const rec_t *r)
+{
+    return r->has_key ? (char *)(uintptr_t)(r->data + r->header_cnt * sizeof(ks_header_t)) : NULL;
+}
+static char *rec_value(const rec_t *r)
+{
+    return r->has_value
+               ? (char *)(uintptr_t)(r->data + r->header_cnt * sizeof(ks_header_t) + r->key_len + 1)
+               : NULL;
+}
 
 static size_t align8(size_t n)
 {
@@ -338,16 +359,17 @@ static rec_t *rec_copy(rd_kafka_message_t *m)
         abort();
     rd_kafka_timestamp_type_t tstype;
     r->timestamp = rd_kafka_message_timestamp(m, &tstype);
-    r->headers = (ks_header_t *)(void *)r->data;
+    ks_header_t *rh = (ks_header_t *)(void *)r->data;
+    r->header_cnt = (uint32_t)hc; /* rec_key and rec_value skip hc headers */
     char *pos = r->data + hc * sizeof(ks_header_t);
-    r->key = m->key ? pos : NULL;
-    r->key_len = m->key ? m->key_len : 0;
+    r->has_key = m->key != NULL;
+    r->key_len = m->key ? (uint32_t)m->key_len : 0;
     if (m->key)
         memcpy(pos, m->key, m->key_len);
     pos += r->key_len;
     *pos++ = '\0';
-    r->value = m->payload ? pos : NULL;
-    r->value_len = m->payload ? m->len : 0;
+    r->has_value = m->payload != NULL;
+    r->value_len = m->payload ? (uint32_t)m->len : 0;
     if (m->payload)
         memcpy(pos, m->payload, m->len);
     pos += r->value_len;
@@ -356,16 +378,17 @@ static rec_t *rec_copy(rd_kafka_message_t *m)
     for (; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++) {
         size_t nl = strlen(name) + 1;
         memcpy(pos, name, nl);
-        r->headers[h].name = pos;
+        rh[h].name = pos;
         pos += nl;
-        r->headers[h].value = val ? pos : NULL;
-        r->headers[h].value_len = val ? vlen : 0;
+        rh[h].value = val ? pos : NULL;
+        rh[h].value_len = val ? vlen : 0;
         if (val)
             memcpy(pos, val, vlen);
         pos += vlen;
         *pos++ = '\0';
     }
-    r->header_cnt = h;
+    for (; h < hc; h++) /* a header librdkafka would not give back: empty */
+        rh[h] = (ks_header_t){.name = "", .value = NULL, .value_len = 0};
     return r;
 }
 
@@ -438,6 +461,8 @@ static void part_remove(ks_group_t *g, part_t *p)
     ks_info(g->log_name, "revoked %s[%d] (epoch %u): %zu records left in its window, %zu leased",
             p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), leased);
     ks_leases_forget(&g->leases, p);
+    ks_mem_parts_add(-1);
+    ks_mem_used_add(-p->mem_tallied);
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
     ks_commit_meta_free(&p->restore);
@@ -449,10 +474,35 @@ static void part_remove(ks_group_t *g, part_t *p)
     free(p);
 }
 
+/* What p's window costs against the memory budget: the key and value bytes of records
+ * not yet acked, plus ks_mem_record_overhead() for every record held. */
+static int64_t part_mem(const part_t *p)
+{
+    return ks_ack_window_bytes(&p->win) +
+           (int64_t)ks_ack_window_count(&p->win) * ks_mem_record_overhead();
+}
+
+/* p's window share of the process's memory budget now: it shrinks as partitions are
+ * assigned to any group of the process, and grows as they go. */
+static int64_t part_share(const ks_group_t *g)
+{
+    return ks_mem_window_share(g->cfg->memory_max_bytes, ks_mem_parts());
+}
+
 static bool part_has_room(const ks_group_t *g, const part_t *p)
 {
     return ks_ack_window_count(&p->win) < (size_t)g->cfg->window_max_records &&
-           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes;
+           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_mem(p) < part_share(g);
+}
+
+/* Brings the process's tally up to date with p's window. */
+static void part_tally(part_t *p)
+{
+    int64_t m = part_mem(p);
+    if (m != p->mem_tallied) {
+        ks_mem_used_add(m - p->mem_tallied);
+        p->mem_tallied = m;
+    }
 }
 
 /* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
@@ -872,8 +922,8 @@ static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     }
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new((m ? m->header_cnt : 0) + 6);
     for (size_t h = 0; m && h < m->header_cnt; h++)
-        rd_kafka_header_add(hdrs, m->headers[h].name, -1, m->headers[h].value,
-                            (ssize_t)m->headers[h].value_len);
+        rd_kafka_header_add(hdrs, rec_headers(m)[h].name, -1, rec_headers(m)[h].value,
+                            (ssize_t)rec_headers(m)[h].value_len);
     char part[16], off[32], att[16];
     snprintf(part, sizeof(part), "%d", p->partition);
     snprintf(off, sizeof(off), "%lld", (long long)e->offset);
@@ -894,8 +944,8 @@ static void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     rd_kafka_resp_err_t err =
         rd_kafka_producev(g->dlq_rk, RD_KAFKA_V_TOPIC(g->gconf->dead_letter_topic),
                           RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_KEY(m ? m->key : NULL, m ? m->key_len : 0),
-                          RD_KAFKA_V_VALUE(m ? m->value : NULL, m ? m->value_len : 0),
+                          RD_KAFKA_V_KEY(m ? rec_key(m) : NULL, m ? m->key_len : 0),
+                          RD_KAFKA_V_VALUE(m ? rec_value(m) : NULL, m ? m->value_len : 0),
                           RD_KAFKA_V_HEADERS(hdrs), RD_KAFKA_V_OPAQUE(ref), RD_KAFKA_V_END);
     if (err) {
         rd_kafka_headers_destroy(hdrs);
@@ -1034,7 +1084,8 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         need += align8(tl + 1) + align8(r->key_len + 1) + align8(r->value_len + 1) +
                 align8(r->header_cnt * sizeof(ks_header_t));
         for (size_t h = 0; h < r->header_cnt; h++)
-            need += align8(strlen(r->headers[h].name) + 1) + align8(r->headers[h].value_len + 1);
+            need += align8(strlen(rec_headers(r)[h].name) + 1) +
+                    align8(rec_headers(r)[h].value_len + 1);
     }
     ks_batch_t *b = calloc(1, sizeof(*b));
     char *arena = malloc(need ? need : 1);
@@ -1061,9 +1112,9 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         r->partition = p->partition;
         r->offset = ents[i]->offset;
         r->timestamp = m->timestamp;
-        r->key = m->key ? PUT(m->key, m->key_len) : NULL;
+        r->key = m->has_key ? PUT(rec_key(m), m->key_len) : NULL;
         r->key_len = m->key_len;
-        r->value = m->value ? PUT(m->value, m->value_len) : NULL;
+        r->value = m->has_value ? PUT(rec_value(m), m->value_len) : NULL;
         r->value_len = m->value_len;
         r->attempt = ents[i]->attempts;
         r->ack_instance = g->instance;
@@ -1075,7 +1126,7 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
             ks_header_t *hv = (ks_header_t *)pos;
             pos += align8(m->header_cnt * sizeof(ks_header_t));
             for (size_t h = 0; h < m->header_cnt; h++) {
-                const ks_header_t *src = &m->headers[h];
+                const ks_header_t *src = &rec_headers(m)[h];
                 hv[h].name = PUT(src->name, strlen(src->name));
                 hv[h].value = src->value ? PUT(src->value, src->value_len) : NULL;
                 hv[h].value_len = src->value_len;
@@ -1318,6 +1369,12 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
     st->nacked = g->st_nacked;
     st->acked = g->st_acked;
     st->dead_lettered = g->st_dead_lettered;
+    st->mem_max_bytes = g->cfg->memory_max_bytes;
+    st->mem_used_bytes = ks_mem_used();
+    st->mem_partitions = (int64_t)ks_mem_parts();
+    st->mem_window_share_bytes = part_share(g);
+    st->mem_kafka_queue_kbytes = g->q_kbytes;
+    st->mem_kafka_fetch_bytes = g->fetch_max_bytes;
     st->part_cnt = g->part_cnt;
     st->parts = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(*st->parts));
     st->sub_cnt = g->sub_cnt;
@@ -1350,6 +1407,7 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         }
         ps->metadata_truncations = p->meta_truncations;
         ps->held_back = p->held_back;
+        ps->window_memory_bytes = part_mem(p);
     }
     for (size_t i = 0; i < g->sub_cnt; i++) {
         sub_t *s = g->subs[i];
@@ -1625,7 +1683,7 @@ static void part_wake_fetcher(ks_group_t *g, part_t *p)
 #define INTAKE_BATCH 256
 
 /* Moves records from p's queue into its window while the window has room (a window may
- * pass window.max_bytes by one batch). */
+ * pass window.max_bytes by one batch, and its memory share by about one record). */
 static void intake_part(ks_group_t *g, part_t *p)
 {
     size_t len = rd_kafka_queue_length(p->q);
@@ -1638,6 +1696,11 @@ static void intake_part(ks_group_t *g, part_t *p)
     rd_kafka_message_t *ms[INTAKE_BATCH];
     while (part_has_room(g, p)) {
         size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
+        /* Records that fit the share at the last batch's average size, at least one. */
+        double per = p->q_avg_bytes + (double)ks_mem_record_overhead();
+        double fit = (double)(part_share(g) - part_mem(p)) / per + 1;
+        if (fit < (double)room)
+            room = (size_t)fit;
         ssize_t n =
             rd_kafka_consume_batch_queue(p->q, 0, ms, room < INTAKE_BATCH ? room : INTAKE_BATCH);
         if (n <= 0) {
@@ -1664,6 +1727,7 @@ static void intake(ks_group_t *g)
         if (p->q && ks_pstate_deliverable(p->state) && part_has_room(g, p))
             intake_part(g, p);
         part_check_bound(g, p);
+        part_tally(p);
     }
 }
 
@@ -1893,12 +1957,19 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     atomic_init(&g->owner.tid, 0);
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char q_kb_s[32], f_b_s[32];
+    snprintf(q_kb_s, sizeof(q_kb_s), "%lld",
+             (long long)ks_mem_kafka_queue_kbytes(cfg->memory_max_bytes));
+    snprintf(f_b_s, sizeof(f_b_s), "%lld",
+             (long long)ks_mem_kafka_fetch_bytes(cfg->memory_max_bytes));
     /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
     if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
         conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
         /* Each partition's records wait in its own queue (see part_add), so these limits
-         * are per partition: about two 1 MB fetch responses ahead of the window. */
-        conf_set(conf, "queued.max.messages.kbytes", "2048", err, errsize) < 0 ||
+         * are per partition, from the memory budget (mem_budget.h): a paused partition
+         * holds at most about their sum in librdkafka. */
+        conf_set(conf, "queued.max.messages.kbytes", q_kb_s, err, errsize) < 0 ||
+        conf_set(conf, "fetch.message.max.bytes", f_b_s, err, errsize) < 0 ||
         conf_set(conf, "queued.min.messages", "100000", err, errsize) < 0 ||
         /* One Fetch at a time goes to a broker. A partition that becomes fetchable while
          * a Fetch for partitions at their end waits on the broker waits with it, up to
@@ -1940,6 +2011,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
     int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
     g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;
+    g->q_kbytes = q_kb;
+    g->fetch_max_bytes = conf_int(g->rk, "fetch.message.max.bytes");
 
     if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||

@@ -1,0 +1,77 @@
+/* mem_budget.c: the process's one memory budget for records held, and each partition's share. */
+#include "mem_budget.h"
+
+#include <stdatomic.h>
+
+#include "ack_window.h"
+
+static atomic_long g_parts;
+static atomic_llong g_used;
+
+int64_t ks_mem_kafka_part(int64_t max_bytes)
+{
+    return max_bytes / 4;
+}
+
+int64_t ks_mem_window_part(int64_t max_bytes)
+{
+    return max_bytes - ks_mem_kafka_part(max_bytes);
+}
+
+int64_t ks_mem_window_share(int64_t max_bytes, size_t parts)
+{
+    int64_t w = ks_mem_window_part(max_bytes);
+    int64_t share = w / (int64_t)(parts ? parts : 1);
+    if (share < KS_MEM_WINDOW_FLOOR)
+        share = KS_MEM_WINDOW_FLOOR;
+    return share;
+}
+
+static int64_t kafka_per_part(int64_t max_bytes)
+{
+    return ks_mem_kafka_part(max_bytes) / KS_MEM_KAFKA_PARTS;
+}
+
+int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes)
+{
+    /* librdkafka counts queued.max.messages.kbytes in units of 1000 bytes. */
+    int64_t kb = kafka_per_part(max_bytes) / 2 / 1000;
+    if (kb < 1)
+        kb = 1;
+    return kb > 2048 ? 2048 : kb;
+}
+
+int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes)
+{
+    int64_t b = kafka_per_part(max_bytes) / 2;
+    if (b < 1024)
+        b = 1024;
+    return b > (INT64_C(1) << 20) ? (INT64_C(1) << 20) : b;
+}
+
+int64_t ks_mem_record_overhead(void)
+{
+    /* entry + the copy's header + malloc's chunk header and rounding + sched ring slot */
+    return (int64_t)sizeof(ks_win_entry_t) + KS_MEM_REC_HEADER + 16 + (int64_t)sizeof(int64_t);
+}
+
+void ks_mem_parts_add(long delta)
+{
+    atomic_fetch_add(&g_parts, delta);
+}
+
+size_t ks_mem_parts(void)
+{
+    long n = atomic_load(&g_parts);
+    return n > 0 ? (size_t)n : 0;
+}
+
+void ks_mem_used_add(int64_t delta)
+{
+    atomic_fetch_add(&g_used, (long long)delta);
+}
+
+int64_t ks_mem_used(void)
+{
+    return (int64_t)atomic_load(&g_used);
+}

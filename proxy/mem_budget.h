@@ -1,0 +1,51 @@
+/* mem_budget.h: the process's one memory budget for records held (windows and librdkafka's
+ * queues), shared by every group, and each partition's share of it. */
+#ifndef KS_MEM_BUDGET_H
+#define KS_MEM_BUDGET_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* The smallest window share a partition gets, however many are assigned: enough for a
+ * few hundred 100-byte records, so every partition still makes progress. Past
+ * (window part of the budget) / KS_MEM_WINDOW_FLOOR partitions (3,072 at 256 MiB) the
+ * windows together may hold more than the budget: partitions x this floor. */
+#define KS_MEM_WINDOW_FLOOR (INT64_C(64) << 10)
+
+/* librdkafka's queue limits are fixed when a group's consumer is made (librdkafka 2.0.2
+ * copies its config into the handle and derives queued_max_msg_bytes once, in rd_kafka_new;
+ * no call changes them later), so its part is split as if this many partitions were
+ * assigned: a conservative count, whatever the real one. */
+#define KS_MEM_KAFKA_PARTS 1024
+
+/* The librdkafka part of the budget is a quarter of it; the windows share the rest. */
+int64_t ks_mem_kafka_part(int64_t max_bytes);
+int64_t ks_mem_window_part(int64_t max_bytes);
+
+/* One partition's window share when `parts` partitions are assigned in the process:
+ * the window part split evenly, never below KS_MEM_WINDOW_FLOOR (nor above the whole
+ * window part). parts 0 counts as 1. Pure. */
+int64_t ks_mem_window_share(int64_t max_bytes, size_t parts);
+
+/* librdkafka's per-partition limits from the budget: queued.max.messages.kbytes and
+ * fetch.message.max.bytes (max.partition.fetch.bytes), each about half the per-partition
+ * librdkafka share, within librdkafka's ranges and never above its defaults (2048 KB and
+ * 1 MiB). A paused partition holds at most about the sum of the two in librdkafka. Pure. */
+int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes);
+int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes);
+
+/* The header of a record's copy (group_loop.c's rec_t; it asserts the size). */
+#define KS_MEM_REC_HEADER 24
+
+/* What a record costs a window besides its key and value: its window entry, its copy's
+ * header, malloc's chunk overhead and its scheduler slot. Charged per held record. */
+int64_t ks_mem_record_overhead(void);
+
+/* The process-wide tally. Thread-safe (atomics); any thread may call these.
+ * parts: partitions assigned across every group; used: bytes held by every window. */
+void ks_mem_parts_add(long delta);
+size_t ks_mem_parts(void);
+void ks_mem_used_add(int64_t delta);
+int64_t ks_mem_used(void);
+
+#endif

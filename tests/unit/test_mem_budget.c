@@ -1,0 +1,99 @@
+/* test_mem_budget.c: tests the memory budget's shares and its tally (proxy/mem_budget.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "mem_budget.h"
+
+#define MIB (INT64_C(1) << 20)
+
+/* The default budget: a quarter for librdkafka, three quarters shared by the windows. */
+static void test_split(void **state)
+{
+    (void)state;
+    assert_int_equal(ks_mem_kafka_part(256 * MIB), 64 * MIB);
+    assert_int_equal(ks_mem_window_part(256 * MIB), 192 * MIB);
+    assert_int_equal(ks_mem_kafka_part(256 * MIB) + ks_mem_window_part(256 * MIB), 256 * MIB);
+    /* odd sizes lose nothing */
+    assert_int_equal(ks_mem_kafka_part(1001) + ks_mem_window_part(1001), 1001);
+}
+
+/* The share is the window part split evenly over the partitions assigned now. */
+static void test_share_follows_partitions(void **state)
+{
+    (void)state;
+    assert_int_equal(ks_mem_window_share(256 * MIB, 1), 192 * MIB);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 8), 24 * MIB);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 64), 3 * MIB);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 256), 768 * 1024);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 1024), 192 * 1024);
+    /* 0 partitions: as if one (a window may exist before the tally counts it) */
+    assert_int_equal(ks_mem_window_share(256 * MIB, 0), 192 * MIB);
+    /* the shares never add up to more than the window part while above the floor */
+    for (size_t n = 1; n <= 3072; n += 7)
+        assert_true(ks_mem_window_share(256 * MIB, n) * (int64_t)n <= 192 * MIB);
+}
+
+/* Past the floor, every partition still gets the floor, so each makes progress. */
+static void test_share_floor(void **state)
+{
+    (void)state;
+    assert_int_equal(ks_mem_window_share(256 * MIB, 3072), KS_MEM_WINDOW_FLOOR);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 3073), KS_MEM_WINDOW_FLOOR);
+    assert_int_equal(ks_mem_window_share(256 * MIB, 1000000), KS_MEM_WINDOW_FLOOR);
+    assert_int_equal(ks_mem_window_share(16 * MIB, 1000), KS_MEM_WINDOW_FLOOR);
+    /* the floor holds a record's overhead many times over */
+    assert_true(KS_MEM_WINDOW_FLOOR > 100 * ks_mem_record_overhead());
+}
+
+/* librdkafka's per-partition limits: half of its per-partition part each, for 1,024
+ * partitions, within librdkafka's ranges and never above its defaults. */
+static void test_kafka_limits(void **state)
+{
+    (void)state;
+    /* 64 MiB / 1024 = 64 KiB a partition: 32 KiB queue (in units of 1000 bytes), 32 KiB fetch */
+    assert_int_equal(ks_mem_kafka_queue_kbytes(256 * MIB), 32768 / 1000);
+    assert_int_equal(ks_mem_kafka_fetch_bytes(256 * MIB), 32768);
+    int64_t per = ks_mem_kafka_part(256 * MIB) / KS_MEM_KAFKA_PARTS;
+    assert_true(ks_mem_kafka_queue_kbytes(256 * MIB) * 1000 + ks_mem_kafka_fetch_bytes(256 * MIB) <=
+                per);
+    /* small budgets: librdkafka's minimums */
+    assert_int_equal(ks_mem_kafka_queue_kbytes(16 * MIB), 2);
+    assert_int_equal(ks_mem_kafka_fetch_bytes(INT64_C(1) << 20), 1024);
+    assert_int_equal(ks_mem_kafka_queue_kbytes(INT64_C(1) << 20), 1);
+    /* huge budgets: librdkafka's defaults */
+    assert_int_equal(ks_mem_kafka_queue_kbytes(INT64_C(1) << 40), 2048);
+    assert_int_equal(ks_mem_kafka_fetch_bytes(INT64_C(1) << 40), 1 << 20);
+}
+
+/* The tally is shared and adds up deltas. */
+static void test_tally(void **state)
+{
+    (void)state;
+    size_t p0 = ks_mem_parts();
+    int64_t u0 = ks_mem_used();
+    ks_mem_parts_add(3);
+    ks_mem_used_add(1000);
+    assert_int_equal(ks_mem_parts(), p0 + 3);
+    assert_int_equal(ks_mem_used(), u0 + 1000);
+    ks_mem_parts_add(-3);
+    ks_mem_used_add(-1000);
+    assert_int_equal(ks_mem_parts(), p0);
+    assert_int_equal(ks_mem_used(), u0);
+    /* never negative, whatever a caller does */
+    ks_mem_parts_add(-5);
+    assert_int_equal(ks_mem_parts(), 0);
+    ks_mem_parts_add(5);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_split),       cmocka_unit_test(test_share_follows_partitions),
+        cmocka_unit_test(test_share_floor), cmocka_unit_test(test_kafka_limits),
+        cmocka_unit_test(test_tally),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
