@@ -434,6 +434,7 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
             abort();
     }
     g->parts[g->part_cnt++] = p;
+    ks_mem_parts_add(1); /* every partition's window share shrinks */
     /* Take the partition's records from its own queue. Cleared before assign, the
      * forward stays cleared (librdkafka keeps an application's choice). */
     p->q = rd_kafka_queue_get_partition(g->rk, topic, partition);

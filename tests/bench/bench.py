@@ -77,9 +77,9 @@ def parse(out):
 
 
 class Sidecar:
-    def __init__(self, args=()):
+    def __init__(self, args=(), binary=None):
         self.http, self.grpc = free_port(), free_port()
-        cmd = [KSIDECAR, f"--kafka.bootstrap.servers={BOOT}", f"--http.listen=127.0.0.1:{self.http}",
+        cmd = [binary or KSIDECAR, f"--kafka.bootstrap.servers={BOOT}", f"--http.listen=127.0.0.1:{self.http}",
                f"--grpc.listen=127.0.0.1:{self.grpc}", "--log.level=warn", *args]
         COMMANDS.append(" ".join(str(c) for c in cmd))
         self.proc = subprocess.Popen([str(c) for c in cmd], stderr=subprocess.DEVNULL)
@@ -105,10 +105,79 @@ def bench(args, timeout=3600):
     return parse(sh([KSBENCH, *args], timeout=timeout).stdout)
 
 
+def http_json(port, path, body=None):
+    import json
+    import urllib.request
+    req = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=body and json.dumps(body).encode(),
+                                 headers={"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=30) as r:
+        return json.loads(r.read())
+
+
+def memory_by_partitions(counts, per_part, secs, binary, keep):
+    """Peak RSS with a backlog of per_part x 100 B in every partition and a slow HTTP
+    client: 100 records every 100 ms, acked. Prints one line per partition count."""
+    rows = []
+    for n in counts:
+        per = per_part[n]
+        t = f"mem{n}-{per}"
+        sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", n])  # before any metadata look-up
+        for _ in range(40):  # a new topic's metadata takes a moment
+            try:
+                have = sum(ends(t).values())
+                break
+            except subprocess.CalledProcessError:
+                time.sleep(0.5)
+        if have < n * per:
+            secs_p = produce(t, n * per, n)
+            print(f"preloaded {n * per:,} records ({per:,} a partition) into {t} in {secs_p:.0f} s",
+                  flush=True)
+        sc = Sidecar([], binary=binary)
+        g = uniq(f"memg{n}")
+        got, peak_used, worst, share = 0, 0, 0, None
+        t0 = time.time()
+        while time.time() - t0 < secs:
+            r = http_json(sc.http, f"/v1/groups/{g}/records?topic={t}&max=100&wait_ms=1000")
+            ids = [x["ack_id"] for x in r["records"]]
+            got += len(ids)
+            if ids:
+                http_json(sc.http, f"/v1/groups/{g}/acks", {"ack_ids": ids})
+            st = http_json(sc.http, f"/v1/groups/{g}")
+            if "memory" in st:
+                peak_used = max(peak_used, st["memory"]["used_bytes"])
+                share = st["memory"]["window_share_bytes"]
+                worst = max([worst] + [p["window_memory_bytes"] for p in st["partitions"]])
+            time.sleep(0.1)
+        rss = sc.stop()
+        extra = f" budget used peak {peak_used / 2**20:.0f} MB, share {share / 2**10:.0f} KiB, " \
+                f"largest window {worst / 2**10:.0f} KiB" if share else ""
+        line = f"partitions={n} backlog={per:,}/partition seconds={secs} acked={got} " \
+               f"peak_rss_mb={rss:.0f}{extra}"
+        print(line, flush=True)
+        rows.append(line)
+    return rows
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="small sizes: check that it all works")
+    ap.add_argument("--partitions-memory", metavar="COUNTS",
+                    help="only the memory-by-partition-count run, e.g. 8,64,256,1024")
+    ap.add_argument("--per-partition", type=int, default=20_000,
+                    help="backlog per partition (100 B records); 1,024 partitions get at most 5,000")
+    ap.add_argument("--seconds", type=int, default=30, help="how long the slow client runs")
+    ap.add_argument("--ksidecar", help="binary to measure (default: this build)")
+    ap.add_argument("--keep-topics", action="store_true", help="reuse and keep the mem<N> topics")
     a = ap.parse_args()
+    if a.partitions_memory:
+        counts = [int(x) for x in a.partitions_memory.split(",")]
+        per = {n: min(a.per_partition, 5_000) if n >= 1024 else a.per_partition for n in counts}
+        rows = memory_by_partitions(counts, per, a.seconds, a.ksidecar, a.keep_topics)
+        if not a.keep_topics:
+            for n in counts:
+                sh([KSTOOL, "delete", "-b", BOOT, "-t", f"mem{n}-{per[n]}"])
+        print("\n".join(["commands:"] + COMMANDS))
+        return
     s = a.smoke
     n_tp = 20_000 if s else 2_000_000
     n_slow = 2_000 if s else 100_000

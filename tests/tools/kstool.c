@@ -56,6 +56,28 @@ static void create_topic(void)
     rd_kafka_destroy(rk);
 }
 
+/* Deletes topic (a benchmark's big topic, afterwards); a missing topic is fine. */
+static void delete_topic(void)
+{
+    rd_kafka_t *rk = make(RD_KAFKA_PRODUCER, NULL, NULL);
+    rd_kafka_DeleteTopic_t *dt = rd_kafka_DeleteTopic_new(topic);
+    rd_kafka_queue_t *q = rd_kafka_queue_new(rk);
+    rd_kafka_DeleteTopics(rk, &dt, 1, NULL, q);
+    rd_kafka_event_t *ev = rd_kafka_queue_poll(q, 30000);
+    if (!ev)
+        die("delete topic", "timed out");
+    const rd_kafka_DeleteTopics_result_t *res = rd_kafka_event_DeleteTopics_result(ev);
+    size_t n;
+    const rd_kafka_topic_result_t **tr = rd_kafka_DeleteTopics_result_topics(res, &n);
+    if (n == 1 && rd_kafka_topic_result_error(tr[0]) &&
+        rd_kafka_topic_result_error(tr[0]) != RD_KAFKA_RESP_ERR_UNKNOWN_TOPIC_OR_PART)
+        die("delete topic", rd_kafka_topic_result_error_string(tr[0]));
+    rd_kafka_event_destroy(ev);
+    rd_kafka_queue_destroy(q);
+    rd_kafka_DeleteTopic_destroy(dt);
+    rd_kafka_destroy(rk);
+}
+
 static int delivery_failures = 0;
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
@@ -164,7 +186,7 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         fprintf(stderr,
-                "usage: kstool create|produce|watermarks|committed -b BOOT -t TOPIC "
+                "usage: kstool create|delete|produce|watermarks|committed -b BOOT -t TOPIC "
                 "[-p PARTS] [-n N] [-k KEYS] [-s SIZE] [-P PARTITION] [-g GROUP] [-x] [-N]\n");
         return 2;
     }
@@ -211,6 +233,8 @@ int main(int argc, char **argv)
         die("usage", "-b and -t are required");
     if (!strcmp(cmd, "create"))
         create_topic();
+    else if (!strcmp(cmd, "delete"))
+        delete_topic();
     else if (!strcmp(cmd, "produce"))
         produce();
     else if (!strcmp(cmd, "watermarks"))
