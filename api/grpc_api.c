@@ -946,6 +946,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         ps[i].metadata_truncations = p->metadata_truncations;
         ps[i].held_back = p->held_back;
         ps[i].window_memory_bytes = p->window_memory_bytes;
+        ps[i].kafka_queue_records = p->kafka_queue_records;
         pp[i] = &ps[i];
     }
     o->n_partitions = g->part_cnt;

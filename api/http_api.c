@@ -536,6 +536,7 @@ static json_t *status_json(const ks_group_status_t *g)
         json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
         json_object_set_new(o, "held_back", json_boolean(p->held_back));
         json_object_set_new(o, "window_memory_bytes", json_integer(p->window_memory_bytes));
+        json_object_set_new(o, "kafka_queue_records", json_integer(p->kafka_queue_records));
         json_array_append_new(parts, o);
     }
     json_t *subs = json_array();

@@ -119,6 +119,7 @@ typedef struct ks_part_status {
     int64_t metadata_truncations;
     int held_back;               /* new deliveries held back: the commit metadata does not fit */
     int64_t window_memory_bytes; /* what the window costs against the memory budget */
+    int64_t kafka_queue_records; /* records waiting in the partition's librdkafka queue */
 } ks_part_status_t;
 
 /* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */

@@ -490,10 +490,32 @@ static int64_t part_share(const ks_group_t *g)
     return ks_mem_window_share(g->cfg->memory_max_bytes, ks_mem_parts());
 }
 
+/* What p's librdkafka queue holds, estimated at the last batch's average size. Its limits
+ * cannot keep it small: a fetch returns at least one whole producer batch (KIP-74), up to
+ * the producer's batch.size (librdkafka's default 1 MB), whatever fetch.message.max.bytes. */
+static int64_t part_queue_mem(const part_t *p)
+{
+    if (!p->q)
+        return 0;
+    return (int64_t)((double)rd_kafka_queue_length(p->q) *
+                     (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD));
+}
+
+/* How many more bytes p's window may take now (<= 0: none). The share covers the window
+ * and the records librdkafka holds for the partition, but a window always gets its floor:
+ * taking records from the queue is what lets it shrink, and the only way to progress. */
+static int64_t part_room_bytes(const ks_group_t *g, const part_t *p)
+{
+    int64_t share = part_share(g), mem = part_mem(p);
+    int64_t by_share = share - mem - part_queue_mem(p);
+    int64_t by_floor = (share < KS_MEM_WINDOW_FLOOR ? share : KS_MEM_WINDOW_FLOOR) - mem;
+    return by_share > by_floor ? by_share : by_floor;
+}
+
 static bool part_has_room(const ks_group_t *g, const part_t *p)
 {
     return ks_ack_window_count(&p->win) < (size_t)g->cfg->window_max_records &&
-           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_mem(p) < part_share(g);
+           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_room_bytes(g, p) > 0;
 }
 
 /* Brings the process's tally up to date with p's window. */
@@ -1409,6 +1431,7 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->metadata_truncations = p->meta_truncations;
         ps->held_back = p->held_back;
         ps->window_memory_bytes = part_mem(p);
+        ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
     }
     for (size_t i = 0; i < g->sub_cnt; i++) {
         sub_t *s = g->subs[i];
@@ -1699,7 +1722,7 @@ static void intake_part(ks_group_t *g, part_t *p)
         size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
         /* Records that fit the share at the last batch's average size, at least one. */
         double per = p->q_avg_bytes + (double)ks_mem_record_overhead();
-        double fit = (double)(part_share(g) - part_mem(p)) / per + 1;
+        double fit = (double)part_room_bytes(g, p) / per + 1;
         if (fit < (double)room)
             room = (size_t)fit;
         ssize_t n =

@@ -41,6 +41,11 @@ int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes);
  * header, malloc's chunk overhead and its scheduler slot. Charged per held record. */
 int64_t ks_mem_record_overhead(void);
 
+/* What a record waiting in librdkafka's queue costs besides its key and value: its
+ * rd_kafka_op_t, message and share of the fetch buffer. Measured with librdkafka 2.0.2
+ * (malloc_stats of the broker thread's arena over the records its queues held): ~420 B. */
+#define KS_MEM_KAFKA_RECORD_OVERHEAD 420
+
 /* The process-wide tally. Thread-safe (atomics); any thread may call these.
  * parts: partitions assigned across every group; used: bytes held by every window. */
 void ks_mem_parts_add(long delta);

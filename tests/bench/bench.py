@@ -114,7 +114,7 @@ def http_json(port, path, body=None):
         return json.loads(r.read())
 
 
-def memory_by_partitions(counts, per_part, secs, binary, keep):
+def memory_by_partitions(counts, per_part, secs, binary, keep, extra=()):
     """Peak RSS with a backlog of per_part x 100 B in every partition and a slow HTTP
     client: 100 records every 100 ms, acked. Prints one line per partition count."""
     rows = []
@@ -132,7 +132,7 @@ def memory_by_partitions(counts, per_part, secs, binary, keep):
             secs_p = produce(t, n * per, n)
             print(f"preloaded {n * per:,} records ({per:,} a partition) into {t} in {secs_p:.0f} s",
                   flush=True)
-        sc = Sidecar([], binary=binary)
+        sc = Sidecar(list(extra), binary=binary)
         g = uniq(f"memg{n}")
         got, peak_used, worst, share = 0, 0, 0, None
         t0 = time.time()
@@ -168,11 +168,13 @@ def main():
     ap.add_argument("--seconds", type=int, default=30, help="how long the slow client runs")
     ap.add_argument("--ksidecar", help="binary to measure (default: this build)")
     ap.add_argument("--keep-topics", action="store_true", help="reuse and keep the mem<N> topics")
+    ap.add_argument("--sidecar-arg", action="append", default=[], help="an extra ksidecar flag")
     a = ap.parse_args()
     if a.partitions_memory:
         counts = [int(x) for x in a.partitions_memory.split(",")]
         per = {n: min(a.per_partition, 5_000) if n >= 1024 else a.per_partition for n in counts}
-        rows = memory_by_partitions(counts, per, a.seconds, a.ksidecar, a.keep_topics)
+        rows = memory_by_partitions(counts, per, a.seconds, a.ksidecar, a.keep_topics,
+                                    a.sidecar_arg)
         if not a.keep_topics:
             for n in counts:
                 sh([KSTOOL, "delete", "-b", BOOT, "-t", f"mem{n}-{per[n]}"])

@@ -1,0 +1,74 @@
+"""The process's one memory budget (memory.max_bytes): with many partitions, a backlog and a
+slow client, every window stays within its share, the budget's tally within the budget, and
+the process's RSS within a generous bound; the status shows the budget and its use."""
+import time
+
+from conftest import create_topic, produce, unique
+
+PARTS = 128
+PER_PART = 3000  # x 100 B: far more than a partition's share of a 32 MiB budget
+BUDGET = 32 << 20
+RSS_BOUND_MB = 200  # before the budget: ~10x PER_PART/20000 of the issue's 10 MB a partition
+
+
+def peak_rss_mb(pid):
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+    return 0.0
+
+
+def test_windows_stay_within_their_share_with_many_partitions_and_a_slow_client(bootstrap, sidecars):
+    topic = unique("tmem")
+    create_topic(bootstrap, topic, PARTS)
+    produce(bootstrap, topic, PARTS * PER_PART, partitions=PARTS, size=100)
+    sc = sidecars([f"--memory.max_bytes={BUDGET}"])
+    g = unique("mem")
+    acked, worst, worst_used, share, t0 = 0, 0, 0, None, time.time()
+    # The slow client: 100 records every 100 ms, acked; long enough for every window to fill.
+    while time.time() - t0 < 25:
+        ids = [r["ack_id"] for r in sc.fetch(g, topic, max=100, wait_ms=1000)]
+        if ids:
+            st, res = sc.ack(g, ids)
+            assert st == 200 and res["accepted"] == len(ids), res
+            acked += len(ids)
+        rss = peak_rss_mb(sc.proc.pid)
+        assert rss < RSS_BOUND_MB, f"peak RSS {rss:.0f} MB with {PARTS} partitions"
+        st, gs = sc.get(f"/v1/groups/{g}")
+        assert st == 200, gs
+        mem = gs["memory"]
+        assert mem["max_bytes"] == BUDGET
+        share = mem["window_share_bytes"]
+        if len(gs["partitions"]) == PARTS:
+            assert mem["partitions"] == PARTS, mem
+            assert share == BUDGET * 3 // 4 // PARTS, mem
+        # A window may pass its share by one record (its last batch is cut to fit).
+        slack = 2048
+        for p in gs["partitions"]:
+            assert p["window_memory_bytes"] <= share + slack, (p, mem)
+            worst = max(worst, p["window_memory_bytes"])
+        assert mem["used_bytes"] <= BUDGET * 3 // 4 + PARTS * slack, mem
+        worst_used = max(worst_used, mem["used_bytes"])
+        time.sleep(0.1)
+    rss = peak_rss_mb(sc.proc.pid)
+    print(f"{PARTS} partitions, {PER_PART} x 100 B each, budget {BUDGET >> 20} MiB: peak RSS "
+          f"{rss:.0f} MB, budget used at most {worst_used / 2**20:.1f} MiB, share "
+          f"{share / 1024:.0f} KiB, largest window {worst / 1024:.0f} KiB, acked {acked}")
+    # The windows did fill (the bound was reached, not dodged), and records kept flowing.
+    assert worst > share // 2, (worst, share)
+    assert acked >= 2000, acked
+    # /v1/groups shows the same budget.
+    st, all_ = sc.get("/v1/groups")
+    assert st == 200
+    mine = [x for x in all_["groups"] if x["group"] == g]
+    assert mine and mine[0]["memory"]["max_bytes"] == BUDGET, all_
+
+
+def test_memory_budget_range_is_checked(bootstrap, tmp_path):
+    import subprocess
+    from conftest import BIN
+    r = subprocess.run([BIN, f"--kafka.bootstrap.servers={bootstrap}", "--memory.max_bytes=1000",
+                        "--print-config"], capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2, r
+    assert "memory.max_bytes" in r.stderr, r.stderr
