@@ -113,6 +113,7 @@ typedef struct part {
     bool q_was_full;     /* seen near librdkafka's queued.* limits: its fetcher may sleep */
     double q_avg_bytes;  /* average key+value size of the last batch taken from q */
     int64_t mem_tallied; /* what this window last added to the process's budget tally */
+    size_t q_len;        /* records in q, as of the last intake pass (less what it took) */
 } part_t;
 
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
@@ -495,10 +496,7 @@ static int64_t part_share(const ks_group_t *g)
  * the producer's batch.size (librdkafka's default 1 MB), whatever fetch.message.max.bytes. */
 static int64_t part_queue_mem(const part_t *p)
 {
-    if (!p->q)
-        return 0;
-    return (int64_t)((double)rd_kafka_queue_length(p->q) *
-                     (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD));
+    return (int64_t)((double)p->q_len * (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD));
 }
 
 /* How many more bytes p's window may take now (<= 0: none). The share covers the window
@@ -1711,6 +1709,7 @@ static void part_wake_fetcher(ks_group_t *g, part_t *p)
 static void intake_part(ks_group_t *g, part_t *p)
 {
     size_t len = rd_kafka_queue_length(p->q);
+    p->q_len = len; /* one look per pass: it takes librdkafka's queue lock */
     if ((int64_t)len * 2 >= g->q_max_msgs ||
         (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
         p->q_was_full = true;
@@ -1738,6 +1737,7 @@ static void intake_part(ks_group_t *g, part_t *p)
             bytes += ms[k]->len + ms[k]->key_len;
             handle_message(g, p, ms[k]);
         }
+        p->q_len = p->q_len > (size_t)n ? p->q_len - (size_t)n : 0;
         p->q_avg_bytes = (double)bytes / (double)n;
     }
 }

@@ -39,9 +39,11 @@ def free_port():
     return p
 
 
-def produce(topic, n, parts, keys=0, size=100):
+def produce(topic, n, parts, keys=0, size=100, batch_bytes=0):
     sh([KSTOOL, "create", "-b", BOOT, "-t", topic, "-p", parts])
     args = [KSTOOL, "produce", "-b", BOOT, "-t", topic, "-n", n, "-p", parts, "-s", size, "-N"]
+    if batch_bytes:
+        args += ["-B", batch_bytes]
     if keys:
         args += ["-k", keys]
     t0 = time.time()
@@ -114,13 +116,32 @@ def http_json(port, path, body=None):
         return json.loads(r.read())
 
 
-def memory_by_partitions(counts, per_part, secs, binary, keep, extra=()):
+def started_sidecar(args, binary):
+    """A Sidecar that answers /healthz (a port another process took meanwhile: try again)."""
+    why = ""
+    for _ in range(5):
+        sc = Sidecar(args, binary=binary)
+        for _ in range(120):
+            try:
+                http_json(sc.http, "/healthz")
+                return sc
+            except OSError as e:
+                why = f"{e!r}, exit code {sc.proc.poll()}"
+                if sc.proc.poll() is not None:
+                    break
+                time.sleep(0.25)
+        sc.proc.kill()
+        sc.proc.wait()
+    raise SystemExit(f"FAIL: ksidecar would not start: {why}")
+
+
+def memory_by_partitions(counts, per_part, secs, binary, keep, extra=(), batch_bytes=0):
     """Peak RSS with a backlog of per_part x 100 B in every partition and a slow HTTP
     client: 100 records every 100 ms, acked. Prints one line per partition count."""
     rows = []
     for n in counts:
         per = per_part[n]
-        t = f"mem{n}-{per}"
+        t = f"mem{n}-{per}" + (f"-b{batch_bytes}" if batch_bytes else "")
         sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", n])  # before any metadata look-up
         for _ in range(40):  # a new topic's metadata takes a moment
             try:
@@ -129,12 +150,12 @@ def memory_by_partitions(counts, per_part, secs, binary, keep, extra=()):
             except subprocess.CalledProcessError:
                 time.sleep(0.5)
         if have < n * per:
-            secs_p = produce(t, n * per, n)
+            secs_p = produce(t, n * per, n, batch_bytes=batch_bytes)
             print(f"preloaded {n * per:,} records ({per:,} a partition) into {t} in {secs_p:.0f} s",
                   flush=True)
-        sc = Sidecar(list(extra), binary=binary)
+        sc = started_sidecar(list(extra), binary)
         g = uniq(f"memg{n}")
-        got, peak_used, worst, share = 0, 0, 0, None
+        got, peak_used, worst, share, peak_queued = 0, 0, 0, None, 0
         t0 = time.time()
         while time.time() - t0 < secs:
             r = http_json(sc.http, f"/v1/groups/{g}/records?topic={t}&max=100&wait_ms=1000")
@@ -145,12 +166,15 @@ def memory_by_partitions(counts, per_part, secs, binary, keep, extra=()):
             st = http_json(sc.http, f"/v1/groups/{g}")
             if "memory" in st:
                 peak_used = max(peak_used, st["memory"]["used_bytes"])
+                queued = sum(p["kafka_queue_records"] for p in st["partitions"])
+                peak_queued = max(peak_queued, queued)
                 share = st["memory"]["window_share_bytes"]
                 worst = max([worst] + [p["window_memory_bytes"] for p in st["partitions"]])
             time.sleep(0.1)
         rss = sc.stop()
         extra = f" budget used peak {peak_used / 2**20:.0f} MB, share {share / 2**10:.0f} KiB, " \
-                f"largest window {worst / 2**10:.0f} KiB" if share else ""
+                f"largest window {worst / 2**10:.0f} KiB, librdkafka queues held up to " \
+                f"{peak_queued:,} records" if share else ""
         line = f"partitions={n} backlog={per:,}/partition seconds={secs} acked={got} " \
                f"peak_rss_mb={rss:.0f}{extra}"
         print(line, flush=True)
@@ -169,15 +193,18 @@ def main():
     ap.add_argument("--ksidecar", help="binary to measure (default: this build)")
     ap.add_argument("--keep-topics", action="store_true", help="reuse and keep the mem<N> topics")
     ap.add_argument("--sidecar-arg", action="append", default=[], help="an extra ksidecar flag")
+    ap.add_argument("--batch-bytes", type=int, default=0,
+                    help="the producer's batch.size for the backlog (default librdkafka's 1 MB)")
     a = ap.parse_args()
     if a.partitions_memory:
         counts = [int(x) for x in a.partitions_memory.split(",")]
         per = {n: min(a.per_partition, 5_000) if n >= 1024 else a.per_partition for n in counts}
         rows = memory_by_partitions(counts, per, a.seconds, a.ksidecar, a.keep_topics,
-                                    a.sidecar_arg)
+                                    a.sidecar_arg, a.batch_bytes)
         if not a.keep_topics:
             for n in counts:
-                sh([KSTOOL, "delete", "-b", BOOT, "-t", f"mem{n}-{per[n]}"])
+                sh([KSTOOL, "delete", "-b", BOOT, "-t",
+                    f"mem{n}-{per[n]}" + (f"-b{a.batch_bytes}" if a.batch_bytes else "")])
         print("\n".join(["commands:"] + COMMANDS))
         return
     s = a.smoke

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const char *boot, *topic, *group;
+static const char *boot, *topic, *group, *batch_bytes; /* -B: the producer's batch.size */
 static int partitions = 1, count = 0, keys = 0, size = 0, explicit_part = -1, binary = 0,
            no_headers = 0;
 
@@ -95,6 +95,8 @@ static void produce(void)
     rd_kafka_conf_set(conf, "linger.ms", "20", err, sizeof(err));
     rd_kafka_conf_set(conf, "queue.buffering.max.messages", "1000000", err, sizeof(err));
     rd_kafka_conf_set(conf, "queue.buffering.max.kbytes", "1048576", err, sizeof(err));
+    if (batch_bytes && rd_kafka_conf_set(conf, "batch.size", batch_bytes, err, sizeof(err)))
+        die("-B", err);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, err, sizeof(err));
     if (!rk)
@@ -185,15 +187,15 @@ static void committed(void)
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr,
-                "usage: kstool create|delete|produce|watermarks|committed -b BOOT -t TOPIC "
-                "[-p PARTS] [-n N] [-k KEYS] [-s SIZE] [-P PARTITION] [-g GROUP] [-x] [-N]\n");
+        fprintf(stderr, "usage: kstool create|delete|produce|watermarks|committed -b BOOT -t TOPIC "
+                        "[-p PARTS] [-n N] [-k KEYS] [-s SIZE] [-P PARTITION] [-g GROUP] [-x] [-N] "
+                        "[-B BATCH_BYTES]\n");
         return 2;
     }
     const char *cmd = argv[1];
     int c;
     optind = 2;
-    while ((c = getopt(argc, argv, "b:t:p:n:k:s:g:P:xN")) != -1) {
+    while ((c = getopt(argc, argv, "b:t:p:n:k:s:g:P:xNB:")) != -1) {
         switch (c) {
         case 'b':
             boot = optarg;
@@ -224,6 +226,9 @@ int main(int argc, char **argv)
             break;
         case 'N':
             no_headers = 1;
+            break;
+        case 'B':
+            batch_bytes = optarg;
             break;
         default:
             return 2;
