@@ -172,11 +172,11 @@ def memory_by_partitions(counts, per_part, secs, binary, keep, extra=(), batch_b
                 worst = max([worst] + [p["window_memory_bytes"] for p in st["partitions"]])
             time.sleep(0.1)
         rss = sc.stop()
-        extra = f" budget used peak {peak_used / 2**20:.0f} MB, share {share / 2**10:.0f} KiB, " \
+        info = f" budget used peak {peak_used / 2**20:.0f} MB, share {share / 2**10:.0f} KiB, " \
                 f"largest window {worst / 2**10:.0f} KiB, librdkafka queues held up to " \
                 f"{peak_queued:,} records" if share else ""
         line = f"partitions={n} backlog={per:,}/partition seconds={secs} acked={got} " \
-               f"peak_rss_mb={rss:.0f}{extra}"
+               f"peak_rss_mb={rss:.0f}{info}"
         print(line, flush=True)
         rows.append(line)
     return rows
