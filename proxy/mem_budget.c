@@ -27,9 +27,13 @@ int64_t ks_mem_window_share(int64_t max_bytes, size_t parts)
     return share;
 }
 
+/* librdkafka's limits count key and value bytes only, but each record it holds costs
+ * KS_MEM_KAFKA_RECORD_OVERHEAD more: for 100-byte records (the costly case) the limits
+ * get 100 / (100 + overhead) of the per-partition part, half each. */
 static int64_t kafka_per_part(int64_t max_bytes)
 {
-    return ks_mem_kafka_part(max_bytes) / KS_MEM_KAFKA_PARTS;
+    int64_t part = ks_mem_kafka_part(max_bytes) / KS_MEM_KAFKA_PARTS;
+    return part * 100 / (100 + KS_MEM_KAFKA_RECORD_OVERHEAD);
 }
 
 int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes)

@@ -18,6 +18,11 @@
  * assigned: a conservative count, whatever the real one. */
 #define KS_MEM_KAFKA_PARTS 1024
 
+/* What a record waiting in librdkafka's queue costs besides its key and value: its
+ * rd_kafka_op_t, message and share of the fetch buffer. Measured with librdkafka 2.0.2
+ * (malloc_stats of the broker thread's arena over the records its queues held): ~420 B. */
+#define KS_MEM_KAFKA_RECORD_OVERHEAD 420
+
 /* The librdkafka part of the budget is a quarter of it; the windows share the rest. */
 int64_t ks_mem_kafka_part(int64_t max_bytes);
 int64_t ks_mem_window_part(int64_t max_bytes);
@@ -28,9 +33,11 @@ int64_t ks_mem_window_part(int64_t max_bytes);
 int64_t ks_mem_window_share(int64_t max_bytes, size_t parts);
 
 /* librdkafka's per-partition limits from the budget: queued.max.messages.kbytes and
- * fetch.message.max.bytes (max.partition.fetch.bytes), each about half the per-partition
- * librdkafka share, within librdkafka's ranges and never above its defaults (2048 KB and
- * 1 MiB). A paused partition holds at most about the sum of the two in librdkafka. Pure. */
+ * fetch.message.max.bytes (max.partition.fetch.bytes), each half of the per-partition
+ * librdkafka part as key and value bytes of 100-byte records (librdkafka's own cost of a
+ * record comes on top), within librdkafka's ranges and never above its defaults (2048 KB
+ * and 1 MiB). A paused partition holds about their sum in librdkafka, or one producer
+ * batch when that is larger: a fetch returns at least one whole batch. Pure. */
 int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes);
 int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes);
 
@@ -40,11 +47,6 @@ int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes);
 /* What a record costs a window besides its key and value: its window entry, its copy's
  * header, malloc's chunk overhead and its scheduler slot. Charged per held record. */
 int64_t ks_mem_record_overhead(void);
-
-/* What a record waiting in librdkafka's queue costs besides its key and value: its
- * rd_kafka_op_t, message and share of the fetch buffer. Measured with librdkafka 2.0.2
- * (malloc_stats of the broker thread's arena over the records its queues held): ~420 B. */
-#define KS_MEM_KAFKA_RECORD_OVERHEAD 420
 
 /* The process-wide tally. Thread-safe (atomics); any thread may call these.
  * parts: partitions assigned across every group; used: bytes held by every window. */
