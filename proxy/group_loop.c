@@ -1981,19 +1981,15 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     atomic_init(&g->owner.tid, 0);
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char q_kb_s[32], f_b_s[32];
+    char q_kb_s[32];
     snprintf(q_kb_s, sizeof(q_kb_s), "%lld",
              (long long)ks_mem_kafka_queue_kbytes(cfg->memory_max_bytes));
-    snprintf(f_b_s, sizeof(f_b_s), "%lld",
-             (long long)ks_mem_kafka_fetch_bytes(cfg->memory_max_bytes));
     /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
     if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
         conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
         /* Each partition's records wait in its own queue (see part_add), so these limits
-         * are per partition, from the memory budget (mem_budget.h): a paused partition
-         * holds at most about their sum in librdkafka. */
+         * are per partition; the bytes one from the memory budget (mem_budget.h). */
         conf_set(conf, "queued.max.messages.kbytes", q_kb_s, err, errsize) < 0 ||
-        conf_set(conf, "fetch.message.max.bytes", f_b_s, err, errsize) < 0 ||
         conf_set(conf, "queued.min.messages", "100000", err, errsize) < 0 ||
         /* One Fetch at a time goes to a broker. A partition that becomes fetchable while
          * a Fetch for partitions at their end waits on the broker waits with it, up to

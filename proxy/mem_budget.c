@@ -27,9 +27,9 @@ int64_t ks_mem_window_share(int64_t max_bytes, size_t parts)
     return share;
 }
 
-/* librdkafka's limits count key and value bytes only, but each record it holds costs
- * KS_MEM_KAFKA_RECORD_OVERHEAD more: for 100-byte records (the costly case) the limits
- * get 100 / (100 + overhead) of the per-partition part, half each. */
+/* librdkafka's limit counts key and value bytes only, but each record it holds costs
+ * KS_MEM_KAFKA_RECORD_OVERHEAD more: for 100-byte records (the costly case) the limit
+ * gets 100 / (100 + overhead) of the per-partition part. */
 static int64_t kafka_per_part(int64_t max_bytes)
 {
     int64_t part = ks_mem_kafka_part(max_bytes) / KS_MEM_KAFKA_PARTS;
@@ -39,18 +39,10 @@ static int64_t kafka_per_part(int64_t max_bytes)
 int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes)
 {
     /* librdkafka counts queued.max.messages.kbytes in units of 1000 bytes. */
-    int64_t kb = kafka_per_part(max_bytes) / 2 / 1000;
+    int64_t kb = kafka_per_part(max_bytes) / 1000;
     if (kb < 1)
         kb = 1;
     return kb > 2048 ? 2048 : kb;
-}
-
-int64_t ks_mem_kafka_fetch_bytes(int64_t max_bytes)
-{
-    int64_t b = kafka_per_part(max_bytes) / 2;
-    if (b < 1024)
-        b = 1024;
-    return b > (INT64_C(1) << 20) ? (INT64_C(1) << 20) : b;
 }
 
 int64_t ks_mem_record_overhead(void)

@@ -48,29 +48,24 @@ static void test_share_floor(void **state)
     assert_true(KS_MEM_WINDOW_FLOOR > 100 * ks_mem_record_overhead());
 }
 
-/* librdkafka's per-partition limits: for 1,024 partitions, 100-byte records (plus
- * librdkafka's own cost of each) filling half of its per-partition part each, within
- * librdkafka's ranges and never above its defaults. */
+/* librdkafka's per-partition queue limit: for 1,024 partitions, 100-byte records (plus
+ * librdkafka's own cost of each) filling its per-partition part, within librdkafka's range
+ * and never above its default. */
 static void test_kafka_limits(void **state)
 {
     (void)state;
     /* 64 MiB / 1024 = 64 KiB a partition, of which 100/520 as key and value: 12,603 bytes,
-     * 6,301 for the queue (6 in units of 1000 bytes) and 6,301 for a fetch */
-    assert_int_equal(ks_mem_kafka_queue_kbytes(256 * MIB), 6);
-    assert_int_equal(ks_mem_kafka_fetch_bytes(256 * MIB), 6301);
+     * 12 in librdkafka's units of 1000 bytes */
+    assert_int_equal(ks_mem_kafka_queue_kbytes(256 * MIB), 12);
     int64_t per = ks_mem_kafka_part(256 * MIB) / KS_MEM_KAFKA_PARTS;
-    /* what librdkafka holds at those limits, in 100-byte records, fits its part */
-    int64_t recs =
-        (ks_mem_kafka_queue_kbytes(256 * MIB) * 1000 + ks_mem_kafka_fetch_bytes(256 * MIB)) / 100;
+    /* what librdkafka's queue holds at that limit, in 100-byte records, fits its part */
+    int64_t recs = ks_mem_kafka_queue_kbytes(256 * MIB) * 1000 / 100;
     assert_true(recs * (100 + KS_MEM_KAFKA_RECORD_OVERHEAD) <= per);
-    /* small budgets: librdkafka's minimums */
+    /* small budgets: librdkafka's minimum */
     assert_int_equal(ks_mem_kafka_queue_kbytes(16 * MIB), 1);
-    assert_int_equal(ks_mem_kafka_fetch_bytes(16 * MIB), 1024);
-    assert_int_equal(ks_mem_kafka_fetch_bytes(INT64_C(1) << 20), 1024);
     assert_int_equal(ks_mem_kafka_queue_kbytes(INT64_C(1) << 20), 1);
-    /* huge budgets: librdkafka's defaults */
+    /* huge budgets: librdkafka's default */
     assert_int_equal(ks_mem_kafka_queue_kbytes(INT64_C(1) << 40), 2048);
-    assert_int_equal(ks_mem_kafka_fetch_bytes(INT64_C(1) << 40), 1 << 20);
 }
 
 /* The tally is shared and adds up deltas. */
