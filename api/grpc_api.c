@@ -911,7 +911,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         tv[ti++] = t;
     o->n_topics = ti;
     o->topics = tv;
-    /* The memory status rides in the partitions' block: allocs has room for 7 per group. */
+    /* The memory status rides in the partitions' block: one allocation less to track. */
     Ksidecar__V1__PartitionStatus *ps =
         calloc(1, (g->part_cnt + 1) * sizeof(*ps) + sizeof(Ksidecar__V1__MemoryStatus));
     Ksidecar__V1__PartitionStatus **pp = calloc(g->part_cnt + 1, sizeof(*pp));
