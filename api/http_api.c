@@ -695,18 +695,27 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     const char *topics[MAX_TOPICS];
     size_t tc = 0;
     enum MHD_Result ret = MHD_YES;
-    for (size_t i = 0; i < a.topic_cnt; i++) {
+    /* Every name counts against MAX_TOPICS, split or not, an empty one too. */
+    bool too_many = false;
+    for (size_t i = 0; i < a.topic_cnt && !too_many; i++) {
         char *copy = strdup(a.topics[i]), *save = NULL;
         split_buf[split_cnt++] = copy;
         char *tok = strtok_r(copy, ",", &save);
-        if (!tok)
-            topics[tc++] = ""; /* empty: let validation name it */
-        for (; tok && tc < MAX_TOPICS; tok = strtok_r(NULL, ",", &save))
-            topics[tc++] = tok;
+        for (const char *t = tok ? tok : ""; t; t = tok ? strtok_r(NULL, ",", &save) : NULL) {
+            if (tc == MAX_TOPICS) {
+                too_many = true;
+                break;
+            }
+            topics[tc++] = t; /* an empty name: let validation name it */
+        }
     }
     long max = 100, wait = h->cfg->fetch_default_wait_ms;
     char err[512];
     ks_status_t st;
+    if (too_many) {
+        ret = send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
+        goto out;
+    }
     if (tc == 0) {
         ret = send_error(r->conn, KS_E_INVALID, "missing query parameter topic (e.g. ?topic=demo)");
         goto out;
