@@ -7,7 +7,7 @@ APT_PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
   libmicrohttpd-dev libjansson-dev libssl-dev libcmocka-dev
-  clang-format openssl maven openjdk-17-jre-headless python3 procps
+  clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless python3 procps
 )
 
 missing=()
