@@ -956,6 +956,25 @@ static bool is_secret(const char *prop)
     return false;
 }
 
+/* s as a JSON string. Text that is not UTF-8 (a flag or variable may hold any bytes) would
+ * make json_string fail and the key vanish from the dump; it is shown instead with every
+ * byte above 0x7f written as \xHH. Never NULL. */
+static json_t *dump_str(const char *s)
+{
+    json_t *v = json_string(s);
+    if (v)
+        return v;
+    size_t n = strlen(s);
+    char *esc = malloc(4 * n + 1), *p = esc;
+    if (!esc)
+        abort();
+    for (const unsigned char *q = (const unsigned char *)s; *q; q++)
+        p += *q < 0x80 ? sprintf(p, "%c", *q) : sprintf(p, "\\x%02x", *q);
+    v = json_string(esc);
+    free(esc);
+    return v;
+}
+
 char *ks_config_dump(const ks_config_t *cfg)
 {
     json_t *root = json_object();
@@ -966,7 +985,7 @@ char *ks_config_dump(const ks_config_t *cfg)
         switch (k->type) {
         case T_STR: {
             const char *s = *(char *const *)field;
-            v = s ? json_string(s) : json_null();
+            v = s ? dump_str(s) : json_null();
             break;
         }
         case T_INT:
@@ -987,7 +1006,7 @@ char *ks_config_dump(const ks_config_t *cfg)
         case T_LIST:
             v = json_array();
             for (size_t j = 0; j < cfg->group_pattern_cnt; j++)
-                json_array_append_new(v, json_string(cfg->group_patterns[j]));
+                json_array_append_new(v, dump_str(cfg->group_patterns[j]));
             break;
         case T_ORDER:
             v = json_string(ks_ordering_str((ks_ordering_t) * (const int *)field));
@@ -1009,11 +1028,15 @@ char *ks_config_dump(const ks_config_t *cfg)
         json_object_set_new(root, k->name, v);
     }
     for (size_t i = 0; i < cfg->kafka_cnt; i++) {
-        char name[300];
-        snprintf(name, sizeof(name), "kafka.%s", cfg->kafka[i].key);
+        json_t *name = dump_str(cfg->kafka[i].key);
+        char *key = malloc(strlen(json_string_value(name)) + sizeof("kafka."));
+        if (!key)
+            abort();
+        sprintf(key, "kafka.%s", json_string_value(name));
+        json_decref(name);
         json_object_set_new(
-            root, name,
-            json_string(is_secret(cfg->kafka[i].key) ? "********" : cfg->kafka[i].value));
+            root, key, dump_str(is_secret(cfg->kafka[i].key) ? "********" : cfg->kafka[i].value));
+        free(key);
     }
     char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
     json_decref(root);

@@ -1,19 +1,38 @@
 /* fuzz_config.c: libFuzzer harness for the config file, flags and environment
  * (proxy/config.c). Input: the JSON file's text, then NUL-separated arguments; those that
  * start with KSIDECAR_ are environment entries, the rest flags. No crash, and whatever
- * loads dumps as valid JSON. */
+ * loads dumps as valid JSON that leaves nothing out. */
 #include <jansson.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "config.h"
+#include "json_out.h"
 #include "fuzz_file.h"
 
 #define MAX_ARGS 64
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+/* The number of keys other than kafka.* that a dump holds. */
+static size_t base_keys(void)
+{
+    static size_t n;
+    if (!n) {
+        ks_config_t d;
+        ks_config_defaults(&d);
+        char *dump = ks_config_dump(&d);
+        json_t *j = json_loads(dump, 0, NULL);
+        n = json_object_size(j) - d.kafka_cnt;
+        json_decref(j);
+        free(dump);
+        ks_config_free(&d);
+    }
+    return n;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -52,6 +71,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         json_t *back = dump ? json_loads(dump, 0, &jerr) : NULL;
         if (!back) {
             fprintf(stderr, "config dump is not JSON: %s\n", dump ? dump : "(null)");
+            abort();
+        }
+        /* Nothing set may vanish from the dump: every key, every pattern, every group. */
+        bool distinct = true; /* kafka names shown escaped could meet; only check if not */
+        for (size_t i = 0; i < cfg.kafka_cnt; i++)
+            distinct = distinct && ks_utf8_valid(cfg.kafka[i].key, strlen(cfg.kafka[i].key));
+        if ((distinct && json_object_size(back) != base_keys() + cfg.kafka_cnt) ||
+            json_array_size(json_object_get(back, "groups.allowed")) != cfg.group_pattern_cnt ||
+            json_array_size(json_object_get(back, "groups.static")) != cfg.static_group_cnt) {
+            fprintf(stderr, "config dump lost something: %s\n", dump);
             abort();
         }
         json_decref(back);

@@ -1,6 +1,10 @@
 """Inputs the libFuzzer harnesses (tests/fuzz) found, each against the real binary: the
 answer is the clear error, and the process stays up."""
-from conftest import unique
+import json
+import os
+import subprocess
+
+from conftest import BIN, unique
 
 
 def assert_error(resp, status, code, words):
@@ -29,3 +33,19 @@ def test_topic_names_past_64_are_refused_not_written_past_the_array(bootstrap, s
                      ["at most 64 topics"])
     assert sc.get("/healthz")[0] == 200
     assert sc.proc.poll() is None
+
+
+def test_print_config_shows_values_that_are_not_utf8():
+    # fuzz_config: a flag value that is not UTF-8 made json_string fail, and --print-config
+    # left the key out without a word. It is shown with the odd bytes as \xHH.
+    out = subprocess.run([os.fsencode(BIN), b"--kafka.bootstrap.servers=b:9092",
+                          b"--kafka.client.id=a\xffb", b"--groups.allowed=x\xfe*,y",
+                          b"--kafka.\xe9t\xe9=1", b"--tls.cert_file=/etc/c\xe8rt.pem",
+                          b"--tls.key_file=/k", b"--print-config"], capture_output=True, timeout=30)
+    assert out.returncode == 0, out
+    cfg = json.loads(out.stdout)
+    assert cfg["kafka.client.id"] == "a\\xffb", cfg
+    assert cfg["groups.allowed"] == ["x\\xfe*", "y"], cfg
+    assert cfg["kafka.\\xe9t\\xe9"] == "1", cfg
+    assert cfg["tls.cert_file"] == "/etc/c\\xe8rt.pem", cfg
+    assert cfg["kafka.bootstrap.servers"] == "b:9092", cfg
