@@ -1616,6 +1616,14 @@ static bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
     return false;
 }
 
+/* Reads a length prefix as protobuf-c does: a varint of at most 5 bytes (protobuf-c refuses
+ * a longer one, however small its value, and the fast path must refuse what it refuses). */
+static bool read_len(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *start = *p;
+    return read_varint(p, end, v) && *p - start <= 5;
+}
+
 /* The stream's usual message, SubscribeRequest{ack: AckIds{ack_ids}}, read in place into
  * one block of ids, as ks_strv_pack makes it: protobuf-c allocated every id, then the
  * ids were copied again. Any other shape, or an id with a byte outside printable ASCII
@@ -1624,13 +1632,12 @@ static char **fast_ack_ids(grpc_slice sl, size_t *n_out)
 {
     const uint8_t *p = GRPC_SLICE_START_PTR(sl), *end = p + GRPC_SLICE_LENGTH(sl);
     uint64_t len;
-    if (p == end || *p++ != (2 << 3 | 2) || !read_varint(&p, end, &len) ||
-        len != (uint64_t)(end - p))
+    if (p == end || *p++ != (2 << 3 | 2) || !read_len(&p, end, &len) || len != (uint64_t)(end - p))
         return NULL;
     size_t n = 0, bytes = 0;
     for (const uint8_t *q = p; q < end;) {
         uint64_t l;
-        if (*q++ != (1 << 3 | 2) || !read_varint(&q, end, &l) || l > (uint64_t)(end - q))
+        if (*q++ != (1 << 3 | 2) || !read_len(&q, end, &l) || l > (uint64_t)(end - q))
             return NULL;
         for (uint64_t i = 0; i < l; i++)
             if (q[i] < 0x20 || q[i] > 0x7e)
