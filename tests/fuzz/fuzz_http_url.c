@@ -1,11 +1,10 @@
 /* fuzz_http_url.c: libFuzzer harness for the HTTP edge's URL, query and body handling
  * (api/http_api.c behind a real libmicrohttpd listener, through ks_http_start). Input:
- * "<method> <request target>\n<body>". Always: no crash and no sanitizer report. With
- * KSIDECAR_FUZZ_HTTP_STRICT=1 also: every request that reaches ksidecar's handler is answered
- * within 10 s, and every JSON answer parses. (Issue #11 part 3, done separately, makes that
- * so; today %FF in a query value gets no answer, and ~400 query parameters hang.) No group is
- * allowed, so the engine refuses every group command after the edge has parsed it, and no consumer
- * starts. */
+ * "<method> <request target>\n<body>". No crash and no sanitizer report; every request that
+ * reaches ksidecar's handler is answered within 10 s, and every JSON answer parses.
+ * KSIDECAR_FUZZ_HTTP_STRICT=0 keeps only the first check (and waits 2 s for an answer). No
+ * group is allowed, so the engine refuses every group command after the edge has parsed it,
+ * and no consumer starts. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
@@ -53,7 +52,7 @@ static void start(void)
     }
     port = ks_http_port(http);
     const char *e = getenv("KSIDECAR_FUZZ_HTTP_STRICT");
-    strict = e && !strcmp(e, "1");
+    strict = !e || strcmp(e, "0") != 0;
 }
 
 /* connect(2), finished when libFuzzer's SIGALRM interrupts it. Returns 0 or -1. */
