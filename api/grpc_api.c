@@ -897,6 +897,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
     o->nacked = g->nacked;
     o->acked = g->acked;
     o->dead_lettered = g->dead_lettered;
+    o->acks_lost_to_move = g->acks_lost_to_move;
     /* topics: split the comma list into a copy */
     char *tcopy = ks_xstrdup(g->topics);
     allocs[(*na)++] = tcopy;
@@ -947,6 +948,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         ps[i].held_back = p->held_back;
         ps[i].window_memory_bytes = p->window_memory_bytes;
         ps[i].kafka_queue_records = p->kafka_queue_records;
+        ps[i].commit_in_flight = p->commit_in_flight;
         pp[i] = &ps[i];
     }
     o->n_partitions = g->part_cnt;

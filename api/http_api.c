@@ -523,6 +523,9 @@ static json_t *status_json(const ks_group_status_t *g)
         json_object_set_new(o, "epoch", json_integer(p->epoch));
         json_object_set_new(o, "committed_offset",
                             p->committed >= 0 ? json_integer(p->committed) : json_null());
+        json_object_set_new(o, "commit_in_flight",
+                            p->commit_in_flight >= 0 ? json_integer(p->commit_in_flight)
+                                                     : json_null());
         json_object_set_new(o, "high_watermark",
                             p->high_watermark >= 0 ? json_integer(p->high_watermark) : json_null());
         json_object_set_new(o, "lag", p->lag >= 0 ? json_integer(p->lag) : json_null());
@@ -562,11 +565,12 @@ static json_t *status_json(const ks_group_status_t *g)
                         *g->dead_letter_topic ? json_string(g->dead_letter_topic) : json_null());
     json_object_set_new(o, "max_attempts", json_integer(g->max_attempts));
     json_object_set_new(o, "counters",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "delivered",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "delivered",
                                   (json_int_t)g->delivered, "redelivered",
                                   (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
                                   "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked,
-                                  "dead_lettered", (json_int_t)g->dead_lettered));
+                                  "dead_lettered", (json_int_t)g->dead_lettered,
+                                  "acks_lost_to_move", (json_int_t)g->acks_lost_to_move));
     json_object_set_new(o, "memory",
                         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_bytes",
                                   (json_int_t)g->mem_max_bytes, "used_bytes",

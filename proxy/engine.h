@@ -108,7 +108,7 @@ typedef struct ks_part_status {
     int32_t partition;
     uint32_t epoch;
     const char *state;      /* the partition state machine's state */
-    int64_t committed;      /* last committed offset, -1 if none yet */
+    int64_t committed;      /* last commit the broker confirmed, -1 if none yet */
     int64_t high_watermark; /* -1 if not known yet */
     int64_t lag;            /* high watermark - committed (or - fetched start), -1 if unknown */
     size_t in_flight;       /* leased records */
@@ -120,6 +120,8 @@ typedef struct ks_part_status {
     int held_back;               /* new deliveries held back: the commit metadata does not fit */
     int64_t window_memory_bytes; /* what the window costs against the memory budget */
     int64_t kafka_queue_records; /* records waiting in the partition's librdkafka queue */
+    /* The offset of a commit sent and not confirmed yet, -1 if none. */
+    int64_t commit_in_flight;
 } ks_part_status_t;
 
 /* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */
@@ -145,6 +147,8 @@ typedef struct ks_group_status {
      * limits this group's consumer was made with. */
     int64_t mem_max_bytes, mem_used_bytes, mem_window_share_bytes;
     int64_t mem_partitions, mem_kafka_queue_kbytes, mem_kafka_fetch_bytes;
+    /* Accepted acks that no confirmed commit covered when their partition moved. */
+    int64_t acks_lost_to_move;
     size_t part_cnt;
     ks_part_status_t *parts;
     size_t sub_cnt;

@@ -18,6 +18,7 @@
 #include "ack_id.h"
 #include "ack_window.h"
 #include "commit_meta.h"
+#include "commit_track.h"
 #include "inbox.h"
 #include "key_sched.h"
 #include "lease.h"
@@ -25,6 +26,7 @@
 #include "mem_budget.h"
 #include "owner.h"
 #include "pstate.h"
+#include "rejoin_guard.h"
 #include "util.h"
 
 #define DEFAULT_SUB  "default"
@@ -96,6 +98,7 @@ typedef struct part {
     ks_key_sched_t sched;
     size_t leased;            /* entries in LEASED state */
     int64_t committed;        /* the last offset sent in a commit, -1 if none */
+    ks_commit_track_t ct;     /* commits confirmed by the broker, and the acks they cover */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
     bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
@@ -176,6 +179,9 @@ struct ks_group {
     int64_t drain_until_ms;
     bool stopping;
     bool in_rebalance;
+    ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
+    int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
+    int64_t st_acks_lost; /* accepted acks no confirmed commit covered when a partition moved */
     int64_t next_commit_ms;
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
     int64_t last_activity_ms;
@@ -426,6 +432,7 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     p->epoch = ++g->next_epoch;
     p->state = KS_PS_INITIALIZING;
     p->committed = -1;
+    ks_commit_track_init(&p->ct, -1);
     ks_ack_window_init(&p->win, free); /* a rec_t is one block */
     ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
     if (g->part_cnt == g->part_cap) {
@@ -570,7 +577,7 @@ static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
 
 /* ---- commits and their metadata ---- */
 
-static void commit_moved(ks_group_t *g, bool sync, part_t *only);
+static rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only);
 
 /* A held-back partition whose commit point moved commits at once, at most every
  * HELD_COMMIT_MS, not on the next interval: its cut follows the commit point, and the
@@ -646,9 +653,20 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
 }
 
 /* Commits every partition whose commit point or metadata changed (only `only`, if
- * given). sync waits for the broker. @locality group loop */
-static void commit_moved(ks_group_t *g, bool sync, part_t *only)
+ * given, and then, if sync, also when an earlier commit of it is not confirmed yet: the
+ * revoke's final commit). sync waits for the broker. Sends nothing during a cooperative
+ * rejoin, unless called from inside the rebalance callback (see rejoin_guard.h). Returns
+ * the commit's error, or 0 (also when nothing was sent). @locality group loop */
+static rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
 {
+    bool held = g->rj.rejoining;
+    if (!ks_rejoin_guard_may_commit(&g->rj, g->in_rebalance, ks_now_ms(), g->max_poll_ms))
+        return RD_KAFKA_RESP_ERR_NO_ERROR;
+    if (held && !g->rj.rejoining)
+        ks_warn(g->log_name,
+                "the cooperative rejoin did not end within %lld ms "
+                "(max.poll.interval.ms); commits resume",
+                (long long)g->max_poll_ms);
     size_t mcap = (size_t)g->cfg->meta_max_bytes;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)g->part_cnt + 1);
     char *buf = malloc(mcap);
@@ -661,7 +679,8 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
             continue;
         part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
-        if (cp < 0 || (cp == p->committed && !p->meta_dirty))
+        bool unconfirmed = only && sync && ks_commit_track_unconfirmed(&p->ct) > 0;
+        if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed))
             continue;
         rd_kafka_topic_partition_t *tp =
             rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
@@ -676,17 +695,26 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
         }
         p->committed = cp;
         p->meta_dirty = false;
+        ks_commit_track_sent(&p->ct, cp, tp->metadata, tp->metadata_size);
     }
     free(buf);
+    rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
     if (l->cnt > 0) {
-        rd_kafka_resp_err_t err = rd_kafka_commit(g->rk, l, sync ? 0 : 1);
+        err = rd_kafka_commit(g->rk, l, sync ? 0 : 1);
+        for (int i = 0; i < l->cnt; i++) {
+            rd_kafka_topic_partition_t *tp = &l->elems[i];
+            part_t *p = part_find(g, tp->topic, tp->partition);
+            if (p && err) {
+                p->committed = -1; /* retried on the next tick */
+                ks_commit_track_failed(&p->ct);
+            } else if (p && sync && l->cnt == 1) {
+                /* A sync commit reports an error only when every partition failed, so
+                 * only a one-partition one confirms here; offset_commit_cb does the rest. */
+                ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+            }
+        }
         if (err) {
             ks_warn(g->log_name, "commit failed: %s", rd_kafka_err2str(err));
-            for (int i = 0; i < l->cnt; i++) {
-                part_t *p = part_find(g, l->elems[i].topic, l->elems[i].partition);
-                if (p)
-                    p->committed = -1; /* retried on the next tick */
-            }
         } else if (ks_log_enabled(KS_LOG_DEBUG)) {
             for (int i = 0; i < l->cnt; i++)
                 ks_dbg(g->log_name, "commit %s[%d] @ %lld meta %zu bytes%s", l->elems[i].topic,
@@ -695,6 +723,7 @@ static void commit_moved(ks_group_t *g, bool sync, part_t *only)
         }
     }
     rd_kafka_topic_partition_list_destroy(l);
+    return err;
 }
 
 /* Async commit results. @locality group loop (served from the consumer queue) */
@@ -702,15 +731,25 @@ static void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                              rd_kafka_topic_partition_list_t *offsets, void *opaque)
 {
     ks_group_t *g = opaque;
-    if (!err || err == RD_KAFKA_RESP_ERR__NO_OFFSET)
+    if (err == RD_KAFKA_RESP_ERR__NO_OFFSET)
         return;
-    ks_warn(g->log_name, "async commit failed: %s; retrying", rd_kafka_err2str(err));
+    if (err)
+        ks_warn(g->log_name, "async commit failed: %s; retrying", rd_kafka_err2str(err));
     for (int i = 0; offsets && i < offsets->cnt; i++) {
-        part_t *p = part_find(g, offsets->elems[i].topic, offsets->elems[i].partition);
-        if (p) {
-            p->committed = -1;
-            p->meta_dirty = true;
+        rd_kafka_topic_partition_t *tp = &offsets->elems[i];
+        part_t *p = part_find(g, tp->topic, tp->partition);
+        if (!p)
+            continue;
+        if (!err && !tp->err) {
+            ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+            continue;
         }
+        if (!err)
+            ks_warn(g->log_name, "commit of %s[%d] failed: %s; retrying", tp->topic, tp->partition,
+                    rd_kafka_err2str(tp->err));
+        ks_commit_track_failed(&p->ct);
+        p->committed = -1;
+        p->meta_dirty = true;
     }
 }
 
@@ -734,6 +773,7 @@ static void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *pa
         if (!p || tp->offset < 0)
             continue;
         p->committed = tp->offset;
+        ks_commit_track_init(&p->ct, tp->offset);
         if (!tp->metadata || tp->metadata_size == 0)
             continue;
         if (tp->metadata_size < 4 || memcmp(tp->metadata, "ks1:", 4) != 0) {
@@ -837,6 +877,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
         mark_done(g, p, e);
         ks_ack_window_ack_entry(&p->win, e);
         g->st_acked++;
+        p->ct.acks++;
         part_check_bound(g, p);
         return (ks_ack_result_t){KS_OK, "acked"};
     case KS_SETTLE_NACK: {
@@ -1018,6 +1059,20 @@ static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
     }
 }
 
+/* A revoked partition leaves: acks accepted on it that no confirmed commit covers will be
+ * delivered again by its next owner. Counts and logs them; why says what failed. */
+static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
+{
+    int64_t n = ks_commit_track_unconfirmed(&p->ct);
+    if (n <= 0)
+        return;
+    g->st_acks_lost += n;
+    ks_warn(g->log_name,
+            "%s[%d]: up to %lld accepted acks lost to a move (%s): no confirmed commit covers "
+            "them, so the partition's next owner delivers those records again",
+            p->topic, p->partition, (long long)n, why);
+}
+
 static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                          rd_kafka_topic_partition_list_t *parts, void *opaque)
 {
@@ -1042,6 +1097,9 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             }
         }
         g->assign_ver++;
+        if (coop && ks_rejoin_guard_assign(&g->rj))
+            ks_info(g->log_name, "cooperative rebalance complete after %lld ms; commits resume",
+                    (long long)(ks_now_ms() - g->rj.since_ms));
         if (coop)
             error = rd_kafka_incremental_assign(rk, parts);
         else
@@ -1061,12 +1119,24 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                 rev[n++] = p;
             }
         }
-        revoke_grace(g, rev, n);
-        for (size_t i = 0; i < n; i++)
-            commit_moved(g, true, rev[i]);
+        /* A lost assignment can no longer be committed (librdkafka has dropped the
+         * generation): no grace, no commit, and its unconfirmed acks are counted. */
+        bool lost = rd_kafka_assignment_lost(rk) == 1;
+        if (lost)
+            ks_warn(g->log_name, "assignment lost: %zu partition(s) revoked without a commit", n);
+        else
+            revoke_grace(g, rev, n);
+        for (size_t i = 0; i < n; i++) {
+            rd_kafka_resp_err_t cerr =
+                lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, rev[i]);
+            count_lost_acks(g, rev[i], lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+        }
         for (size_t i = 0; i < n; i++)
             part_remove(g, rev[i]);
         free(rev);
+        /* From here to the ASSIGN that ends the rebalance, no commit may go out. */
+        if (coop)
+            ks_rejoin_guard_revoke(&g->rj, lost, ks_now_ms());
         if (coop)
             error = rd_kafka_incremental_unassign(rk, parts);
         else
@@ -1396,6 +1466,7 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
     st->mem_window_share_bytes = part_share(g);
     st->mem_kafka_queue_kbytes = g->q_kbytes;
     st->mem_kafka_fetch_bytes = g->fetch_max_bytes;
+    st->acks_lost_to_move = g->st_acks_lost;
     st->part_cnt = g->part_cnt;
     st->parts = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(*st->parts));
     st->sub_cnt = g->sub_cnt;
@@ -1409,12 +1480,13 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->partition = p->partition;
         ps->epoch = p->epoch;
         ps->state = ks_pstate_str(p->state);
-        ps->committed = p->committed;
+        ps->committed = p->ct.confirmed;
+        ps->commit_in_flight = ks_commit_track_in_flight(&p->ct);
         int64_t lo = -1, hi = -1;
         if (rd_kafka_get_watermark_offsets(g->rk, p->topic, p->partition, &lo, &hi) != 0)
             hi = -1;
         ps->high_watermark = hi;
-        int64_t base = p->committed >= 0 ? p->committed : ks_ack_window_commit_point(&p->win);
+        int64_t base = p->ct.confirmed >= 0 ? p->ct.confirmed : ks_ack_window_commit_point(&p->win);
         ps->lag = hi >= 0 && base >= 0 ? hi - base : -1;
         ps->in_flight = p->leased;
         ps->window = ks_ack_window_count(&p->win);
@@ -1563,6 +1635,7 @@ static void handle_seek(ks_group_t *g, cmd_t *c)
     ks_commit_meta_free(&p->restore);
     p->restore_ack_i = p->restore_att_i = 0;
     p->held_back = false;
+    ks_commit_track_init(&p->ct, -1); /* a new position: nothing confirmed on it yet */
     p->epoch = ++g->next_epoch;
     if (p->state == KS_PS_PAUSED)
         part_move(g, p, KS_PS_ACTIVE);
@@ -2029,6 +2102,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     rd_kafka_poll_set_consumer(g->rk);
     g->cq = rd_kafka_queue_get_consumer(g->rk);
     g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
+    g->max_poll_ms = conf_int(g->rk, "max.poll.interval.ms");
     int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
     g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;
     g->q_kbytes = q_kb;
