@@ -1161,10 +1161,15 @@ static bool route_probe(ks_http_t *h, req_t *r, const char *method, const char *
     bool ready = !strcmp(url, "/readyz");
     if (!ready && strcmp(url, "/healthz"))
         return false;
+    char why[256];
     if (!is_get(method))
         *ret = send_error(r->conn, KS_E_INVALID, "use GET or HEAD for %s", url);
     else if (ready)
         *ret = handle_ready(h, r);
+    else if (!ks_engine_kafka_health(h->eng, why, sizeof(why)))
+        /* The same source of truth as grpc.health.v1 (ks_engine_kafka_up). */
+        *ret =
+            send_json(r->conn, 503, json_pack("{s:s,s:s}", "status", "NOT_SERVING", "reason", why));
     else
         *ret = send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
     return true;

@@ -235,6 +235,13 @@ static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_statu
                  name, live, e->cfg->groups_max);
         goto out;
     }
+    /* A new group could not join while Kafka is down: say so rather than wait. */
+    char why[256];
+    if (!ks_engine_kafka_health(e, why, sizeof(why))) {
+        *st = KS_E_UNAVAILABLE;
+        snprintf(err, errsize, "%s; group \"%s\" cannot join until it is back", why, name);
+        goto out;
+    }
     ge = add_locked(e, name, ks_config_group(e->cfg, name), false, err, errsize);
     if (!ge)
         *st = KS_E_INTERNAL;
@@ -494,6 +501,11 @@ ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size
 bool ks_engine_kafka_up(ks_engine_t *e)
 {
     return ks_producer_kafka_up(e->producer);
+}
+
+bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size)
+{
+    return ks_producer_kafka_health(e->producer, why, size);
 }
 
 void ks_engine_stop_delivering(ks_engine_t *e)

@@ -246,8 +246,12 @@ typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque
 ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
                               ks_produce_cb *cb, void *opaque, char *err, size_t errsize);
 
-/* True while Kafka answers (a metadata probe every 2 s). Any thread. */
+/* True while Kafka answers (a metadata probe every 2 s). Any thread. gRPC health and
+ * /healthz both answer from this: SERVING exactly when it is true. */
 bool ks_engine_kafka_up(ks_engine_t *e);
+
+/* As ks_engine_kafka_up; when down, why (size bytes) says what the probe saw. Any thread. */
+bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size);
 
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);

@@ -182,6 +182,9 @@ struct ks_group {
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
     int64_t st_acks_lost; /* accepted acks no confirmed commit covered when a partition moved */
+    /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
+     * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
+    char down[256];
     int64_t next_commit_ms;
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
     int64_t last_activity_ms;
@@ -1084,6 +1087,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
 
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        g->down[0] = '\0';
         for (int i = 0; i < parts->cnt; i++)
             if (!part_find(g, parts->elems[i].topic, parts->elems[i].partition))
                 part_add(g, parts->elems[i].topic, parts->elems[i].partition);
@@ -1392,6 +1396,8 @@ static void serve_waiting(ks_group_t *g, int64_t now)
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
         else if (ts[i].n > 0)
             b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
+        else if ((notify || now >= c->u.fetch.wait_until_ms) && g->assign_ver == 0 && *g->down)
+            b = batch_error(KS_E_UNAVAILABLE, g->down); /* never joined: not just "no records" */
         else if (notify || now >= c->u.fetch.wait_until_ms)
             b = calloc(1, sizeof(ks_batch_t)); /* the wait ran out: an empty batch */
         if (b && notify && !b->status)
@@ -1999,6 +2005,8 @@ static void rk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
 {
     ks_group_t *g = opaque;
     ks_warn(g->log_name, "kafka: %s: %s", rd_kafka_err2name(err), reason);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        snprintf(g->down, sizeof(g->down), "Kafka is unreachable: %s", reason);
 }
 
 static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errsize)

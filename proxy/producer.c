@@ -16,6 +16,8 @@ struct ks_producer {
     pthread_t thread;
     atomic_bool stop;
     atomic_bool up;
+    pthread_mutex_t why_lock; /* guards why */
+    char why[256];            /* why the last probe failed; "" while up */
 };
 
 /* One Produce call in flight: results fill in as delivery reports arrive. */
@@ -66,6 +68,15 @@ static void *poll_main(void *arg)
             bool up = err == RD_KAFKA_RESP_ERR_NO_ERROR && md && md->broker_cnt > 0;
             if (md)
                 rd_kafka_metadata_destroy(md);
+            pthread_mutex_lock(&p->why_lock);
+            if (up)
+                p->why[0] = '\0';
+            else
+                snprintf(p->why, sizeof(p->why),
+                         "Kafka is unreachable: no broker answered a metadata request within "
+                         "2 s (%s)",
+                         err ? rd_kafka_err2str(err) : "no brokers in the answer");
+            pthread_mutex_unlock(&p->why_lock);
             if (up != atomic_load(&p->up))
                 ks_log(up ? KS_LOG_INFO : KS_LOG_WARN, "producer", "Kafka is %s",
                        up ? "reachable" : "unreachable");
@@ -96,6 +107,8 @@ ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize
     p->rk = rk;
     atomic_init(&p->stop, false);
     atomic_init(&p->up, false);
+    pthread_mutex_init(&p->why_lock, NULL);
+    snprintf(p->why, sizeof(p->why), "Kafka has not been probed yet");
     if (pthread_create(&p->thread, NULL, poll_main, p) != 0) {
         rd_kafka_destroy(rk);
         free(p);
@@ -169,6 +182,15 @@ ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, siz
 bool ks_producer_kafka_up(ks_producer_t *p)
 {
     return atomic_load(&p->up);
+}
+
+bool ks_producer_kafka_health(ks_producer_t *p, char *why, size_t size)
+{
+    bool up = atomic_load(&p->up);
+    pthread_mutex_lock(&p->why_lock);
+    snprintf(why, size, "%s", up ? "" : p->why);
+    pthread_mutex_unlock(&p->why_lock);
+    return up;
 }
 
 void ks_producer_destroy(ks_producer_t *p)

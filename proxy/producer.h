@@ -21,6 +21,9 @@ ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, siz
 /* True while the last probe reached a broker. Any thread. */
 bool ks_producer_kafka_up(ks_producer_t *p);
 
+/* As ks_producer_kafka_up; when down, why (size bytes) says what the probe saw. Any thread. */
+bool ks_producer_kafka_health(ks_producer_t *p, char *why, size_t size);
+
 /* Flushes for up to 5 s, stops the thread and frees p. */
 void ks_producer_destroy(ks_producer_t *p);
 

@@ -1,0 +1,226 @@
+"""A broker outage seen through the real binary: the group status tells the confirmed commit
+from the one in flight, /healthz and gRPC health agree, and a new group's fetch says Kafka
+is unreachable. Each test kills (-9) and restarts a broker of its own, never the shared one."""
+import os
+import signal
+import subprocess
+import tempfile
+import time
+
+import grpc
+import pytest
+
+from conftest import (KAFKA_SH, Sidecar, create_topic, describe_group, produce, started_processes,
+                      unique, wait_for)
+from grpc_support import SERVING, consumer_pb2, consumer_pb2_grpc, health_pb2, health_pb2_grpc
+
+
+class Broker:
+    """A broker of our own (tests/kafka/kafka.sh start DIR), killed and restarted on the same
+    ports and data directory."""
+
+    def __init__(self):
+        self.dir = tempfile.mkdtemp(prefix="ksidecar-outage.")
+        out = subprocess.run([KAFKA_SH, "start", self.dir], capture_output=True, text=True,
+                             timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        self.bootstrap = out.stdout.strip().splitlines()[-1]
+
+    def pid(self):
+        with open(os.path.join(self.dir, "pid")) as f:
+            return int(f.read())
+
+    def kill9(self):
+        pid = self.pid()
+        os.kill(pid, signal.SIGKILL)
+        wait_for(lambda: not os.path.exists(f"/proc/{pid}") or
+                 open(f"/proc/{pid}/stat").read().split()[2] == "Z", 30, 0.1, "broker gone")
+
+    def restart(self):
+        out = subprocess.run([KAFKA_SH, "restart", self.dir], capture_output=True, text=True,
+                             timeout=180)
+        assert out.returncode == 0, out.stderr[-3000:]
+        assert out.stdout.strip().splitlines()[-1] == self.bootstrap
+
+    def up(self):
+        try:
+            return os.path.exists(f"/proc/{self.pid()}")
+        except OSError:
+            return False
+
+    def stop(self):
+        subprocess.run([KAFKA_SH, "stop", self.dir], capture_output=True, timeout=120)
+
+
+@pytest.fixture(scope="module")
+def broker():
+    b = Broker()
+    yield b
+    b.stop()
+
+
+@pytest.fixture
+def live_broker(broker):
+    """The module's broker, running (a test that failed mid-outage left it dead)."""
+    if not broker.up():
+        broker.restart()
+    return broker
+
+
+@pytest.fixture
+def sidecar(live_broker, tmp_path):
+    """Starts ksidecar processes on the test's own broker; kills them at teardown."""
+    yield from started_processes(
+        lambda args=(): Sidecar(live_broker.bootstrap, args=args, tmp_path=tmp_path))
+
+
+def grpc_health(sc):
+    with grpc.insecure_channel(f"127.0.0.1:{sc.grpc_port}") as ch:
+        r = health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""),
+                                                 timeout=10)
+        return r.status
+
+
+def parts(sc, g):
+    st, body = sc.get(f"/v1/groups/{g}")
+    assert st == 200, (st, body)
+    return {p["partition"]: p for p in body["partitions"]}
+
+
+def test_status_shows_the_confirmed_commit_and_the_one_in_flight(live_broker, sidecar):
+    b = live_broker
+    topic, g = unique("tout"), unique("gout")
+    create_topic(b.bootstrap, topic, 2)
+    produce(b.bootstrap, topic, 4000, partitions=2)
+    # librdkafka drops an assignment whose heartbeats fail for session.timeout.ms: longer
+    # than the outage here, as librdkafka's default (45 s) is.
+    sc = sidecar(["--commit.interval_ms=200", "--kafka.session.timeout.ms=45000",
+                  "--kafka.heartbeat.interval.ms=3000"])
+
+    def fetch_ack(n):
+        recs = sc.fetch(g, topic, max=n, wait_ms=5000)
+        if recs:
+            st, body = sc.ack(g, [r["ack_id"] for r in recs])
+            assert st == 200 and all(x["status"] == "OK" for x in body["results"]), body
+        return recs
+
+    got = []
+    while len(got) < 1000:
+        got += fetch_ack(500)
+    # Up: everything sent is confirmed, nothing in flight.
+    def all_confirmed():
+        ps = parts(sc, g)
+        ok = len(ps) == 2 and all(p["commit_in_flight"] is None and p["committed_offset"]
+                                  for p in ps.values())
+        return ps if ok else print("waiting:", [(v["committed_offset"], v["commit_in_flight"])
+                                                for v in ps.values()])
+    before = wait_for(all_confirmed, 60, 1, "commits confirmed")  # a new broker makes __consumer_offsets first
+    confirmed = {p: v["committed_offset"] for p, v in before.items()}
+    print(f"confirmed before the outage: {confirmed}")
+
+    b.kill9()
+    t0 = time.time()
+    acked_down = 0
+    for _ in range(4):  # prefetched records still come from the windows; acks go on
+        acked_down += len(fetch_ack(500))
+    # The acks moved the commit points; the commits cannot be confirmed while it is down.
+    seen_in_flight = False
+    while time.time() - t0 < 10:
+        ps = parts(sc, g)
+        assert len(ps) == 2, ps
+        for p, v in ps.items():
+            assert v["committed_offset"] == confirmed[p], \
+                f"committed_offset moved during the outage: {v} (was {confirmed[p]})"
+            if v["commit_in_flight"] is not None and v["commit_in_flight"] > confirmed[p]:
+                seen_in_flight = True
+        time.sleep(0.5)
+    print(f"acked {acked_down} records while the broker was down; in flight seen: "
+          f"{seen_in_flight}; status: {[(v['committed_offset'], v['commit_in_flight']) for v in ps.values()]}")
+    assert acked_down > 0 and seen_in_flight
+
+    b.restart()
+    print(f"broker back after {time.time() - t0:.1f} s")
+    # Once the broker is back the commits are confirmed; the status then agrees with Kafka.
+    wait_for(lambda: (lambda ps: len(ps) == 2 and all(
+        v["commit_in_flight"] is None and v["committed_offset"] > confirmed[p]
+        for p, v in ps.items()))(parts(sc, g)) or None, 90, 0.5,
+        "commits confirmed after the restart")
+    ps = parts(sc, g)
+    kafka = describe_group(b.bootstrap, g, topic)
+    for p, v in ps.items():
+        assert kafka[p][0] == v["committed_offset"], (p, kafka[p], v)
+    st, body = sc.get(f"/v1/groups/{g}")
+    print(f"after: {[(v['committed_offset'], v['commit_in_flight']) for v in ps.values()]}, "
+          f"acks lost to a move: {body['counters']['acks_lost_to_move']}")
+    # gRPC GetGroup shows the same fields.
+    with grpc.insecure_channel(f"127.0.0.1:{sc.grpc_port}") as ch:
+        r = consumer_pb2_grpc.ConsumerStub(ch).GetGroup(
+            consumer_pb2.GetGroupRequest(group=g), timeout=10)
+        gp = {p.partition: p for p in r.partitions}
+        for p, v in ps.items():
+            assert gp[p].committed_offset == v["committed_offset"]
+            assert gp[p].commit_in_flight == -1
+        assert r.acks_lost_to_move == body["counters"]["acks_lost_to_move"] == 0
+    assert sc.stop() == 0
+
+
+def test_healthz_says_what_grpc_health_says(live_broker, sidecar):
+    b = live_broker
+    sc = sidecar()
+    assert grpc_health(sc) == SERVING
+    assert sc.get("/healthz") == (200, {"status": "ok"})
+    b.kill9()
+    t0 = time.time()
+    wait_for(lambda: grpc_health(sc) != SERVING, 30, 0.2, "gRPC health NOT_SERVING")
+    t_grpc = time.time() - t0
+    st, body = sc.get("/healthz")
+    print(f"gRPC NOT_SERVING after {t_grpc:.1f} s; /healthz then: {st} {body}")
+    assert st == 503 and body["status"] == "NOT_SERVING" and "unreachable" in body["reason"], body
+    # Agree on every sample while it is down.
+    for _ in range(5):
+        h, (st, _b) = grpc_health(sc), sc.get("/healthz")
+        assert (h == SERVING) == (st == 200), (h, st)
+        time.sleep(0.3)
+    b.restart()
+    wait_for(lambda: grpc_health(sc) == SERVING, 60, 0.3, "gRPC health SERVING again")
+    assert sc.get("/healthz") == (200, {"status": "ok"})
+    assert sc.stop() == 0
+
+
+def test_a_new_groups_fetch_while_kafka_is_down_is_unavailable(live_broker, sidecar):
+    b = live_broker
+    topic = unique("tdown")
+    create_topic(b.bootstrap, topic, 1)
+    produce(b.bootstrap, topic, 10)
+    sc = sidecar()
+    b.kill9()
+    # At once, before the probe noticed: the new group's consumer finds no broker.
+    t0 = time.time()
+    st, body = sc.get(f"/v1/groups/{unique('gnew')}/records?topic={topic}&wait_ms=8000")
+    print(f"first fetch after the kill: {st} {body} in {time.time() - t0:.1f} s")
+    assert st == 503 and body["error"]["code"] == "UNAVAILABLE", (st, body)
+    assert "unreachable" in body["error"]["message"], body
+    # Once health says so, at once and on both edges.
+    wait_for(lambda: sc.get("/healthz")[0] == 503, 30, 0.2, "/healthz 503")
+    t0 = time.time()
+    st, body = sc.get(f"/v1/groups/{unique('gnew')}/records?topic={topic}&wait_ms=8000")
+    print(f"fetch when health is down: {st} {body} in {time.time() - t0:.1f} s")
+    assert st == 503 and "unreachable" in body["error"]["message"], (st, body)
+    with grpc.insecure_channel(f"127.0.0.1:{sc.grpc_port}") as ch:
+        with pytest.raises(grpc.RpcError) as ei:
+            consumer_pb2_grpc.ConsumerStub(ch).Fetch(
+                consumer_pb2.FetchRequest(group=unique("gnew"), topics=[topic], max=1,
+                                          wait_ms=2000), timeout=30)
+        assert ei.value.code() == grpc.StatusCode.UNAVAILABLE, ei.value
+        assert "unreachable" in ei.value.details()
+    b.restart()
+    wait_for(lambda: sc.get("/healthz")[0] == 200, 60, 0.3, "/healthz 200")
+    g = unique("gnew")
+    recs = []
+    deadline = time.time() + 60
+    while len(recs) < 10 and time.time() < deadline:
+        st, body = sc.get(f"/v1/groups/{g}/records?topic={topic}&max=10&wait_ms=2000")
+        assert st == 200, (st, body)
+        recs += body["records"]
+    assert len(recs) == 10
+    assert sc.stop() == 0
