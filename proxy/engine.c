@@ -237,7 +237,7 @@ static gent_t *get_group(ks_engine_t *e, const char *name, bool create, ks_statu
     }
     /* A new group could not join while Kafka is down: say so rather than wait. */
     char why[256];
-    if (!ks_engine_kafka_health(e, why, sizeof(why))) {
+    if (ks_engine_kafka_down(e, why, sizeof(why))) {
         *st = KS_E_UNAVAILABLE;
         snprintf(err, errsize, "%s; group \"%s\" cannot join until it is back", why, name);
         goto out;
@@ -506,6 +506,11 @@ bool ks_engine_kafka_up(ks_engine_t *e)
 bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size)
 {
     return ks_producer_kafka_health(e->producer, why, size);
+}
+
+bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size)
+{
+    return ks_producer_kafka_down(e->producer, why, size);
 }
 
 void ks_engine_stop_delivering(ks_engine_t *e)

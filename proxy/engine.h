@@ -253,6 +253,9 @@ bool ks_engine_kafka_up(ks_engine_t *e);
 /* As ks_engine_kafka_up; when down, why (size bytes) says what the probe saw. Any thread. */
 bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size);
 
+/* True when the last probe failed: not before the first one ends, right after start. */
+bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size);
+
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);
 

@@ -18,6 +18,7 @@ struct ks_producer {
     atomic_bool up;
     pthread_mutex_t why_lock; /* guards why */
     char why[256];            /* why the last probe failed; "" while up */
+    atomic_bool probed;       /* a probe has finished */
 };
 
 /* One Produce call in flight: results fill in as delivery reports arrive. */
@@ -81,6 +82,7 @@ static void *poll_main(void *arg)
                 ks_log(up ? KS_LOG_INFO : KS_LOG_WARN, "producer", "Kafka is %s",
                        up ? "reachable" : "unreachable");
             atomic_store(&p->up, up);
+            atomic_store(&p->probed, true);
             next_probe = ks_now_ms() + 2000;
         }
     }
@@ -107,6 +109,7 @@ ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize
     p->rk = rk;
     atomic_init(&p->stop, false);
     atomic_init(&p->up, false);
+    atomic_init(&p->probed, false);
     pthread_mutex_init(&p->why_lock, NULL);
     snprintf(p->why, sizeof(p->why), "Kafka has not been probed yet");
     if (pthread_create(&p->thread, NULL, poll_main, p) != 0) {
@@ -182,6 +185,11 @@ ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, siz
 bool ks_producer_kafka_up(ks_producer_t *p)
 {
     return atomic_load(&p->up);
+}
+
+bool ks_producer_kafka_down(ks_producer_t *p, char *why, size_t size)
+{
+    return atomic_load(&p->probed) && !ks_producer_kafka_health(p, why, size);
 }
 
 bool ks_producer_kafka_health(ks_producer_t *p, char *why, size_t size)

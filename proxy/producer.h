@@ -24,6 +24,10 @@ bool ks_producer_kafka_up(ks_producer_t *p);
 /* As ks_producer_kafka_up; when down, why (size bytes) says what the probe saw. Any thread. */
 bool ks_producer_kafka_health(ks_producer_t *p, char *why, size_t size);
 
+/* True when the last probe failed (not before the first one ends); why as above. Any
+ * thread. */
+bool ks_producer_kafka_down(ks_producer_t *p, char *why, size_t size);
+
 /* Flushes for up to 5 s, stops the thread and frees p. */
 void ks_producer_destroy(ks_producer_t *p);
 

@@ -111,6 +111,9 @@ def finish(procs, ledger, g, topic, ends, workers):
         w.stop()
         assert not w.errors, w.errors
     assert not ledger.redelivered, f"{len(ledger.redelivered)} records redelivered after an OK"
+    for sc in procs:
+        st, body = sc.get(f"/v1/groups/{g}")
+        assert st == 200 and body["counters"]["acks_lost_to_move"] == 0, body["counters"]
     print(f"deliveries {ledger.deliveries} for {len(everything)} records, "
           f"rejected acks {len(ledger.rejected)}")
 
