@@ -20,9 +20,14 @@ class Broker:
     ports and data directory."""
 
     def __init__(self):
-        self.dir = tempfile.mkdtemp(prefix="ksidecar-outage.")
-        out = subprocess.run([KAFKA_SH, "start", self.dir], capture_output=True, text=True,
-                             timeout=180)
+        for attempt in range(2):  # a free port picked for it may be taken before it binds
+            self.dir = tempfile.mkdtemp(prefix="ksidecar-outage.")
+            out = subprocess.run([KAFKA_SH, "start", self.dir], capture_output=True, text=True,
+                                 timeout=180)
+            if out.returncode == 0:
+                break
+            self.stop()
+            print(f"broker start {attempt + 1} failed: {out.stderr[-1500:]}")
         assert out.returncode == 0, out.stderr[-3000:]
         self.bootstrap = out.stdout.strip().splitlines()[-1]
 
