@@ -1,7 +1,9 @@
 """Clients that stop reading or leave, through the real binary against the real broker: a
 Subscribe stream that never reads (memory stays bounded, no attempt counts, nothing is
-dead-lettered, and it is cut off after grpc.stream_stall_ms)."""
+dead-lettered, and it is cut off after grpc.stream_stall_ms), and an HTTP long-poll whose
+client left before its records came (they go back at once, attempt 1)."""
 import json
+import subprocess
 import threading
 import time
 
@@ -158,3 +160,26 @@ def test_stream_that_stops_reading_is_cut_off_and_its_records_go_back(sidecars, 
         assert not bad, f"{len(bad)} records not at attempt 1, e.g. {bad[:5]}"
     finally:
         stream.close()
+
+
+def test_long_poll_whose_client_left_gives_its_records_back_at_once(sidecars, bootstrap):
+    topic, g = unique("gone"), unique("ggone")
+    create_topic(bootstrap, topic, 1)
+    sc = sidecars()
+    wait_for(lambda: (sc.fetch(g, topic, max=1, wait_ms=500) == [] and
+                      len(group_status(sc, g, True)["partitions"]) == 1), 60, 0.5, "assignment")
+    url = f"{sc.base}/v1/groups/{g}/records?topic={topic}&max=100&wait_ms=10000"
+    cp = subprocess.run(["curl", "-s", "--max-time", "1", url], capture_output=True, timeout=30)
+    assert cp.returncode == 28, cp  # curl's "operation timed out": it left
+    produce(bootstrap, topic, 5)
+    t0 = time.time()
+    got = {}
+    while len(got) < 5 and time.time() - t0 < 20:  # the lease deadline is 30 s
+        for r in sc.fetch(g, topic, max=100, wait_ms=2000):
+            got[r["offset"]] = r
+    took = time.time() - t0
+    print(f"next fetches got {len(got)} records in {took:.1f} s: "
+          f"{[(o, r['attempt']) for o, r in sorted(got.items())]}")
+    assert len(got) == 5, f"{len(got)} of 5 records within 20 s\n{sc.logs()[-2000:]}"
+    assert all(r["attempt"] == 1 for r in got.values()), got
+    sc.ack(g, [r["ack_id"] for r in got.values()])
