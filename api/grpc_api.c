@@ -180,6 +180,19 @@ struct call {
     size_t qh, qn, qcap;
     bool sending;
     grpc_byte_buffer *in_flight;
+    /* Subscribe's bound on queued record messages (grpc.stream_queue_*): record
+     * messages queued or in flight and their key+value bytes; while at the bound the
+     * stream parks no fetch, so the group loop delivers nothing to it (as with credits
+     * used up). The one in flight: its batch's deliver_token (reported to the engine when
+     * the send completes) and bytes; when it started (0: none), for grpc.stream_stall_ms. */
+    int q_batches;
+    int64_t q_bytes;
+    bool fetch_blocked; /* a fetch was held back at the bound; the next send done re-arms */
+    bool in_flight_batch;
+    uint64_t in_flight_token;
+    int64_t in_flight_bytes;
+    int64_t send_started_ms;
+    bool stalled; /* cut off for not reading: its leases go back uncounted */
     bool want_status;
     grpc_status_code st;
     char msg[512];
@@ -311,6 +324,49 @@ static void on_kick(void *ctx, bool ok);
 static grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
 static grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
 
+static int64_t mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static bool queue_full_locked(const call_t *c)
+{
+    return c->q_batches >= c->s->cfg->grpc_stream_queue_messages ||
+           c->q_bytes >= c->s->cfg->grpc_stream_queue_bytes;
+}
+
+/* A record message is no longer queued (sent, failed or dropped): the engine hears
+ * whether the transport took it (token 0: nothing to say). Locked by caller; the
+ * engine only posts to the group loop. */
+static void batch_gone_locked(call_t *c, uint64_t token, int64_t bytes, bool taken)
+{
+    c->q_batches--;
+    c->q_bytes -= bytes;
+    if (token)
+        ks_engine_delivered(c->s->eng, c->group, token, taken);
+}
+
+/* The send in flight ended (taken: it completed). Locked by caller. */
+static void sent_done_locked(call_t *c, bool taken)
+{
+    if (c->in_flight_batch)
+        batch_gone_locked(c, c->in_flight_token, c->in_flight_bytes, taken);
+    c->in_flight_batch = false;
+    c->in_flight_token = 0;
+    c->in_flight_bytes = 0;
+    c->send_started_ms = 0;
+}
+
+/* Drops a queued message that will never go out. Locked by caller. */
+static void item_drop_locked(call_t *c, send_item_t *it)
+{
+    if (it->batch)
+        batch_gone_locked(c, it->batch->deliver_token, it->batch->bytes, false);
+    send_item_drop(it);
+}
+
 /* Starts the next send or the final status. Locked by caller. */
 static void kick_locked(call_t *c)
 {
@@ -330,6 +386,10 @@ static void kick_locked(call_t *c)
         c->qh = (c->qh + 1) % c->qcap;
         c->qn--;
         grpc_byte_buffer *bb = it.bb;
+        c->in_flight_batch = it.batch != NULL;
+        c->in_flight_token = it.batch ? it.batch->deliver_token : 0;
+        c->in_flight_bytes = it.batch ? it.batch->bytes : 0;
+        c->send_started_ms = mono_ms();
         if (it.batch)
             bb = encode_records(it.batch, true);
         else if (it.acks)
@@ -348,6 +408,7 @@ static void kick_locked(call_t *c)
             c->sending = false;
             c->in_flight = NULL;
             grpc_byte_buffer_destroy(bb);
+            sent_done_locked(c, false);
         }
         return;
     }
@@ -371,9 +432,13 @@ static void kick_locked(call_t *c)
 static void call_send_item(call_t *c, send_item_t it)
 {
     pthread_mutex_lock(&c->lock);
+    if (it.batch) {
+        c->q_batches++;
+        c->q_bytes += it.batch->bytes;
+    }
     if (c->closed || c->status_started || c->want_status) {
+        item_drop_locked(c, &it);
         pthread_mutex_unlock(&c->lock);
-        send_item_drop(&it);
         return;
     }
     if (c->qn == c->qcap) {
@@ -452,6 +517,10 @@ static void on_kick(void *ctx, bool ok)
     call_unref(c);
 }
 
+static void stream_refill(call_t *c);
+
+/* A send completed (ok: the transport took the message). A record message's leases
+ * start now, in the group loop; below the queue bound again, a held-back fetch goes out. */
 static void on_send_done(void *ctx, bool ok)
 {
     call_t *c = ctx;
@@ -461,9 +530,13 @@ static void on_send_done(void *ctx, bool ok)
     c->sending = false;
     if (!ok)
         c->closed = true;
+    sent_done_locked(c, ok);
+    bool refill = ok && c->fetch_blocked && !queue_full_locked(c);
     if (c->qn > 0 || c->want_status)
         kick_locked(c);
     pthread_mutex_unlock(&c->lock);
+    if (refill)
+        stream_refill(c);
     call_unref(c);
 }
 
@@ -1347,6 +1420,7 @@ static void handle_unary(call_t *c, grpc_slice sl)
 /* ---- Subscribe streams ---- */
 
 static void stream_fetch(call_t *c, int wait_ms);
+static void stream_fetch_as(call_t *c, int wait_ms, bool counted);
 
 static bool same_tp(const ks_tp_t *a, const ks_tp_t *b)
 {
@@ -1421,12 +1495,14 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
     call_t *c = opaque;
     pthread_mutex_lock(&c->lock);
     c->fetches_out--;
-    bool gone = c->closed || c->want_status || c->status_started;
-    int out = c->fetches_out;
+    bool gone = c->closed || c->want_status || c->status_started || c->stalled;
+    bool stalled = c->stalled;
     pthread_mutex_unlock(&c->lock);
     if (gone) {
         /* Records leased to a stream that ended: give them back at once. */
-        if (b->cnt)
+        if (b->cnt && stalled)
+            ks_engine_release_unread(c->s->eng, c->group, c->sub);
+        else if (b->cnt)
             ks_engine_release(c->s->eng, c->group, c->sub);
     } else if (b->status) {
         call_finish(c, grpc_code_of(b->status), "%s", b->message);
@@ -1437,16 +1513,34 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
             call_send_item(c, (send_item_t){.batch = b}); /* encoded when its send starts */
             b = NULL;
         }
-        if (out < STREAM_PIPELINE)
-            stream_fetch(c, STREAM_WAIT_MS);
+        stream_refill(c);
     }
     ks_batch_free(b);
     call_unref(c);
 }
 
+/* Parks fetches until STREAM_PIPELINE are out, unless the send queue is at its bound
+ * (grpc.stream_queue_*): then none, and the next send that completes calls again. */
+static void stream_refill(call_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    int k = 0;
+    bool gone = c->closed || c->want_status || c->status_started || c->stalled;
+    if (!gone && queue_full_locked(c))
+        c->fetch_blocked = true;
+    else if (!gone) {
+        c->fetch_blocked = false;
+        k = STREAM_PIPELINE - c->fetches_out;
+        c->fetches_out += k > 0 ? k : 0;
+    }
+    pthread_mutex_unlock(&c->lock);
+    for (int i = 0; i < k; i++)
+        stream_fetch_as(c, STREAM_WAIT_MS, true);
+}
+
 /* Parks a fetch for the stream: it returns with records, an assignment change, or
- * after wait_ms. */
-static void stream_fetch(call_t *c, int wait_ms)
+ * after wait_ms. counted: fetches_out was already raised for it (stream_refill). */
+static void stream_fetch_as(call_t *c, int wait_ms, bool counted)
 {
     int64_t max = c->credit_records > 0 ? c->credit_records : c->s->cfg->sub_max_records;
     if (max > c->s->cfg->fetch_max_records)
@@ -1460,10 +1554,13 @@ static void stream_fetch(call_t *c, int wait_ms)
                          .credit_records = c->credit_records,
                          .credit_bytes = c->credit_bytes,
                          .max_bytes = msg_max_record_bytes(c->s->cfg),
-                         .notify = 1};
+                         .notify = 1,
+                         .confirm = 1,
+                         .hold_stalled = 1};
     char err[512];
     pthread_mutex_lock(&c->lock);
-    c->fetches_out++;
+    if (!counted)
+        c->fetches_out++;
     c->refs++;
     pthread_mutex_unlock(&c->lock);
     ks_status_t st = ks_engine_fetch(c->s->eng, c->group, (const char *const *)c->topics,
@@ -1475,6 +1572,11 @@ static void stream_fetch(call_t *c, int wait_ms)
         call_finish(c, grpc_code_of(st), "%s", err);
         call_unref(c);
     }
+}
+
+static void stream_fetch(call_t *c, int wait_ms)
+{
+    stream_fetch_as(c, wait_ms, false);
 }
 
 static bool check_credits(call_t *c, const Ksidecar__V1__Credits *cr)
@@ -1712,8 +1814,13 @@ static void handle_subscribe_msg(call_t *c, grpc_slice sl)
         if (check_credits(c, r->credits)) {
             c->credit_records = r->credits->records;
             c->credit_bytes = r->credits->bytes;
-            /* A quick extra fetch carries the new credits to the engine at once. */
-            stream_fetch(c, 0);
+            /* A quick extra fetch carries the new credits to the engine at once (at the
+             * queue's bound the next parked fetch carries them). */
+            pthread_mutex_lock(&c->lock);
+            bool full = queue_full_locked(c);
+            pthread_mutex_unlock(&c->lock);
+            if (!full)
+                stream_fetch(c, 0);
         }
         break;
     default:
@@ -1892,12 +1999,16 @@ static void on_close(void *ctx, bool ok)
     c->closed = true;
     /* Queued messages will never go out now. */
     for (size_t i = 0; i < c->qn; i++)
-        send_item_drop(&c->q[(c->qh + i) % c->qcap]);
+        item_drop_locked(c, &c->q[(c->qh + i) % c->qcap]);
     c->qn = 0;
+    bool stalled = c->stalled;
     pthread_mutex_unlock(&c->lock);
     if (c->opened) {
         /* A cancelled or ended stream: its leases go back to the pool now. */
-        ks_engine_release(c->s->eng, c->group, c->sub);
+        if (stalled)
+            ks_engine_release_unread(c->s->eng, c->group, c->sub);
+        else
+            ks_engine_release(c->s->eng, c->group, c->sub);
         uncount_stream(c);
         ks_dbg(LOGC, "stream %s closed%s", c->sub, c->cancelled ? " (cancelled)" : "");
     }
@@ -1998,6 +2109,68 @@ static void *cq_main(void *arg)
     return NULL;
 }
 
+/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
+ * held), at most max of them, into out. Returns how many. */
+static size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
+                         call_t **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (call_t *c = s->calls; c && n < max; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        if (pick(c, arg)) {
+            c->refs++;
+            out[n++] = c;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* A Subscribe stream with a send in flight for grpc.stream_stall_ms: marked stalled. */
+static bool pick_stalled(call_t *c, const void *now_ms)
+{
+    int64_t now = *(const int64_t *)now_ms;
+    if (c->method != M_SUBSCRIBE || !c->opened || c->stalled || c->closed ||
+        c->send_started_ms == 0 || now - c->send_started_ms < c->s->cfg->grpc_stream_stall_ms)
+        return false;
+    c->stalled = true;
+    return true;
+}
+
+/* A health Watch whose last answer differs from the status now: marked answered. */
+static bool pick_health(call_t *c, const void *status)
+{
+    int now = *(const int *)status;
+    if (c->method != M_HEALTH_WATCH || c->last_health < 0 || c->last_health == now || c->closed)
+        return false;
+    c->last_health = now;
+    return true;
+}
+
+/* Cuts off the Subscribe streams whose client took no message for grpc.stream_stall_ms
+ * (a send in flight that long): their leases go back first, counting no attempt, then
+ * the call is cancelled. @locality the health thread */
+static void cut_stalled(ks_grpc_t *s)
+{
+    int64_t now = mono_ms();
+    call_t *todo[256];
+    size_t n = pick_calls(s, pick_stalled, &now, todo, 256);
+    for (size_t i = 0; i < n; i++) {
+        call_t *c = todo[i];
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "the client took no message for %d ms (grpc.stream_stall_ms): stream cut off, "
+                 "its records go to other subscribers",
+                 s->cfg->grpc_stream_stall_ms);
+        ks_warn(LOGC, "stream %s of group %s: %s, counting no attempt", c->sub, c->group, msg);
+        ks_engine_release_unread(s->eng, c->group, c->sub);
+        grpc_call_cancel_with_status(c->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL);
+        call_unref(c);
+    }
+}
+
 /* Sends health Watch updates when Kafka's reachability changes. */
 static void *health_main(void *arg)
 {
@@ -2005,22 +2178,10 @@ static void *health_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         struct timespec ts = {0, 250 * 1000000};
         nanosleep(&ts, NULL);
+        cut_stalled(s);
         int now = health_status(s);
         call_t *todo[256];
-        size_t n = 0;
-        pthread_mutex_lock(&s->lock);
-        for (call_t *c = s->calls; c && n < 256; c = c->next) {
-            if (c->method != M_HEALTH_WATCH)
-                continue;
-            pthread_mutex_lock(&c->lock);
-            if (c->last_health >= 0 && c->last_health != now && !c->closed) {
-                c->last_health = now;
-                c->refs++;
-                todo[n++] = c;
-            }
-            pthread_mutex_unlock(&c->lock);
-        }
-        pthread_mutex_unlock(&s->lock);
+        size_t n = pick_calls(s, pick_health, &now, todo, 256);
         for (size_t i = 0; i < n; i++) {
             Grpc__Health__V1__HealthCheckResponse hr =
                 GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;

@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <microhttpd.h>
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <openssl/evp.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -115,6 +116,11 @@ typedef struct req {
     const ks_principal_t *who; /* who called; NULL without auth */
     ks_settle_op_t op;
     value_fmt_t fmt;
+    /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
+     * engine hears whether the reply went out (its leases start) or not (its records go
+     * back, no attempt counted). completed: libmicrohttpd is done with the request. */
+    char group[512];
+    bool completed;
 } req_t;
 
 static void req_unref(req_t *r)
@@ -426,9 +432,15 @@ static void wake(req_t *r)
 static void on_fetch(ks_batch_t *b, void *opaque)
 {
     req_t *r = opaque;
+    pthread_mutex_lock(&r->lock);
     r->batch = b;
     if (r->long_poll)
         atomic_fetch_sub(&r->h->long_polls, 1);
+    uint64_t late = r->completed ? b->deliver_token : 0; /* it ended first (at shutdown) */
+    if (late)
+        b->deliver_token = 0;
+    pthread_mutex_unlock(&r->lock);
+    ks_engine_delivered(r->h->eng, r->group, late, false);
     wake(r);
 }
 
@@ -787,7 +799,9 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     ks_fetch_opts_t opts = {.max = (int)max,
                             .wait_ms = (int)wait,
                             .deadline_ms = (int)deadline,
-                            .subscriber = a.subscriber};
+                            .subscriber = a.subscriber,
+                            .confirm = 1};
+    snprintf(r->group, sizeof(r->group), "%s", group);
     st = ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
     if (st) {
         r->submitted = false;
@@ -1299,6 +1313,18 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     return r;
 }
 
+/* True when the client closed its end of the connection (a read sees end of file).
+ * Data waiting to be read (a pipelined request, TLS records) counts as still there. */
+static bool peer_closed(struct MHD_Connection *conn)
+{
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (!ci)
+        return false;
+    char byte;
+    return recv(ci->connect_fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 0;
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
@@ -1333,9 +1359,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return MHD_YES;
     }
     if (r->submitted) {
-        /* Resumed: the engine has answered. */
+        /* Resumed: the engine has answered. A client that left while the request was
+         * suspended gets no reply: the request ends with an error (on_completed). */
         if (park(r))
-            return reply(r);
+            return peer_closed(conn) ? MHD_NO : reply(r);
         return MHD_YES;
     }
     if (r->cn)
@@ -1366,6 +1393,17 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         if (r->cn)
             atomic_store(&r->cn->deadline,
                          now_ms() + IDLE_TIMEOUT_S * 1000 + h->cfg->http_header_timeout_ms);
+        pthread_mutex_lock(&r->lock);
+        r->completed = true;
+        uint64_t token = r->batch ? r->batch->deliver_token : 0;
+        if (r->batch)
+            r->batch->deliver_token = 0;
+        pthread_mutex_unlock(&r->lock);
+        /* The reply went out in full, or the client left (or the daemon stops): then its
+         * records go back now, not at their deadline, and count no attempt. */
+        if (token)
+            ks_engine_delivered(h->eng, r->group, token,
+                                toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
         req_unref(r);
     }
     *con_cls = NULL;

@@ -27,10 +27,14 @@ typedef struct ks_win_entry {
     uint32_t sub_id;       /* LEASED: the subscriber holding it */
     uint16_t attempts;     /* deliveries so far */
     uint8_t state;         /* ks_rec_state_t */
-    uint8_t flags;         /* scheduler bookkeeping */
+    uint8_t flags;         /* scheduler bookkeeping, and KS_WIN_F_UNSENT */
     void *msg;             /* the record itself, owned by the window until acked */
     char *reason;          /* the last nack's reason (malloc'd), freed with msg */
 } ks_win_entry_t;
+
+/* flags: LEASED to a transport that has not taken it yet (its attempt is counted back
+ * if it never does). The scheduler's own flags use the low bits. */
+#define KS_WIN_F_UNSENT 0x80
 
 typedef void(ks_win_free_fn)(void *msg);
 

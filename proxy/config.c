@@ -103,6 +103,15 @@ static const key_t_ keys[] = {
     {"grpc.max_streams_per_client", T_INT, OFF(grpc_max_streams_per_client), 1, 100000,
      "most concurrent Subscribe streams per authenticated identity, else per address"},
     {"grpc.threads", T_INT, OFF(grpc_threads), 1, 64, "completion-queue threads"},
+    {"grpc.stream_queue_messages", T_INT, OFF(grpc_stream_queue_messages), 1, 1000,
+     "record messages one Subscribe stream may have queued or in flight before ksidecar stops "
+     "delivering to it"},
+    {"grpc.stream_queue_bytes", T_I64, OFF(grpc_stream_queue_bytes), 1024, INT64_C(1) << 32,
+     "key+value bytes one Subscribe stream may have queued or in flight before ksidecar stops "
+     "delivering to it"},
+    {"grpc.stream_stall_ms", T_INT, OFF(grpc_stream_stall_ms), 1000, 3600000,
+     "a Subscribe stream whose client takes no message for this long is cut off; its records "
+     "go back without counting an attempt"},
     {"subscriber.max_credit_records", T_I64, OFF(sub_max_credit_records), 1, INT64_C(1) << 40,
      "largest record credits a subscriber may ask for"},
     {"subscriber.max_credit_bytes", T_I64, OFF(sub_max_credit_bytes), 1, INT64_C(1) << 50,
@@ -165,6 +174,9 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->grpc_max_message_bytes = INT64_C(4) << 20;
     cfg->grpc_max_streams_per_client = 100;
     cfg->grpc_threads = 2;
+    cfg->grpc_stream_queue_messages = 4;
+    cfg->grpc_stream_queue_bytes = INT64_C(16) << 20;
+    cfg->grpc_stream_stall_ms = 30000;
     cfg->sub_max_credit_records = 100000;
     cfg->sub_max_credit_bytes = INT64_C(1) << 30;
     cfg->groups_max = 64;

@@ -63,6 +63,9 @@ typedef struct ks_config {
     char *auth_tokens_file;                                  /* empty: no auth */
     int64_t grpc_max_message_bytes;
     int grpc_max_streams_per_client;
+    int grpc_stream_queue_messages;  /* record messages a stream may have queued or in flight */
+    int64_t grpc_stream_queue_bytes; /* ... and their key+value bytes */
+    int grpc_stream_stall_ms;        /* a send in flight this long cuts the stream off */
     int grpc_threads;
     int64_t sub_max_credit_records, sub_max_credit_bytes;
     int groups_max;             /* most groups running at once, static ones included */

@@ -471,14 +471,41 @@ ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic,
     return st;
 }
 
-void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber)
+/* Posts the release of a subscriber of group, if that group runs here. */
+static void release(ks_engine_t *e, const char *group, const char *subscriber, bool unread)
 {
     char err[256];
     ks_status_t st;
     gent_t *ge = get_group(e, group, false, &st, err, sizeof(err));
     if (!ge)
         return;
-    ks_group_release(ge->g, subscriber);
+    if (unread)
+        ks_group_release_unread(ge->g, subscriber);
+    else
+        ks_group_release(ge->g, subscriber);
+    put_group(e, ge);
+}
+
+void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber)
+{
+    release(e, group, subscriber, false);
+}
+
+void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *subscriber)
+{
+    release(e, group, subscriber, true);
+}
+
+void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken)
+{
+    char err[256];
+    ks_status_t st;
+    if (!token)
+        return;
+    gent_t *ge = get_group(e, group, false, &st, err, sizeof(err));
+    if (!ge)
+        return; /* the group closed: its leases went with it */
+    ks_group_delivered(ge->g, token, taken);
     put_group(e, ge);
 }
 

@@ -67,6 +67,10 @@ typedef struct ks_batch {
     int has_assignment;
     size_t assign_cnt;
     ks_tp_t *assigned;
+    /* With opts.confirm: names this batch in ks_engine_delivered (0 when it has no
+     * records). bytes: the records' key+value bytes. */
+    uint64_t deliver_token;
+    int64_t bytes;
 } ks_batch_t;
 
 void ks_batch_free(ks_batch_t *b);
@@ -82,6 +86,12 @@ typedef struct ks_fetch_opts {
     int64_t max_bytes;      /* most key+value bytes in the batch, 0 for no bound; a batch
                              * always holds at least one record */
     int notify;             /* also end the wait when the assignment changed, with a snapshot */
+    int confirm;            /* the edge reports the batch with ks_engine_delivered: its leases start
+                             * (and its attempts count) only when the transport took it */
+    int hold_stalled;       /* with confirm, for a subscriber that is one stream: while one of its
+                             * batches has waited over a second for the transport (the client
+                             * reads nothing), its leases wait instead of expiring; the edge cuts
+                             * such a stream off (ks_engine_release_unread) */
 } ks_fetch_opts_t;
 
 /* What to do with a batch of ack ids. */
@@ -219,6 +229,18 @@ ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic,
 /* The subscriber is gone (its stream closed): its leases go back to the pool now,
  * not at their deadline, and its waiting fetches end. Any thread; no answer. */
 void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber);
+
+/* The subscriber stopped reading and was cut off: as ks_engine_release, and none of
+ * its leases counts an attempt. Any thread; no answer. */
+void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *subscriber);
+
+/* Says what became of a batch fetched with opts.confirm (token: its deliver_token; 0
+ * is ignored). taken: the transport took it, so its leases start now and count as a
+ * delivery. Not taken (the send failed, the client left, the batch was dropped): its
+ * records still leased to the subscriber go back now and count no attempt. Call once
+ * per batch; until then its records cannot expire (a subscriber's release also returns
+ * them). Any thread; no answer. */
+void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken);
 
 /* One record to produce. */
 typedef struct ks_produce_rec {

@@ -31,6 +31,10 @@
 
 #define DEFAULT_SUB  "default"
 #define DLQ_RETRY_MS 1000
+/* A subscriber with hold_stalled whose oldest unreported batch waited this long for its
+ * transport is stalled: its leases wait instead of expiring, rechecked this often. */
+#define STALL_GRACE_MS   1000
+#define STALL_RECHECK_MS 1000
 
 typedef enum {
     CMD_FETCH,
@@ -38,6 +42,8 @@ typedef enum {
     CMD_STATUS,
     CMD_SEEK,
     CMD_RELEASE,
+    CMD_RELEASE_UNREAD, /* u.release_sub */
+    CMD_DELIVERED,
     CMD_STOP_DELIVERING,
     CMD_SHUTDOWN
 } cmd_type_t;
@@ -57,6 +63,7 @@ typedef struct cmd {
             int64_t credit_records, credit_bytes;
             int64_t max_bytes; /* 0: no bound */
             bool notify;
+            bool confirm, hold_stalled;
             int64_t wait_until_ms;
             ks_fetch_cb *cb;
             void *opaque;
@@ -84,6 +91,10 @@ typedef struct cmd {
             void *opaque;
         } seek;
         char release_sub[KS_SUBSCRIBER_KEY_MAX];
+        struct {
+            uint64_t token;
+            bool taken;
+        } delivered;
         int64_t ack_deadline_ms; /* CMD_SHUTDOWN */
     } u;
 } cmd_t;
@@ -127,8 +138,33 @@ typedef struct sub {
     int64_t out_records, out_bytes;
     int64_t last_seen_ms;
     uint64_t seen_assign_ver; /* the assignment version its last batch showed */
+    bool hold_stalled;        /* opts.hold_stalled: its leases wait while it is stalled */
+    bool was_stalled;         /* a batch it never took had waited STALL_GRACE_MS: still stalled
+                               * when it is released, though that batch's report came first */
     size_t turn;              /* serve_waiting: index of its fetch being filled now */
 } sub_t;
+
+/* A confirmed batch (opts.confirm) on its way to a client: its records are LEASED but
+ * unsent (KS_WIN_F_UNSENT: no deadline, so they cannot expire) until the edge says the
+ * transport took the batch (CMD_DELIVERED). The edge names it by token; one command per
+ * batch, not per record. p is cleared when the partition goes; epoch tells a seek.
+ * @locality group loop */
+typedef struct dlv_rec {
+    part_t *p;
+    int64_t offset;
+    uint32_t epoch;
+    uint16_t attempts;
+} dlv_rec_t;
+
+typedef struct dlv {
+    struct dlv *next;
+    uint64_t token;
+    uint32_t sub_id;
+    int deadline_ms;
+    int64_t at_ms; /* when it was handed to the edge */
+    size_t n;
+    dlv_rec_t recs[];
+} dlv_t;
 
 /* What a dead-letter produce remembers until its delivery report. */
 typedef struct dlq_ref {
@@ -171,7 +207,9 @@ struct ks_group {
     char **topics; /* the subscription */
     size_t topic_cnt;
     cmd_t *wait_head, *wait_tail;
-    cmd_t *deferred; /* fetches that arrived inside a rebalance callback */
+    cmd_t *deferred;            /* fetches that arrived inside a rebalance callback */
+    dlv_t *dlv_head, *dlv_tail; /* confirmed batches not reported yet, oldest first */
+    uint64_t next_token;
     uint32_t next_epoch;
     uint64_t assign_ver; /* bumped on every assignment change */
     bool delivering;
@@ -296,7 +334,52 @@ static void unlease(ks_group_t *g, part_t *p, ks_win_entry_t *e)
         s->out_records--;
         s->out_bytes -= e->bytes;
     }
+    e->flags &= (uint8_t)~KS_WIN_F_UNSENT;
     p->leased--;
+}
+
+/* e, LEASED but never taken by the transport, goes back: READY, its attempt not
+ * counted. */
+static void unsent_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now)
+{
+    unlease(g, p, e);
+    if (e->attempts > 0)
+        e->attempts--;
+    ks_lease_release(&g->leases, &p->win, p, e, now, 0);
+    ks_key_sched_requeue(&p->sched, &p->win, e);
+}
+
+static void dlv_unlink(ks_group_t *g, dlv_t *prev, dlv_t *d)
+{
+    if (prev)
+        prev->next = d->next;
+    else
+        g->dlv_head = d->next;
+    if (g->dlv_tail == d)
+        g->dlv_tail = prev;
+}
+
+/* Forgets the confirmed batches of subscriber sub_id (0: every one) or only the records
+ * of partition p in them (p != NULL: it is going). */
+static void dlv_forget(ks_group_t *g, uint32_t sub_id, const part_t *p)
+{
+    dlv_t *prev = NULL;
+    for (dlv_t *d = g->dlv_head, *next; d; d = next) {
+        next = d->next;
+        if (p) {
+            for (size_t i = 0; i < d->n; i++)
+                if (d->recs[i].p == p)
+                    d->recs[i].p = NULL;
+            prev = d;
+            continue;
+        }
+        if (sub_id && d->sub_id != sub_id) {
+            prev = d;
+            continue;
+        }
+        dlv_unlink(g, prev, d);
+        free(d);
+    }
 }
 
 /* Ends every lease of p (it is being dropped or moved): the credits go back.
@@ -475,6 +558,7 @@ static void part_remove(ks_group_t *g, part_t *p)
     ks_leases_forget(&g->leases, p);
     ks_mem_parts_add(-1);
     ks_mem_used_add(-p->mem_tallied);
+    dlv_forget(g, 0, p);
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
     ks_commit_meta_free(&p->restore);
@@ -620,8 +704,10 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
         if (e->state == KS_REC_ACKED) {
             if (e->offset > cp)
                 m.acked[m.acked_cnt++] = e->offset;
-        } else if (e->attempts >= 1) {
-            m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, e->attempts};
+        } else if (e->attempts - ((e->flags & KS_WIN_F_UNSENT) ? 1 : 0) >= 1) {
+            /* An unsent record's attempt does not count yet. */
+            uint32_t att = e->attempts - ((e->flags & KS_WIN_F_UNSENT) ? 1u : 0u);
+            m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, att};
         }
     }
     for (size_t i = p->restore_ack_i; i < p->restore.acked_cnt; i++)
@@ -814,11 +900,33 @@ static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     ks_key_sched_requeue(&p->sched, &p->win, e);
 }
 
+/* True when s holds its leases while stalled and its oldest batch not yet reported by
+ * the edge has waited STALL_GRACE_MS for the transport: the client reads nothing. */
+static bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now)
+{
+    if (!s || !s->hold_stalled)
+        return false;
+    if (s->was_stalled)
+        return true;
+    for (const dlv_t *d = g->dlv_head; d; d = d->next)
+        if (d->sub_id == s->id)
+            return now - d->at_ms >= STALL_GRACE_MS;
+    return false;
+}
+
 static void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque)
 {
     ks_group_t *g = opaque;
     part_t *p = owner;
     if (ev == KS_LEASE_EXPIRED) {
+        int64_t now = ks_now_ms();
+        if (sub_stalled(g, sub_by_id(g, e->sub_id), now)) {
+            /* Its client reads nothing, so it may never have seen the record: the lease
+             * waits (no attempt counted) until the client reads again, or until the edge
+             * cuts it off and its leases go back uncounted. */
+            ks_lease_extend(&g->leases, &p->win, p, e, now, STALL_RECHECK_MS);
+            return;
+        }
         g->st_expired++;
         unlease(g, p, e);
         ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
@@ -1281,10 +1389,16 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             t->dry = true;
             return;
         }
-        if (e->attempts > 0)
-            g->st_redelivered++;
-        g->st_delivered++;
-        ks_lease_grant(&g->leases, &p->win, p, e, s->id, now, t->c->u.fetch.deadline_ms);
+        if (t->c->u.fetch.confirm) {
+            /* Counted as delivered, and its lease started, once the transport took it. */
+            ks_lease_hold(e, s->id, now);
+            e->flags |= KS_WIN_F_UNSENT;
+        } else {
+            if (e->attempts > 0)
+                g->st_redelivered++;
+            g->st_delivered++;
+            ks_lease_grant(&g->leases, &p->win, p, e, s->id, now, t->c->u.fetch.deadline_ms);
+        }
         p->leased++;
         p->meta_dirty = true; /* its attempt count goes into the next commit */
         s->out_records++;
@@ -1313,6 +1427,73 @@ static void wait_unlink(ks_group_t *g, cmd_t *prev, cmd_t *c)
         g->wait_head = c->next_wait;
     if (g->wait_tail == c)
         g->wait_tail = prev;
+}
+
+/* Remembers t's records until the edge reports the batch b (opts.confirm). */
+static void dlv_add(ks_group_t *g, const take_t *t, ks_batch_t *b)
+{
+    dlv_t *d = malloc(sizeof(*d) + t->n * sizeof(dlv_rec_t));
+    if (!d)
+        abort();
+    d->next = NULL;
+    d->token = ++g->next_token;
+    d->sub_id = t->sub->id;
+    d->deadline_ms = t->c->u.fetch.deadline_ms;
+    d->at_ms = ks_now_ms();
+    d->n = t->n;
+    for (size_t i = 0; i < t->n; i++)
+        d->recs[i] = (dlv_rec_t){.p = t->eparts[i],
+                                 .offset = t->ents[i]->offset,
+                                 .epoch = t->eparts[i]->epoch,
+                                 .attempts = t->ents[i]->attempts};
+    if (g->dlv_tail)
+        g->dlv_tail->next = d;
+    else
+        g->dlv_head = d;
+    g->dlv_tail = d;
+    b->deliver_token = d->token;
+}
+
+/* The edge reported a confirmed batch: taken, its leases start now; else its records
+ * that are still unsent go back, their attempts not counted. */
+static void handle_delivered(ks_group_t *g, uint64_t token, bool taken, int64_t now)
+{
+    dlv_t *prev = NULL, *d = g->dlv_head;
+    while (d && d->token != token) { /* reports come about in order: near the head */
+        prev = d;
+        d = d->next;
+    }
+    if (!d)
+        return; /* its subscriber was released: nothing is unsent any more */
+    dlv_unlink(g, prev, d);
+    sub_t *s = sub_by_id(g, d->sub_id);
+    if (s && s->hold_stalled)
+        s->was_stalled = !taken && now - d->at_ms >= STALL_GRACE_MS;
+    size_t back = 0;
+    for (size_t i = 0; i < d->n; i++) {
+        const dlv_rec_t *r = &d->recs[i];
+        part_t *p = r->p;
+        if (!p || p->epoch != r->epoch)
+            continue;
+        ks_win_entry_t *e = ks_ack_window_get(&p->win, r->offset);
+        if (!e || e->state != KS_REC_LEASED || !(e->flags & KS_WIN_F_UNSENT) ||
+            e->attempts != r->attempts || e->sub_id != d->sub_id)
+            continue; /* settled or released since */
+        if (taken) {
+            e->flags &= (uint8_t)~KS_WIN_F_UNSENT;
+            if (e->attempts > 1)
+                g->st_redelivered++;
+            g->st_delivered++;
+            ks_lease_start(&g->leases, &p->win, p, e, now, d->deadline_ms);
+        } else {
+            unsent_back(g, p, e, now);
+            back++;
+        }
+    }
+    if (back)
+        ks_info(g->log_name, "%zu records the transport did not take go back (no attempt counted)",
+                back);
+    free(d);
 }
 
 static void finish_fetch(cmd_t *c, ks_batch_t *b)
@@ -1394,9 +1575,12 @@ static void serve_waiting(ks_group_t *g, int64_t now)
         bool notify = c->u.fetch.notify && ts[i].sub->seen_assign_ver != g->assign_ver;
         if (!g->delivering)
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
-        else if (ts[i].n > 0)
+        else if (ts[i].n > 0) {
             b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
-        else if ((notify || now >= c->u.fetch.wait_until_ms) && g->assign_ver == 0 && *g->down)
+            b->bytes = ts[i].bytes;
+            if (c->u.fetch.confirm)
+                dlv_add(g, &ts[i], b);
+        } else if ((notify || now >= c->u.fetch.wait_until_ms) && g->assign_ver == 0 && *g->down)
             b = batch_error(KS_E_UNAVAILABLE, g->down); /* never joined: not just "no records" */
         else if (notify || now >= c->u.fetch.wait_until_ms)
             b = calloc(1, sizeof(ks_batch_t)); /* the wait ran out: an empty batch */
@@ -1524,8 +1708,10 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
     return st;
 }
 
-/* A subscriber is gone: its leases go back now, its parked fetches end. */
-static void handle_release(ks_group_t *g, const char *name)
+/* A subscriber is gone: its leases go back now, its parked fetches end. Unsent
+ * records count no attempt; with unread (or while it is stalled), none of its leases
+ * does. */
+static void handle_release(ks_group_t *g, const char *name, bool unread)
 {
     sub_t *s = NULL;
     for (size_t i = 0; i < g->sub_cnt; i++)
@@ -1535,12 +1721,16 @@ static void handle_release(ks_group_t *g, const char *name)
         return;
     size_t released = 0;
     int64_t now = ks_now_ms();
+    /* A stream that ends while stalled read none of what it holds as far as we know. */
+    unread = unread || sub_stalled(g, s, now);
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
         for (size_t j = 0; j < ks_ack_window_count(&p->win) && p->leased; j++) {
             ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
             if (e->state != KS_REC_LEASED || e->sub_id != s->id)
                 continue;
+            if ((unread || (e->flags & KS_WIN_F_UNSENT)) && e->attempts > 0)
+                e->attempts--;
             unlease(g, p, e);
             ks_lease_release(&g->leases, &p->win, p, e, now, 0);
             ks_key_sched_requeue(&p->sched, &p->win, e);
@@ -1558,6 +1748,7 @@ static void handle_release(ks_group_t *g, const char *name)
         }
         c = next;
     }
+    dlv_forget(g, s->id, NULL);
     for (size_t i = 0; i < g->sub_cnt; i++)
         if (g->subs[i] == s) {
             g->subs[i] = g->subs[--g->sub_cnt];
@@ -1665,6 +1856,7 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
                 s->credit_records = c->u.fetch.credit_records;
             if (c->u.fetch.credit_bytes > 0)
                 s->credit_bytes = c->u.fetch.credit_bytes;
+            s->hold_stalled = s->hold_stalled || c->u.fetch.hold_stalled;
         }
         subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
         c->next_wait = NULL;
@@ -1686,7 +1878,12 @@ static void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
         handle_seek(g, c);
         break;
     case CMD_RELEASE:
-        handle_release(g, c->u.release_sub);
+    case CMD_RELEASE_UNREAD:
+        handle_release(g, c->u.release_sub, c->type == CMD_RELEASE_UNREAD);
+        cmd_free(c);
+        break;
+    case CMD_DELIVERED:
+        handle_delivered(g, c->u.delivered.token, c->u.delivered.taken, now);
         cmd_free(c);
         break;
     case CMD_STOP_DELIVERING:
@@ -2181,6 +2378,8 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
     c->u.fetch.credit_bytes = opts->credit_bytes;
     c->u.fetch.max_bytes = opts->max_bytes;
     c->u.fetch.notify = opts->notify != 0;
+    c->u.fetch.confirm = opts->confirm != 0;
+    c->u.fetch.hold_stalled = opts->confirm && opts->hold_stalled;
     c->u.fetch.cb = cb;
     c->u.fetch.opaque = opaque;
     return post(g, c);
@@ -2223,6 +2422,21 @@ void ks_group_release(ks_group_t *g, const char *subscriber)
 {
     cmd_t *c = cmd_new(CMD_RELEASE);
     snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
+    post(g, c);
+}
+
+void ks_group_release_unread(ks_group_t *g, const char *subscriber)
+{
+    cmd_t *c = cmd_new(CMD_RELEASE_UNREAD);
+    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
+    post(g, c);
+}
+
+void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken)
+{
+    cmd_t *c = cmd_new(CMD_DELIVERED);
+    c->u.delivered.token = token;
+    c->u.delivered.taken = taken;
     post(g, c);
 }
 
@@ -2289,6 +2503,7 @@ void ks_group_destroy(ks_group_t *g)
     if (g->inbox.efd >= 0)
         ks_inbox_destroy(&g->inbox);
     ks_leases_destroy(&g->leases);
+    dlv_forget(g, 0, NULL);
     for (size_t i = 0; i < g->sub_cnt; i++)
         free(g->subs[i]);
     free(g->subs);

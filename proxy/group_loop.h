@@ -49,6 +49,13 @@ ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, k
 /* Posts the release of a subscriber's leases and waiting fetches. Any thread. */
 void ks_group_release(ks_group_t *g, const char *subscriber);
 
+/* As ks_group_release, and none of the subscriber's leases counts an attempt (it was
+ * cut off for not reading). Any thread. */
+void ks_group_release_unread(ks_group_t *g, const char *subscriber);
+
+/* Posts what became of a confirmed batch (ks_engine_delivered). Any thread. */
+void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken);
+
 /* Stops delivering: waiting and later fetches end with UNAVAILABLE. Any thread. */
 void ks_group_stop_delivering(ks_group_t *g);
 

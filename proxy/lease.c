@@ -118,6 +118,24 @@ void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entr
     push(l, w, owner, e->offset, e->due_ms);
 }
 
+void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms)
+{
+    e->state = KS_REC_LEASED;
+    e->sub_id = sub_id;
+    e->leased_at_ms = now_ms;
+    e->due_ms = INT64_MAX;
+    if (e->attempts < UINT16_MAX)
+        e->attempts++;
+}
+
+void ks_lease_start(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                    int64_t now_ms, int64_t deadline_ms)
+{
+    e->leased_at_ms = now_ms;
+    e->due_ms = now_ms + deadline_ms;
+    push(l, w, owner, e->offset, e->due_ms);
+}
+
 int ks_lease_extend(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
                     int64_t now_ms, int64_t deadline_ms)
 {

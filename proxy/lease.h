@@ -38,6 +38,15 @@ void ks_leases_destroy(ks_leases_t *l);
 void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
                     uint32_t sub_id, int64_t now_ms, int64_t deadline_ms);
 
+/* Hands e out to a transport that has not taken it yet: LEASED (credits held,
+ * attempts + 1) with no deadline, so it cannot expire; ks_lease_start starts its lease
+ * when the transport took it. Nothing is pushed on the heap. */
+void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms);
+
+/* Starts the lease of a held entry: due at now_ms + deadline_ms. */
+void ks_lease_start(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
+                    int64_t now_ms, int64_t deadline_ms);
+
 /* Moves a LEASED entry's deadline to now_ms + deadline_ms. Returns 0, or -1 if e is
  * not LEASED. */
 int ks_lease_extend(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,

@@ -161,6 +161,44 @@ static void test_grant_sets_fields(void **state)
     ks_ack_window_destroy(&w);
 }
 
+/* A held entry (its transport has not taken it) is LEASED with its attempt counted but
+ * no deadline: nothing expires, however late; ks_lease_start then times it from then. */
+static void test_hold_never_expires_until_started(void **state)
+{
+    ks_ack_window_t w;
+    ks_leases_t l;
+    ks_ack_window_init(&w, NULL);
+    ks_leases_init(&l);
+    push_n(&w, 100, 2);
+    int owner;
+    recorder_t *r = rec_new(&l, &w);
+
+    ks_win_entry_t *e = get(&w, 100);
+    ks_lease_hold(e, 4, 1000);
+    assert_int_equal(e->state, KS_REC_LEASED);
+    assert_int_equal(e->attempts, 1);
+    assert_int_equal(e->sub_id, 4);
+    assert_int_equal(e->leased_at_ms, 1000);
+    assert_int_equal(ks_leases_next_due(&l), INT64_MAX);
+    assert_int_equal(run_at(&l, r, INT64_MAX - 1), 0);
+    assert_int_equal(r->n, 0);
+    assert_int_equal(e->state, KS_REC_LEASED);
+
+    ks_lease_start(&l, &w, &owner, get(&w, 100), 5000, 200);
+    e = get(&w, 100);
+    assert_int_equal(e->due_ms, 5200);
+    assert_int_equal(e->leased_at_ms, 5000);
+    assert_int_equal(e->attempts, 1); /* starting counts nothing more */
+    assert_int_equal(run_at(&l, r, 5199), 0);
+    assert_int_equal(run_at(&l, r, 5200), 1);
+    assert_int_equal(r->ev[0].offset, 100);
+    assert_int_equal(r->ev[0].ev, KS_LEASE_EXPIRED);
+
+    free(r);
+    ks_leases_destroy(&l);
+    ks_ack_window_destroy(&w);
+}
+
 static void test_attempts_saturate(void **state)
 {
     ks_ack_window_t w;
@@ -953,6 +991,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_empty),
         cmocka_unit_test(test_grant_sets_fields),
+        cmocka_unit_test(test_hold_never_expires_until_started),
         cmocka_unit_test(test_attempts_saturate),
         cmocka_unit_test(test_expires_exactly_at_due),
         cmocka_unit_test(test_late_run_fires_overdue),
