@@ -217,6 +217,7 @@ struct ks_group {
     int64_t drain_until_ms;
     bool stopping;
     bool in_rebalance;
+    bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
     int64_t st_acks_lost; /* accepted acks no confirmed commit covered when a partition moved */
@@ -1195,6 +1196,7 @@ static void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
     rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
 
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        g->ever_assigned = true;
         g->down[0] = '\0';
         for (int i = 0; i < parts->cnt; i++)
             if (!part_find(g, parts->elems[i].topic, parts->elems[i].partition))
@@ -2481,6 +2483,17 @@ int ks_group_join(ks_group_t *g, int64_t deadline_ms)
     return 0;
 }
 
+/* True if the consumer's assignment strategies include cooperative-sticky. */
+static bool uses_cooperative_sticky(rd_kafka_t *rk)
+{
+    char buf[256];
+    size_t n = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "partition.assignment.strategy", buf, &n) !=
+        RD_KAFKA_CONF_OK)
+        return true; /* unknown: assume the worst */
+    return strstr(buf, "cooperative-sticky") != NULL;
+}
+
 void ks_group_destroy(ks_group_t *g)
 {
     if (g->dlq_rk) {
@@ -2494,7 +2507,16 @@ void ks_group_destroy(ks_group_t *g)
             rd_kafka_queue_io_event_enable(g->cq, -1, NULL, 0);
             rd_kafka_queue_destroy(g->cq);
         }
-        rd_kafka_destroy(g->rk);
+        /* librdkafka 2.0.2 (#4312, fixed in 2.3.0) asserts in
+         * rd_kafka_sticky_assignor_state_destroy when a cooperative-sticky consumer that
+         * joined but never got its assignment is destroyed: a SIGTERM mid-join aborted the
+         * process (exit -6). Such a handle is left to the process exit instead; it holds
+         * no partitions and has already left the group. */
+        if (!g->ever_assigned && uses_cooperative_sticky(g->rk))
+            ks_warn(g->log_name, "consumer never got an assignment: its handle is not destroyed "
+                                 "(librdkafka 2.0.2 would abort, its issue #4312)");
+        else
+            rd_kafka_destroy(g->rk);
     }
     int fds[] = {g->epfd, g->tfd, g->rk_pipe[0], g->rk_pipe[1], g->dlq_pipe[0], g->dlq_pipe[1]};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
