@@ -825,6 +825,16 @@ static void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         return;
     if (err)
         ks_warn(g->log_name, "async commit failed: %s; retrying", rd_kafka_err2str(err));
+    bool rebalancing = err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+    for (int i = 0; offsets && i < offsets->cnt; i++)
+        rebalancing =
+            rebalancing || offsets->elems[i].err == RD_KAFKA_RESP_ERR_REBALANCE_IN_PROGRESS;
+    if (rebalancing && strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0 &&
+        !g->rj.rejoining) {
+        /* Another member began a rebalance: hold commits until its ASSIGN (rejoin_guard.h). */
+        ks_rejoin_guard_rebalancing(&g->rj, ks_now_ms());
+        ks_info(g->log_name, "the group is rebalancing: commits wait for the new assignment");
+    }
     for (int i = 0; offsets && i < offsets->cnt; i++) {
         rd_kafka_topic_partition_t *tp = &offsets->elems[i];
         part_t *p = part_find(g, tp->topic, tp->partition);

@@ -13,6 +13,16 @@ void ks_rejoin_guard_revoke(ks_rejoin_guard_t *g, bool lost, int64_t now_ms)
     g->assign_rejoins = !lost;
 }
 
+void ks_rejoin_guard_rebalancing(ks_rejoin_guard_t *g, int64_t now_ms)
+{
+    if (g->rejoining)
+        return; /* a revoke's sequence already holds commits: keep its state */
+    g->since_ms = now_ms;
+    g->rebalances++;
+    g->rejoining = true;
+    g->assign_rejoins = false; /* the ASSIGN of this rebalance ends it */
+}
+
 bool ks_rejoin_guard_assign(ks_rejoin_guard_t *g)
 {
     if (g->assign_rejoins) {

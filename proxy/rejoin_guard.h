@@ -27,8 +27,15 @@
  * and all their leases go stale. So no commit goes out from a REVOKE until the ASSIGN that
  * is not followed by a rejoin. The REVOKE callback itself runs under the generation that
  * revoked, so the commit it must make is sent synchronously inside the callback.
- * (The first JoinGroup of a rebalance that another member started comes with no callback;
- * the commits sent then carry the current generation, and none was seen to fail here.)
+ * The first JoinGroup of a rebalance that another member started comes with no callback.
+ * A commit that reaches the coordinator after that JoinGroup (requests on one connection
+ * are served in order, and a JoinGroup waits for the whole group) carries the old
+ * generation too: seen here once, with a third process joining, as the same lost
+ * assignment. The only sign of such a rebalance that reaches the application is a commit
+ * answered REBALANCE_IN_PROGRESS (sent after the coordinator began the rebalance, before
+ * our JoinGroup); from that answer commits are held as from a REVOKE, until the ASSIGN
+ * that ends the rebalance. This narrows the window (a commit already on its way before
+ * that answer can still fail) but cannot close it: only the upstream fix does.
  *
  * @locality group loop (rebalance callbacks and the commit path run on it). */
 typedef struct ks_rejoin_guard {
@@ -40,6 +47,10 @@ typedef struct ks_rejoin_guard {
 
 /* A REVOKE callback (cooperative). lost: rd_kafka_assignment_lost() said so. */
 void ks_rejoin_guard_revoke(ks_rejoin_guard_t *g, bool lost, int64_t now_ms);
+
+/* A commit was answered REBALANCE_IN_PROGRESS (cooperative): another member began a
+ * rebalance, and librdkafka is about to rejoin without a callback. */
+void ks_rejoin_guard_rebalancing(ks_rejoin_guard_t *g, int64_t now_ms);
 
 /* An ASSIGN callback (cooperative). Returns true when it ended a rejoin: commits may
  * resume. */

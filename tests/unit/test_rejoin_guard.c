@@ -27,6 +27,31 @@ static void test_revoke_then_two_assigns(void **state)
     assert_int_equal(g.rebalances, 1);
 }
 
+/* A commit answered REBALANCE_IN_PROGRESS holds commits until the next ASSIGN ends the
+ * rebalance; inside a revoke's sequence it changes nothing. */
+static void test_rebalance_in_progress_answer(void **state)
+{
+    (void)state;
+    ks_rejoin_guard_t g = {0};
+    ks_rejoin_guard_rebalancing(&g, 100);
+    assert_false(ks_rejoin_guard_may_commit(&g, false, 101, 1000));
+    assert_true(ks_rejoin_guard_may_commit(&g, true, 101, 1000));
+    assert_true(ks_rejoin_guard_assign(&g)); /* this rebalance's ASSIGN: no rejoin follows */
+    assert_true(ks_rejoin_guard_may_commit(&g, false, 102, 1000));
+    assert_int_equal(g.rebalances, 1);
+
+    ks_rejoin_guard_revoke(&g, false, 200);
+    ks_rejoin_guard_rebalancing(&g, 201); /* the revoke's "assign after revoke" still comes */
+    assert_false(ks_rejoin_guard_assign(&g));
+    assert_false(ks_rejoin_guard_may_commit(&g, false, 202, 1000));
+    assert_true(ks_rejoin_guard_assign(&g));
+    assert_int_equal(g.rebalances, 2);
+
+    ks_rejoin_guard_rebalancing(&g, 300); /* and the bound still applies */
+    assert_false(ks_rejoin_guard_may_commit(&g, false, 1300, 1000));
+    assert_true(ks_rejoin_guard_may_commit(&g, false, 1301, 1000));
+}
+
 /* A rejoin that revokes again keeps commits held until its own final assign. */
 static void test_second_revoke_in_the_rejoin(void **state)
 {
@@ -80,6 +105,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_revoke_then_two_assigns),
         cmocka_unit_test(test_second_revoke_in_the_rejoin),
+        cmocka_unit_test(test_rebalance_in_progress_answer),
         cmocka_unit_test(test_lost_assignment),
         cmocka_unit_test(test_plain_assign),
         cmocka_unit_test(test_bound),
