@@ -1022,6 +1022,7 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
         ps[i].window_memory_bytes = p->window_memory_bytes;
         ps[i].kafka_queue_records = p->kafka_queue_records;
         ps[i].commit_in_flight = p->commit_in_flight;
+        ps[i].budget_pauses = p->budget_pauses;
         pp[i] = &ps[i];
     }
     o->n_partitions = g->part_cnt;

@@ -552,6 +552,7 @@ static json_t *status_json(const ks_group_status_t *g)
         json_object_set_new(o, "held_back", json_boolean(p->held_back));
         json_object_set_new(o, "window_memory_bytes", json_integer(p->window_memory_bytes));
         json_object_set_new(o, "kafka_queue_records", json_integer(p->kafka_queue_records));
+        json_object_set_new(o, "budget_pauses", json_integer(p->budget_pauses));
         json_array_append_new(parts, o);
     }
     json_t *subs = json_array();

@@ -132,6 +132,7 @@ typedef struct ks_part_status {
     int64_t kafka_queue_records; /* records waiting in the partition's librdkafka queue */
     /* The offset of a commit sent and not confirmed yet, -1 if none. */
     int64_t commit_in_flight;
+    int64_t budget_pauses; /* times paused in librdkafka to give its prefetch back */
 } ks_part_status_t;
 
 /* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */

@@ -128,6 +128,11 @@ typedef struct part {
     double q_avg_bytes;  /* average key+value size of the last batch taken from q */
     int64_t mem_tallied; /* what this window last added to the process's budget tally */
     size_t q_len;        /* records in q, as of the last intake pass (less what it took) */
+
+    int64_t q_tallied;     /* what part_queue_mem last added to the process's queued tally */
+    bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
+    int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
+    int64_t budget_pauses; /* times part_kafka_pause paused it */
 } part_t;
 
 /* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
@@ -224,6 +229,7 @@ struct ks_group {
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];
+    bool mem_pressed; /* ks_mem_pressed, as of the last intake pass */
     int64_t next_commit_ms;
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
     int64_t last_activity_ms;
@@ -540,6 +546,10 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     return p;
 }
 
+static void part_kafka_pause(ks_group_t *g, part_t *p, bool pause);
+static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m);
+#define INTAKE_BATCH 256
+
 static void part_remove(ks_group_t *g, part_t *p)
 {
     ks_owner_assert(&g->owner);
@@ -557,9 +567,12 @@ static void part_remove(ks_group_t *g, part_t *p)
     ks_info(g->log_name, "revoked %s[%d] (epoch %u): %zu records left in its window, %zu leased",
             p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), leased);
     ks_leases_forget(&g->leases, p);
+    if (p->kpaused) /* librdkafka keeps an application's pause for a later assignment */
+        part_kafka_pause(g, p, false);
     ks_mem_parts_add(-1);
     ks_mem_used_add(-p->mem_tallied);
     dlv_forget(g, 0, p);
+    ks_mem_queued_add(-p->q_tallied);
     ks_ack_window_destroy(&p->win);
     ks_key_sched_destroy(&p->sched);
     ks_commit_meta_free(&p->restore);
@@ -611,18 +624,67 @@ static bool part_has_room(const ks_group_t *g, const part_t *p)
            ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_room_bytes(g, p) > 0;
 }
 
-/* Brings the process's tally up to date with p's window. */
+/* Brings the process's tallies up to date with p's window and queue. */
 static void part_tally(part_t *p)
 {
-    int64_t m = part_mem(p);
+    int64_t m = part_mem(p), q = part_queue_mem(p);
     if (m != p->mem_tallied) {
         ks_mem_used_add(m - p->mem_tallied);
         p->mem_tallied = m;
     }
+    if (q != p->q_tallied) {
+        ks_mem_queued_add(q - p->q_tallied);
+        p->q_tallied = q;
+    }
+}
+
+/* Pauses (pause true) or resumes p in librdkafka. @locality group loop, between batch
+ * calls (librdkafka 2.0.x's batch consume mishandles a pause or resume made meanwhile). */
+static void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+    rd_kafka_resp_err_t err =
+        pause ? rd_kafka_pause_partitions(g->rk, l) : rd_kafka_resume_partitions(g->rk, l);
+    if (!err)
+        err = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err) {
+        ks_warn(g->log_name, "%s[%d]: %s in librdkafka: %s", p->topic, p->partition,
+                pause ? "pausing" : "resuming", rd_kafka_err2str(err));
+        return;
+    }
+    p->kpaused = pause;
+    if (pause) {
+        p->budget_pauses++;
+        p->kpaused_mem = part_mem(p);
+        /* The pause's version barrier makes what the queue holds outdated, but librdkafka
+         * 2.0.2 left it there (6,000+ records a partition, seen in its status): a batch
+         * consume drops outdated records without returning them, which gives the memory
+         * back. The resume fetches again from the last record taken (librdkafka's app
+         * position), so no fetcher is left to wake with a seek. A record it did return
+         * (none expected) is taken as usual. */
+        rd_kafka_message_t *ms[INTAKE_BATCH];
+        ssize_t n;
+        while ((n = rd_kafka_consume_batch_queue(p->q, 0, ms, INTAKE_BATCH)) > 0)
+            for (ssize_t k = 0; k < n; k++)
+                handle_message(g, p, ms[k]);
+        p->q_len = 0;
+        p->q_was_full = false;
+    }
 }
 
 /* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
- * records from librdkafka, whose queue then stops fetching at its queued.* limits. */
+ * records from librdkafka, whose queue then stops fetching at its queued.* limits. Its
+ * limits cannot stop one more fetch (up to fetch.message.max.bytes, or a whole producer
+ * batch), at ~5x the payload in memory, which stays there while the window is full. So
+ * while windows and queues hold a quarter of the budget or more (ks_mem_pressed), a
+ * partition at its share (window and queue together, part_room_bytes) whose queue holds
+ * records is paused in librdkafka, and its queue emptied; it resumes once its window
+ * drained to half of what it held then (or it is no longer deliverable), and librdkafka
+ * fetches again from the last record taken. A partition bound by window.max_records or
+ * .max_bytes (8 partitions at the default budget), or with a small tally, never pauses.
+ * @locality group loop */
 static void part_check_bound(ks_group_t *g, part_t *p)
 {
     bool room = part_has_room(g, p);
@@ -630,6 +692,15 @@ static void part_check_bound(ks_group_t *g, part_t *p)
         part_move(g, p, KS_PS_PAUSED);
     else if (p->state == KS_PS_PAUSED && room)
         part_move(g, p, KS_PS_ACTIVE);
+    if (!p->q)
+        return;
+    if (p->kpaused) {
+        if (part_mem(p) * 2 < p->kpaused_mem || !ks_pstate_deliverable(p->state))
+            part_kafka_pause(g, p, false);
+    } else if (!room && g->mem_pressed && ks_pstate_deliverable(p->state) &&
+               part_room_bytes(g, p) <= 0 && (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0)) {
+        part_kafka_pause(g, p, true);
+    }
 }
 
 /* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
@@ -1704,6 +1775,7 @@ static ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->held_back = p->held_back;
         ps->window_memory_bytes = part_mem(p);
         ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
+        ps->budget_pauses = p->budget_pauses;
     }
     for (size_t i = 0; i < g->sub_cnt; i++) {
         sub_t *s = g->subs[i];
@@ -1990,8 +2062,6 @@ static void part_wake_fetcher(ks_group_t *g, part_t *p)
     rd_kafka_topic_partition_list_destroy(l);
 }
 
-#define INTAKE_BATCH 256
-
 /* Moves records from p's queue into its window while the window has room (a window may
  * pass window.max_bytes by one batch, and its memory share by about one record). */
 static void intake_part(ks_group_t *g, part_t *p)
@@ -2002,8 +2072,8 @@ static void intake_part(ks_group_t *g, part_t *p)
         (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
         p->q_was_full = true;
     /* In batches: one call for many records. librdkafka 2.0.x's batch consume mishandles
-     * pause and resume (fixed in 2.1.0); ksidecar never pauses, and its seeks and
-     * rebalances run on this thread between batches. */
+     * pause and resume (fixed in 2.1.0); ksidecar's pauses (part_check_bound), seeks and
+     * rebalances all run on this thread between batches. */
     rd_kafka_message_t *ms[INTAKE_BATCH];
     while (part_has_room(g, p)) {
         size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
@@ -2034,9 +2104,10 @@ static void intake_part(ks_group_t *g, part_t *p)
  * ACTIVE again), records from the consumer queue included. */
 static void intake(ks_group_t *g)
 {
+    g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (p->q && ks_pstate_deliverable(p->state) && part_has_room(g, p))
+        if (p->q && !p->kpaused && ks_pstate_deliverable(p->state) && part_has_room(g, p))
             intake_part(g, p);
         part_check_bound(g, p);
         part_tally(p);

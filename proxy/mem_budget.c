@@ -6,7 +6,7 @@
 #include "ack_window.h"
 
 static atomic_long g_parts;
-static atomic_llong g_used;
+static atomic_llong g_used, g_queued;
 
 int64_t ks_mem_kafka_part(int64_t max_bytes)
 {
@@ -51,6 +51,11 @@ int64_t ks_mem_record_overhead(void)
     return (int64_t)sizeof(ks_win_entry_t) + KS_MEM_REC_HEADER + 16 + (int64_t)sizeof(int64_t);
 }
 
+bool ks_mem_pressed(int64_t max_bytes)
+{
+    return (ks_mem_used() + ks_mem_queued()) * 4 >= max_bytes;
+}
+
 void ks_mem_parts_add(long delta)
 {
     atomic_fetch_add(&g_parts, delta);
@@ -70,4 +75,14 @@ void ks_mem_used_add(int64_t delta)
 int64_t ks_mem_used(void)
 {
     return (int64_t)atomic_load(&g_used);
+}
+
+void ks_mem_queued_add(int64_t delta)
+{
+    atomic_fetch_add(&g_queued, (long long)delta);
+}
+
+int64_t ks_mem_queued(void)
+{
+    return (int64_t)atomic_load(&g_queued);
 }

@@ -3,6 +3,7 @@
 #ifndef KS_MEM_BUDGET_H
 #define KS_MEM_BUDGET_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -48,11 +49,21 @@ int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes);
  * header, malloc's chunk overhead and its scheduler slot. Charged per held record. */
 int64_t ks_mem_record_overhead(void);
 
+/* Whether the windows and librdkafka's queues together (the two tallies below) hold at
+ * least a quarter of the budget: then a partition at its share whose queue holds records
+ * is paused in librdkafka, which gives them back (group_loop.c's part_check_bound). Below
+ * that (a few partitions, a fast client) nothing is paused.
+ * Thread-safe. */
+bool ks_mem_pressed(int64_t max_bytes);
+
 /* The process-wide tally. Thread-safe (atomics); any thread may call these.
  * parts: partitions assigned across every group; used: bytes held by every window. */
 void ks_mem_parts_add(long delta);
 size_t ks_mem_parts(void);
 void ks_mem_used_add(int64_t delta);
 int64_t ks_mem_used(void);
+/* queued: what librdkafka's partition queues hold, as group_loop.c estimates it. */
+void ks_mem_queued_add(int64_t delta);
+int64_t ks_mem_queued(void);
 
 #endif

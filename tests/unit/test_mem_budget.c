@@ -88,12 +88,33 @@ static void test_tally(void **state)
     ks_mem_parts_add(5);
 }
 
+/* Pressure starts at a quarter of the budget, windows and librdkafka's queues together. */
+static void test_pressed(void **state)
+{
+    (void)state;
+    int64_t max = INT64_C(256) << 20, half = max / 4; /* a quarter, in two halves */
+    int64_t u0 = ks_mem_used(), q0 = ks_mem_queued();
+    ks_mem_used_add(-u0);
+    ks_mem_queued_add(-q0);
+    assert_false(ks_mem_pressed(max));
+    ks_mem_used_add(half / 2);
+    ks_mem_queued_add(half / 2 - 1);
+    assert_false(ks_mem_pressed(max));
+    ks_mem_queued_add(1);
+    assert_true(ks_mem_pressed(max));
+    assert_false(ks_mem_pressed(max * 4));
+    ks_mem_used_add(u0 - half / 2);
+    ks_mem_queued_add(q0 - half / 2);
+    assert_int_equal(ks_mem_used(), u0);
+    assert_int_equal(ks_mem_queued(), q0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split),       cmocka_unit_test(test_share_follows_partitions),
         cmocka_unit_test(test_share_floor), cmocka_unit_test(test_kafka_limits),
-        cmocka_unit_test(test_tally),
+        cmocka_unit_test(test_tally),       cmocka_unit_test(test_pressed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
