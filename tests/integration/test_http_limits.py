@@ -328,13 +328,15 @@ def test_readyz_follows_kafka_and_static_groups(bootstrap, sidecars):
     with pytest.raises(urllib.error.HTTPError) as ei:
         urllib.request.urlopen(f"http://127.0.0.1:{hport}/v1/groups", timeout=5)
     assert ei.value.code == 404
-    # With Kafka unreachable: alive, not ready, and says why.
+    # With Kafka unreachable: answering, not ready, and both probes say why (/healthz says
+    # what gRPC health says).
     down = sidecars([f"--kafka.bootstrap.servers=127.0.0.1:{free_port()}"])
     st, body = wait_for(lambda: (lambda r: r if r[0] == 503 else None)(down.get("/readyz")), 20,
                         0.5, "not ready")
     assert st == 503 and body["error"]["code"] == "UNAVAILABLE", body
     assert "Kafka" in body["error"]["message"], body
-    assert down.get("/healthz")[0] == 200
+    st, body = down.get("/healthz")
+    assert st == 503 and body["status"] == "NOT_SERVING" and "Kafka" in body["reason"], body
 
 
 def test_open_files_soft_limit_is_raised_to_the_hard_limit(sidecars):
