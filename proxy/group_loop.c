@@ -192,6 +192,11 @@ struct ks_group {
     pthread_t thread;
     bool joined;
     atomic_bool exited;
+    /* librdkafka's join state is wait-join, wait-metadata or wait-sync: a JoinGroup or
+     * SyncGroup is in flight (commit_moved). @locality written by librdkafka's log
+     * callback on its own thread, read on the group loop */
+    atomic_bool cgrp_joining;
+    int64_t joining_since_ms; /* when the loop first held a commit for it; 0: not holding */
 
     ks_inbox_t inbox; /* the one thread-safe door */
 
@@ -820,6 +825,20 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
  * the commit's error, or 0 (also when nothing was sent). @locality group loop */
 static rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
 {
+    /* A rejoin that another member started comes with no callback, and a commit sent
+     * while its JoinGroup is in flight waits behind it on the coordinator's connection,
+     * then fails with the old generation: librdkafka 2.0.2 then drops the whole
+     * assignment (rejoin_guard.h). librdkafka's cgrp debug log tells when it joins
+     * (rk_log_cb); nothing else in its API does. Held at most max.poll.interval.ms. */
+    if (!g->in_rebalance && atomic_load(&g->cgrp_joining)) {
+        int64_t now = ks_now_ms();
+        if (!g->joining_since_ms)
+            g->joining_since_ms = now;
+        if (g->max_poll_ms <= 0 || now - g->joining_since_ms <= g->max_poll_ms)
+            return RD_KAFKA_RESP_ERR_NO_ERROR;
+    } else {
+        g->joining_since_ms = 0;
+    }
     bool held = g->rj.rejoining;
     if (!ks_rejoin_guard_may_commit(&g->rj, g->in_rebalance, ks_now_ms(), g->max_poll_ms))
         return RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -2272,8 +2291,28 @@ static void *loop_main(void *arg)
 
 /* ---- setup ---- */
 
+/* From librdkafka's "Group "g" changed join state A -> B (state S)" debug line: whether a
+ * JoinGroup or SyncGroup is in flight. Returns -1 for a line that is not one. */
+static int join_state_line(const char *fac, const char *buf)
+{
+    if (strcmp(fac, "CGRPJOINSTATE") != 0)
+        return -1;
+    const char *to = strstr(buf, "-> ");
+    if (!to)
+        return -1;
+    to += 3;
+    return strncmp(to, "wait-join", 9) == 0 || strncmp(to, "wait-metadata", 13) == 0 ||
+           strncmp(to, "wait-sync", 9) == 0;
+}
+
+/* @locality any librdkafka thread */
 static void rk_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
 {
+    int joining = join_state_line(fac, buf);
+    if (joining >= 0 && rd_kafka_type(rk) == RD_KAFKA_CONSUMER) {
+        ks_group_t *g = rd_kafka_opaque(rk);
+        atomic_store(&g->cgrp_joining, joining == 1);
+    }
     ks_log_level_t l = level <= 3   ? KS_LOG_ERROR
                        : level <= 5 ? KS_LOG_WARN
                        : level <= 6 ? KS_LOG_INFO
@@ -2339,6 +2378,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->inbox.efd = -1;
     ks_leases_init(&g->leases);
     atomic_init(&g->exited, false);
+    atomic_init(&g->cgrp_joining, false);
     atomic_init(&g->owner.tid, 0);
 
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
@@ -2369,6 +2409,18 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     for (size_t i = 0; i < cfg->kafka_cnt; i++)
         if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)
             goto fail_conf;
+    /* The cgrp debug log is how commit_moved learns that librdkafka is joining: add
+     * "cgrp" to whatever the user asked for (its lines are logged at debug level). */
+    char dbg[512];
+    size_t dbg_n = sizeof(dbg);
+    if (rd_kafka_conf_get(conf, "debug", dbg, &dbg_n) != RD_KAFKA_CONF_OK)
+        dbg[0] = '\0';
+    if (!strstr(dbg, "cgrp") && !strstr(dbg, "all")) {
+        char want[600];
+        snprintf(want, sizeof(want), "%s%scgrp", dbg, dbg[0] ? "," : "");
+        if (conf_set(conf, "debug", want, err, errsize) < 0)
+            goto fail_conf;
+    }
     /* What ksidecar's guarantees rest on: not overridable. */
     if (conf_set(conf, "group.id", name, err, errsize) < 0 ||
         conf_set(conf, "enable.auto.commit", "false", err, errsize) < 0 ||
@@ -2577,6 +2629,7 @@ static bool uses_cooperative_sticky(rd_kafka_t *rk)
 
 void ks_group_destroy(ks_group_t *g)
 {
+    bool keep = false; /* the struct outlives a handle left alive (below) */
     if (g->dlq_rk) {
         rd_kafka_queue_t *q = rd_kafka_queue_get_main(g->dlq_rk);
         rd_kafka_queue_io_event_enable(q, -1, NULL, 0);
@@ -2592,12 +2645,16 @@ void ks_group_destroy(ks_group_t *g)
          * rd_kafka_sticky_assignor_state_destroy when a cooperative-sticky consumer that
          * joined but never got its assignment is destroyed: a SIGTERM mid-join aborted the
          * process (exit -6). Such a handle is left to the process exit instead; it holds
-         * no partitions and has already left the group. */
-        if (!g->ever_assigned && uses_cooperative_sticky(g->rk))
+         * no partitions and has already left the group. Its threads may still call
+         * rk_log_cb, which reads the group through the handle's opaque: the group's own
+         * struct is kept too (everything else it holds is freed). */
+        if (!g->ever_assigned && uses_cooperative_sticky(g->rk)) {
             ks_warn(g->log_name, "consumer never got an assignment: its handle is not destroyed "
                                  "(librdkafka 2.0.2 would abort, its issue #4312)");
-        else
+            keep = true;
+        } else {
             rd_kafka_destroy(g->rk);
+        }
     }
     int fds[] = {g->epfd, g->tfd, g->rk_pipe[0], g->rk_pipe[1], g->dlq_pipe[0], g->dlq_pipe[1]};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
@@ -2613,5 +2670,7 @@ void ks_group_destroy(ks_group_t *g)
     free_strv(g->topics, g->topic_cnt);
     free(g->parts);
     free(g->name);
-    free(g);
+    g->name = NULL;
+    if (!keep)
+        free(g);
 }

@@ -29,13 +29,13 @@
  * revoked, so the commit it must make is sent synchronously inside the callback.
  * The first JoinGroup of a rebalance that another member started comes with no callback.
  * A commit that reaches the coordinator after that JoinGroup (requests on one connection
- * are served in order, and a JoinGroup waits for the whole group) carries the old
- * generation too: seen here once, with a third process joining, as the same lost
- * assignment. The only sign of such a rebalance that reaches the application is a commit
- * answered REBALANCE_IN_PROGRESS (sent after the coordinator began the rebalance, before
- * our JoinGroup); from that answer commits are held as from a REVOKE, until the ASSIGN
- * that ends the rebalance. This narrows the window (a commit already on its way before
- * that answer can still fail) but cannot close it: only the upstream fix does.
+ * are served in order, and a JoinGroup waits for the whole group, for a killed member up
+ * to its session timeout) carries the old generation too, with the same lost assignment:
+ * seen with a member killed and another joining (test_rebalance.py, test_c). librdkafka
+ * reports that join only in its cgrp debug log ("changed join state ... -> wait-join"), so
+ * the group loop enables that log and holds commits while a JoinGroup or SyncGroup is in
+ * flight (commit_moved in group_loop.c); this guard covers the callback sequences above.
+ * A commit answered REBALANCE_IN_PROGRESS is held from, too, as a second sign.
  *
  * @locality group loop (rebalance callbacks and the commit path run on it). */
 typedef struct ks_rejoin_guard {

@@ -2,6 +2,7 @@
 leaving member moves only the partitions it must; kept partitions keep their epoch and
 leases; no ack that got an OK is ever redelivered (librdkafka#4059 on 2.0.2)."""
 import re
+import signal
 import threading
 import time
 
@@ -226,3 +227,43 @@ def test_b_three_processes_joining_and_leaving(bootstrap, sidecars):
           f"{len(stale_kept)}")
     for sc in procs.values():
         assert sc.stop() == 0
+
+
+def test_c_a_join_that_waits_for_a_killed_member_loses_nothing_kept(bootstrap, sidecars):
+    """P2 is killed and P3 joins at once: P1's rejoin (which comes with no callback) waits
+    for P2's session to time out while P1 keeps acking. Commits sent then must not carry
+    the old generation into the new one (on 2.0.2 that made P1 lose every partition)."""
+    nparts = 8
+    topic, g, ends = topic_of(bootstrap, "coopk", nparts, 64000)
+    ledger, dead = Ledger(), Ledger()
+    p1 = sidecars(COOP)
+    w1 = Worker("P1", p1, g, topic, ledger)
+    w1.start()
+    wait_for(lambda: len(owned(p1, g)) == nparts and len(ledger.accepted) > 2000, 60, 0.2,
+             "P1 streams all partitions")
+    p2 = sidecars(COOP)
+    w2 = Worker("P2", p2, g, topic, dead)  # what P2 acks may come again after its kill
+    w2.start()
+    v1, v2 = settled([p1, p2], g, nparts)
+    p2.stop(sig=signal.SIGKILL)
+    w2.stop()
+    p3 = sidecars(COOP)
+    w3 = Worker("P3", p3, g, topic, ledger)
+    w3.start()
+    t0 = time.time()
+    a1, a3 = settled([p1, p3], g, nparts)
+    print(f"after the kill and the join: settled in {time.time() - t0:.1f} s, P1 {sorted(a1)}, "
+          f"P3 {sorted(a3)}; {len(ledger.accepted)} of 64000 acked so far")
+    for p, ep in v1.items():
+        if p in a1:
+            assert a1[p] == ep, f"P1 kept partition {p}, epoch {ep} -> {a1[p]}"
+    assert_clean_log(p1)
+    everything = {(p, o) for p, e in ends.items() for o in range(e)}
+    wait_for(lambda: ledger.accepted | dead.accepted >= everything, 120, 1, "every record acked")
+    for w in (w1, w3):
+        w.stop()
+        assert not w.errors, w.errors
+    st, body = p1.get(f"/v1/groups/{g}")
+    assert st == 200 and body["counters"]["acks_lost_to_move"] == 0, body["counters"]
+    assert_clean_log(p1)
+    assert p1.stop() == 0 and p3.stop() == 0
