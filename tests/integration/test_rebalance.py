@@ -67,6 +67,14 @@ class Worker(threading.Thread):
         self.join(30)
 
 
+def with_worker(sidecars, name, g, topic, ledger):
+    """A new process and a running Worker on it."""
+    sc = sidecars(COOP)
+    w = Worker(name, sc, g, topic, ledger)
+    w.start()
+    return sc, w
+
+
 def owned(sc, g):
     """{partition: epoch} that the process holds now."""
     st, body = sc.get(f"/v1/groups/{g}")
@@ -145,9 +153,7 @@ def test_a_second_process_joining_moves_only_its_share(bootstrap, sidecars):
     assert len({r["partition"] for r in held}) == nparts
     before = owned(b, g)
 
-    a = sidecars(COOP)
-    wa = Worker("A", a, g, topic, ledger)
-    wa.start()
+    a, wa = with_worker(sidecars, "A", g, topic, ledger)
     t0 = time.time()
     vb, va = settled([b, a], g, nparts)
     print(f"settled in {time.time() - t0:.1f} s: B {sorted(vb)}, A {sorted(va)}; "
@@ -236,20 +242,14 @@ def test_c_a_join_that_waits_for_a_killed_member_loses_nothing_kept(bootstrap, s
     nparts = 8
     topic, g, ends = topic_of(bootstrap, "coopk", nparts, 64000)
     ledger, dead = Ledger(), Ledger()
-    p1 = sidecars(COOP)
-    w1 = Worker("P1", p1, g, topic, ledger)
-    w1.start()
+    p1, w1 = with_worker(sidecars, "P1", g, topic, ledger)
     wait_for(lambda: len(owned(p1, g)) == nparts and len(ledger.accepted) > 2000, 60, 0.2,
              "P1 streams all partitions")
-    p2 = sidecars(COOP)
-    w2 = Worker("P2", p2, g, topic, dead)  # what P2 acks may come again after its kill
-    w2.start()
+    p2, w2 = with_worker(sidecars, "P2", g, topic, dead)  # its acks may come again after its kill
     v1, v2 = settled([p1, p2], g, nparts)
     p2.stop(sig=signal.SIGKILL)
     w2.stop()
-    p3 = sidecars(COOP)
-    w3 = Worker("P3", p3, g, topic, ledger)
-    w3.start()
+    p3, w3 = with_worker(sidecars, "P3", g, topic, ledger)
     t0 = time.time()
     a1, a3 = settled([p1, p3], g, nparts)
     print(f"after the kill and the join: settled in {time.time() - t0:.1f} s, P1 {sorted(a1)}, "
