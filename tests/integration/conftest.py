@@ -121,8 +121,10 @@ class Sidecar:
         if self.proc.poll() is not None:
             raise AssertionError(f"ksidecar exited with {self.proc.returncode}:\n{self.logs()}")
         try:
-            # Up means answering: /healthz is 503 while Kafka is unreachable.
-            return self.get("/healthz")[0] in (200, 503)
+            # Up means answering with Kafka probed once: /healthz is 503 while Kafka is
+            # unreachable, and also until the first probe has ended.
+            st, body = self.get("/healthz")
+            return st == 200 or (st == 503 and "not been probed" not in str(body))
         except OSError:
             return False
 
