@@ -420,7 +420,7 @@ typedef struct rec {
     uint32_t header_cnt;
     uint8_t has_key, has_value; /* 0 for a null key or value */
     /* header_cnt ks_header_t, then key '\0', value '\0', then header names and values */
-    char data[];
+    _Alignas(8) char data[]; /* aligned: the ks_header_t array starts here */
 } rec_t;
 /* What mem_budget.h charges each record for its copy's header. */
 _Static_assert(sizeof(rec_t) == KS_MEM_REC_HEADER, "rec_t size");
