@@ -196,7 +196,6 @@ struct ks_group {
      * SyncGroup is in flight (commit_moved). @locality written by librdkafka's log
      * callback on its own thread, read on the group loop */
     atomic_bool cgrp_joining;
-    int64_t joining_since_ms; /* when the loop first held a commit for it; 0: not holding */
 
     ks_inbox_t inbox; /* the one thread-safe door */
 
@@ -825,22 +824,11 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
  * the commit's error, or 0 (also when nothing was sent). @locality group loop */
 static rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
 {
-    /* A rejoin that another member started comes with no callback, and a commit sent
-     * while its JoinGroup is in flight waits behind it on the coordinator's connection,
-     * then fails with the old generation: librdkafka 2.0.2 then drops the whole
-     * assignment (rejoin_guard.h). librdkafka's cgrp debug log tells when it joins
-     * (rk_log_cb); nothing else in its API does. Held at most max.poll.interval.ms. */
-    if (!g->in_rebalance && atomic_load(&g->cgrp_joining)) {
-        int64_t now = ks_now_ms();
-        if (!g->joining_since_ms)
-            g->joining_since_ms = now;
-        if (g->max_poll_ms <= 0 || now - g->joining_since_ms <= g->max_poll_ms)
-            return RD_KAFKA_RESP_ERR_NO_ERROR;
-    } else {
-        g->joining_since_ms = 0;
-    }
+    /* librdkafka's cgrp debug log tells when a JoinGroup or SyncGroup is in flight
+     * (rk_log_cb); nothing else in its API does (rejoin_guard.h). */
+    bool joining = atomic_load(&g->cgrp_joining);
     bool held = g->rj.rejoining;
-    if (!ks_rejoin_guard_may_commit(&g->rj, g->in_rebalance, ks_now_ms(), g->max_poll_ms))
+    if (!ks_rejoin_guard_may_commit(&g->rj, g->in_rebalance, joining, ks_now_ms(), g->max_poll_ms))
         return RD_KAFKA_RESP_ERR_NO_ERROR;
     if (held && !g->rj.rejoining)
         ks_warn(g->log_name,

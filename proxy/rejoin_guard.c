@@ -34,10 +34,20 @@ bool ks_rejoin_guard_assign(ks_rejoin_guard_t *g)
     return was;
 }
 
-bool ks_rejoin_guard_may_commit(ks_rejoin_guard_t *g, bool in_callback, int64_t now_ms,
-                                int64_t bound_ms)
+bool ks_rejoin_guard_may_commit(ks_rejoin_guard_t *g, bool in_callback, bool joining,
+                                int64_t now_ms, int64_t bound_ms)
 {
-    if (!g->rejoining || in_callback)
+    if (in_callback)
+        return true;
+    if (!joining) {
+        g->joining_since_ms = 0;
+    } else {
+        if (!g->joining_since_ms)
+            g->joining_since_ms = now_ms;
+        if (bound_ms <= 0 || now_ms - g->joining_since_ms <= bound_ms)
+            return false;
+    }
+    if (!g->rejoining)
         return true;
     if (bound_ms > 0 && now_ms - g->since_ms > bound_ms) {
         g->rejoining = g->assign_rejoins = false;

@@ -39,10 +39,11 @@
  *
  * @locality group loop (rebalance callbacks and the commit path run on it). */
 typedef struct ks_rejoin_guard {
-    bool rejoining;      /* from a REVOKE to the ASSIGN that ends the rebalance */
-    bool assign_rejoins; /* the next ASSIGN is "assign after revoke": a rejoin follows it */
-    int64_t since_ms;    /* when rejoining began */
-    int64_t rebalances;  /* cooperative rebalances that held commits back */
+    bool rejoining;           /* from a REVOKE to the ASSIGN that ends the rebalance */
+    bool assign_rejoins;      /* the next ASSIGN is "assign after revoke": a rejoin follows it */
+    int64_t since_ms;         /* when rejoining began */
+    int64_t joining_since_ms; /* when a commit was first held for a join in flight; 0: none */
+    int64_t rebalances;       /* cooperative rebalances that held commits back */
 } ks_rejoin_guard_t;
 
 /* A REVOKE callback (cooperative). lost: rd_kafka_assignment_lost() said so. */
@@ -57,10 +58,12 @@ void ks_rejoin_guard_rebalancing(ks_rejoin_guard_t *g, int64_t now_ms);
 bool ks_rejoin_guard_assign(ks_rejoin_guard_t *g);
 
 /* True when a commit may go out now. in_callback: the caller runs inside a rebalance
- * callback, under the generation that revoked. A rejoin that lasts longer than bound_ms
- * (the broker's own rebalance bound, max.poll.interval.ms) no longer holds commits back:
- * the callback sequence above did not happen, and never committing again would be worse. */
-bool ks_rejoin_guard_may_commit(ks_rejoin_guard_t *g, bool in_callback, int64_t now_ms,
-                                int64_t bound_ms);
+ * callback, under the generation that revoked. joining: librdkafka's JoinGroup or
+ * SyncGroup is in flight (its cgrp debug log says so), which holds commits as a rejoin
+ * does. A rejoin or a join that lasts longer than bound_ms (the broker's own rebalance
+ * bound, max.poll.interval.ms) no longer holds commits back: the callback sequence above
+ * did not happen, and never committing again would be worse. */
+bool ks_rejoin_guard_may_commit(ks_rejoin_guard_t *g, bool in_callback, bool joining,
+                                int64_t now_ms, int64_t bound_ms);
 
 #endif
