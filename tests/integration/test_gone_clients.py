@@ -10,7 +10,7 @@ import time
 import grpc
 
 from conftest import create_topic, produce, unique, wait_for, watermarks
-from grpc_support import consumer_pb2, open_msg, start_grpc
+from grpc_support import consumer_pb2, consumer_pb2_grpc, open_msg, start_grpc
 
 RECORDS = 20000
 SIZE = 1000
@@ -134,8 +134,14 @@ def test_stream_that_stops_reading_is_cut_off_and_its_records_go_back(sidecars, 
     create_topic(bootstrap, topic, 4)
     produce(bootstrap, topic, n, partitions=4, size=SIZE)
     sc = start_grpc(sidecars, ["--grpc.stream_stall_ms=2000"])
-    stream = NeverReader(sc.consumer, open_msg(g, topic, records=100000, bytes=1 << 30,
-                                               subscriber="never"))
+    # Its own channel with BDP probing off keeps the stream's window at 64 KiB, so its
+    # transport cannot take all 4 MB (grpcio grows the window past 4 MB otherwise, and a
+    # stream whose transport took everything has no send waiting to be cut off); a lease
+    # of 120 s means no expiry counts an attempt while the test runs.
+    ch = grpc.insecure_channel(sc.grpc_target, options=[("grpc.http2.bdp_probe", 0)])
+    stream = NeverReader(consumer_pb2_grpc.ConsumerStub(ch),
+                         open_msg(g, topic, records=100000, bytes=1 << 30,
+                                  deadline_ms=120000, subscriber="never"))
     try:
         wait_for(lambda: "grpc.stream_stall_ms" in sc.logs(), 60, 0.5,
                  "the never-reading stream to be cut off")
@@ -160,6 +166,7 @@ def test_stream_that_stops_reading_is_cut_off_and_its_records_go_back(sidecars, 
         assert not bad, f"{len(bad)} records not at attempt 1, e.g. {bad[:5]}"
     finally:
         stream.close()
+        ch.close()
 
 
 def test_long_poll_whose_client_left_gives_its_records_back_at_once(sidecars, bootstrap):
