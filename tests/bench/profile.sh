@@ -2,6 +2,8 @@
 # profile.sh: the repeatable figures behind RESULTS.md's memory section.
 #   profile.sh callgrind BINARY TOPIC  instructions of ksidecar serving 200,000 records of
 #                                      TOPIC (8 partitions) to one gRPC stream
+#   profile.sh callgrind-http BINARY TOPIC  the same over HTTP long-poll (fetch max 5000,
+#                                      acks by POST)
 #   profile.sh massif BINARY TOPIC     ksidecar's heap by allocation site once its windows
 #                                      hold TOPIC's backlog (e.g. 8 x 20,000 records)
 # Needs valgrind, a broker at $KSIDECAR_TEST_BOOTSTRAP and a build (build/ksbench).
@@ -12,14 +14,22 @@ BOOT=${KSIDECAR_TEST_BOOTSTRAP:?set KSIDECAR_TEST_BOOTSTRAP}
 OUT=${OUT:-/tmp/ksidecar-$MODE.$$}
 port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
 HP=$(port) GP=$(port)
-valgrind --tool="$MODE" --"$MODE"-out-file="$OUT" "$BIN" --kafka.bootstrap.servers="$BOOT" \
+TOOL=${MODE%-http}
+EXTRA=--subscriber.max_credit_records=100000
+[ "$MODE" = callgrind-http ] && EXTRA=--subscriber.max_records=20000
+valgrind --tool="$TOOL" --"$TOOL"-out-file="$OUT" "$BIN" --kafka.bootstrap.servers="$BOOT" \
   --http.listen=127.0.0.1:"$HP" --grpc.listen=127.0.0.1:"$GP" --log.level=warn \
-  --subscriber.max_credit_records=100000 2>/dev/null &
+  "$EXTRA" 2>/dev/null &
 VP=$!
 for _ in $(seq 1 120); do curl -s -o /dev/null "http://127.0.0.1:$HP/healthz" && break; sleep 0.5; done
 if [ "$MODE" = callgrind ]; then
   "$ROOT/build/ksbench" grpc --addr 127.0.0.1:"$GP" --topic "$TOPIC" --group "prof-$RANDOM" \
     --count 200000 --credits 20000 --ack-batch 2000 | tail -1
+  kill -TERM $VP; wait $VP || true
+  callgrind_annotate "$OUT" | grep -m1 "PROGRAM TOTALS" || true
+elif [ "$MODE" = callgrind-http ]; then
+  "$ROOT/build/ksbench" http --addr 127.0.0.1:"$HP" --topic "$TOPIC" --group "prof-$RANDOM" \
+    --count 200000 --fetch-max 5000 | tail -1
   kill -TERM $VP; wait $VP || true
   callgrind_annotate "$OUT" | grep -m1 "PROGRAM TOTALS" || true
 else
