@@ -1,0 +1,187 @@
+/* http_int.h: the HTTP edge's private types and the functions its files share
+ * (http_server.c: libmicrohttpd and suspend/resume; http_routes.c: the route table, its
+ * decoders and the engine callbacks; http_json.c: JSON writers and reply encoders). */
+#ifndef KS_HTTP_INT_H
+#define KS_HTTP_INT_H
+
+#include <jansson.h>
+#include <microhttpd.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "auth.h"
+#include "config.h"
+#include "engine.h"
+#include "http_api.h"
+#include "json_out.h"
+
+#define LOGC        "http"
+#define MAX_TOPICS  64
+#define MAX_ACK_IDS KS_MAX_ACK_IDS
+/* A URL longer than this, or with more query parameters, is answered 414. Both fit in
+ * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
+ * parameter in the connection's pool, and when they overflow it logs a 431 that it never
+ * sends (parse_initial_message_line ignores the failed parse), so the request hung. */
+#define MAX_URL_BYTES    8192
+#define MAX_QUERY_PARAMS 128
+#define CONN_MEMORY      (64 * 1024) /* per connection; pages are touched as used */
+#define IDLE_TIMEOUT_S   120         /* libmicrohttpd's silence timeout */
+/* The probe listener (http.health_listen): its own bounds, so a flood of the API listener
+ * never reaches it, and one prober cannot take all of it. */
+#define HEALTH_MAX_CONNS        64
+#define HEALTH_MAX_CONNS_PER_IP 16
+#define FD_RESERVE              512 /* fds left to Kafka, groups and gRPC below the limit */
+
+/* One open connection, for the header and body deadlines that a slow drip cannot extend
+ * (libmicrohttpd's own timeout counts only silence). It is libmicrohttpd's socket context:
+ * made when the connection starts and freed when it closes, on the daemon's thread. */
+typedef struct conn {
+    struct conn *prev, *next; /* in ks_http.conns; @locks ks_http.conns_lock */
+    int fd;
+    /* ms on CLOCK_MONOTONIC at which the deadline sweep shuts the socket down; 0 while a
+     * request is being answered (a long-poll has its own wait). Set by the daemon thread,
+     * read by the sweep. */
+    _Atomic int64_t deadline;
+} conn_t;
+
+struct ks_http {
+    struct MHD_Daemon *d;
+    struct MHD_Daemon *health_d; /* http.health_listen, or NULL */
+    ks_engine_t *eng;
+    const ks_config_t *cfg;
+    const ks_auth_t *auth;
+    char *tls_cert, *tls_key, *tls_ca; /* PEM; libmicrohttpd borrows them while it runs */
+    int port, health_port;
+    atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
+
+    pthread_mutex_t conns_lock; /* guards conns and the sweep's stop flag */
+    pthread_cond_t sweep_cond;
+    conn_t *conns;
+    bool sweep_stop, sweep_started;
+    pthread_t sweep;
+};
+
+typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
+
+/* One request. Two references while an engine command is out: libmicrohttpd's
+ * (dropped when the request completes) and the engine's (dropped in its callback). */
+typedef struct req {
+    atomic_int refs;
+    struct MHD_Connection *conn;
+    ks_http_t *h;
+    conn_t *cn;       /* its connection's deadline record, NULL if none */
+    bool started;     /* the headers are in: the access handler ran once */
+    bool long_poll;   /* counted in h->long_polls until the engine answers */
+    bool health;      /* came in on the probe listener */
+    bool url_too_big; /* longer than MAX_URL_BYTES, or more than MAX_QUERY_PARAMS */
+    size_t url_len, param_cnt;
+    bool path_nul;      /* the raw path holds %00 */
+    char raw_path[256]; /* the start of the path as sent (escaped), for messages */
+    char *body;
+    size_t body_len, body_cap;
+    bool too_big;
+    bool submitted;
+
+    pthread_mutex_t lock; /* guards suspended, done, batch, acks */
+    bool suspended, done;
+    ks_batch_t *batch;
+    ks_ack_result_t *acks;
+    size_t ack_cnt;
+    char **ack_ids;             /* what the ack results answer, in order */
+    bool ack_ids_in_body;       /* the strings point into body (not separately allocated) */
+    ks_group_status_t **groups; /* a status answer */
+    size_t group_cnt;
+    const struct route *route; /* the route serving it, set before its command is sent */
+    bool status_one;           /* a status answer for one group (else a list) */
+    atomic_int ready_pending;  /* static-group status answers still to come */
+    char ready_msg[384];       /* why not ready (the first reason); "" when ready */
+    const ks_principal_t *who; /* who called; NULL without auth */
+    ks_settle_op_t op;
+    value_fmt_t fmt;
+    /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
+     * engine hears whether the reply went out (its leases start) or not (its records go
+     * back, no attempt counted). completed: libmicrohttpd is done with the request. */
+    char group[512];
+    bool completed;
+} req_t;
+
+/* A route: one row of http_routes.c's table. */
+typedef struct route {
+    const char *method; /* "GET" (HEAD too) or "POST" */
+    const char *use;    /* the method(s) an error names when another is used */
+    const char *path;   /* literal, with at most one {group} segment */
+    const char *cmd;    /* the engine command it sends; NULL: the edge answers */
+    int op;             /* the settle routes' ks_settle_op_t */
+    bool probe;         /* served on the probe listener (http.health_listen) too */
+    int auth;           /* route_auth_t: when the caller is checked */
+    /* Decodes the request into the command and sends it, parking r (or answers at once:
+     * a bad request, or a row with no command). group: the path's {group}, or NULL. */
+    enum MHD_Result (*decode)(ks_http_t *h, req_t *r, const char *group, const char *method);
+    /* Answers r from the engine's result stored in it (libmicrohttpd's thread). */
+    enum MHD_Result (*encode)(req_t *r);
+} route_t;
+
+/* ---- http_server.c (any libmicrohttpd thread unless said) ---- */
+
+/* Drops one reference to r; the last frees it and what it holds. Any thread. */
+void http_req_unref(req_t *r);
+
+/* Suspends r until the engine answers, unless it already has. Returns true if the
+ * answer is already here and the caller should reply now. */
+bool http_park(req_t *r);
+
+/* The engine's answer is stored in r: marks it done, resumes r's connection if it is
+ * suspended (its reply is then encoded on libmicrohttpd's thread) and drops the engine's
+ * reference. Any thread (a group loop's, in an engine callback). */
+void http_wake(req_t *r);
+
+/* With mTLS, true if the client's certificate verified against the client CA (always
+ * true without mTLS). */
+bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn);
+
+/* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or no
+ * certificate). */
+const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size);
+
+/* ---- http_routes.c ---- */
+
+/* Parses s as a decimal integer in min..max into *out. Returns 0, or -1 (out untouched). */
+int http_parse_int(const char *s, long min, long max, long *out);
+
+/* Answers a whole request (headers and body in): finds its route and runs its decoder,
+ * which answers at once or submits an engine command and parks the request. */
+enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const char *url);
+
+/* Answers a resumed request from the engine's answer stored in r. */
+enum MHD_Result http_reply(req_t *r);
+
+/* ---- http_json.c ---- */
+
+/* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
+ * written). */
+enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *root);
+
+/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
+ * message, at st's own HTTP status. */
+enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* http_send_error at another HTTP status (414, 429), with Retry-After if retry_s > 0. */
+enum MHD_Result http_send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
+                                   int retry_s, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
+ * Returns out. */
+const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
+
+/* The reply encoders: each answers r from the engine's answer stored in it. */
+enum MHD_Result http_reply_fetch(req_t *r);  /* r->batch: {"records":[...]} */
+enum MHD_Result http_reply_ack(req_t *r);    /* r->acks: {"results":[...],...} */
+enum MHD_Result http_reply_status(req_t *r); /* r->groups: one group, or {"groups":[...]} */
+enum MHD_Result http_reply_ready(req_t *r);  /* r->ready_msg: ready, or 503 */
+
+#endif

@@ -1,0 +1,433 @@
+/* http_json.c: the HTTP edge's JSON writers: error bodies, records, and the reply
+ * encoders that answer a request from the engine's result (libmicrohttpd's threads). */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ack_id.h"
+#include "http_int.h"
+#include "log.h"
+#include "util.h"
+
+/* ---- responses ---- */
+
+static int http_status_of(ks_status_t s)
+{
+    switch (s) {
+    case KS_OK:
+        return 200;
+    case KS_E_INVALID:
+        return 400;
+    case KS_E_NOT_FOUND:
+        return 404;
+    case KS_E_STALE:
+        return 409;
+    case KS_E_EXHAUSTED:
+        return 429;
+    case KS_E_UNAVAILABLE:
+        return 503;
+    case KS_E_PERMISSION:
+        return 403;
+    case KS_E_UNAUTH:
+        return 401;
+    case KS_E_INTERNAL:
+        break;
+    }
+    return 500;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
+{
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+/* Sends root (stolen) as the response body. When it cannot be written (jansson refuses a
+ * string that is not UTF-8), the answer is a 500 with a fixed JSON body: every request
+ * gets one. */
+enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *root)
+{
+    char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
+    json_decref(root);
+    if (!text) {
+        ks_warn(LOGC, "a %d answer could not be written as JSON; sent 500 instead", status);
+        return send_text(c, 500,
+                         ks_xstrdup("{\"error\":{\"code\":\"INTERNAL\",\"message\":\"the answer "
+                                    "could not be written as JSON\"}}\n"));
+    }
+    size_t n = strlen(text);
+    char *withnl = realloc(text, n + 2);
+    if (!withnl)
+        abort();
+    withnl[n] = '\n';
+    withnl[n + 1] = '\0';
+    return send_text(c, status, withnl);
+}
+
+/* Length of the well-formed UTF-8 character at s[0..n), or 0 if the bytes there are not
+ * one (a stray continuation byte, an overlong or cut sequence, a surrogate). */
+static size_t utf8_char_len(const char *s, size_t n)
+{
+    unsigned char c = (unsigned char)s[0];
+    size_t len = c < 0x80 ? 1 : c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 0;
+    return len && len <= n && ks_utf8_valid(s, len) ? len : 0;
+}
+
+/* Cuts a message that vsnprintf truncated at its buffer's end back to a character
+ * boundary, so the bound never splits a multibyte character, and marks the cut. */
+static void trim_truncated(char *msg, size_t size)
+{
+    size_t n = strlen(msg), keep = n;
+    /* The last character starts at most 3 bytes back; drop it if it is incomplete. */
+    for (size_t back = 1; back <= 3 && back <= n; back++) {
+        unsigned char c = (unsigned char)msg[n - back];
+        if ((c & 0xC0) == 0x80)
+            continue;
+        if (c >= 0xC0 && !utf8_char_len(msg + n - back, back))
+            keep = n - back;
+        break;
+    }
+    if (keep > size - 4)
+        keep = size - 4;
+    while (keep && (((unsigned char)msg[keep] & 0xC0) == 0x80))
+        keep--; /* never split the character that ends where "..." goes */
+    memcpy(msg + keep, "...", 4);
+}
+
+/* Initializes t with msg's UTF-8 characters as they are and every other byte as the
+ * text \xHH: UTF-8 whatever bytes a request echoed. The caller frees t. */
+static void utf8_lossy(ks_jbuf_t *t, const char *msg)
+{
+    size_t n = strlen(msg);
+    ks_jbuf_init(t, n + 16);
+    for (size_t i = 0; i < n;) {
+        size_t l = utf8_char_len(msg + i, n - i);
+        if (l) {
+            ks_jbuf_raw(t, msg + i, l);
+            i += l;
+            continue;
+        }
+        char hex[5];
+        snprintf(hex, sizeof(hex), "\\x%02X", (unsigned char)msg[i++]);
+        ks_jbuf_raw(t, hex, 4);
+    }
+}
+
+/* Writes msg into b as a JSON string, lossy as utf8_lossy is, so the body is valid JSON
+ * whatever bytes a request echoed. */
+static void put_lossy(ks_jbuf_t *b, const char *msg)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, msg);
+    bool ok = ks_jbuf_str(b, t.p, t.len);
+    (void)ok; /* t is UTF-8 by construction */
+    ks_jbuf_free(&t);
+}
+
+/* A new jansson string of s, lossy as put_lossy is (jansson refuses what is not UTF-8). */
+static json_t *json_lossy(const char *s)
+{
+    ks_jbuf_t t;
+    utf8_lossy(&t, s);
+    json_t *j = json_stringn(t.p, t.len);
+    ks_jbuf_free(&t);
+    return j;
+}
+
+/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
+ * message, at HTTP status `status` (0: st's own), with Retry-After when retry_s > 0. */
+static enum MHD_Result send_error_v(struct MHD_Connection *c, int status, ks_status_t st,
+                                    int retry_s, const char *fmt, va_list ap)
+{
+    char msg[512];
+    if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
+        trim_truncated(msg, sizeof(msg));
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 64 + strlen(msg));
+    ks_jbuf_lit(&b, "{\"error\":{\"code\":\"");
+    ks_jbuf_lit(&b, ks_status_name(st));
+    ks_jbuf_lit(&b, "\",\"message\":");
+    put_lossy(&b, msg);
+    ks_jbuf_lit(&b, "}}\n");
+    char *text = ks_jbuf_take(&b, NULL);
+    struct MHD_Response *resp =
+        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    MHD_add_response_header(resp, "Content-Type", "application/json");
+    if (retry_s > 0) {
+        char ra[16];
+        snprintf(ra, sizeof(ra), "%d", retry_s);
+        MHD_add_response_header(resp, "Retry-After", ra);
+    }
+    enum MHD_Result ret =
+        MHD_queue_response(c, (unsigned)(status ? status : http_status_of(st)), resp);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
+enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error_v(c, 0, st, 0, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+enum MHD_Result http_send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
+                                   int retry_s, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error_v(c, status, st, retry_s, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00,
+ * for a message about a name that holds one. Returns out. */
+const char *http_show_nul(const char *v, size_t n, char *out, size_t size)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n && o + 5 < size; i++) {
+        if (v[i])
+            out[o++] = v[i];
+        else {
+            memcpy(out + o, "\\x00", 4);
+            o += 4;
+        }
+    }
+    out[o] = '\0';
+    return out;
+}
+
+/* ---- records as JSON ---- */
+
+/* Writes "field":<bytes>[,"enc_field":"text"|"base64"]: text when the bytes are UTF-8
+ * (and fmt allows), else base64; NULL data is null (and no encoding field). */
+static void put_bytes(ks_jbuf_t *b, const char *field, const char *enc_field, const void *data,
+                      size_t len, value_fmt_t fmt)
+{
+    ks_jbuf_lit(b, field);
+    if (!data) {
+        ks_jbuf_lit(b, "null");
+        return;
+    }
+    if (fmt == FMT_AUTO && ks_jbuf_str(b, data, len)) {
+        ks_jbuf_lit(b, enc_field);
+        ks_jbuf_lit(b, "\"text\"");
+        return;
+    }
+    ks_jbuf_b64(b, data, len);
+    ks_jbuf_lit(b, enc_field);
+    ks_jbuf_lit(b, "\"base64\"");
+}
+
+/* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
+static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt)
+{
+    ks_jbuf_lit(b, "{\"topic\":");
+    ks_jbuf_str(b, r->topic, strlen(r->topic)); /* topic names are ASCII */
+    ks_jbuf_lit(b, ",\"partition\":");
+    ks_jbuf_int(b, r->partition);
+    ks_jbuf_lit(b, ",\"offset\":");
+    ks_jbuf_int(b, r->offset);
+    ks_jbuf_lit(b, ",\"timestamp\":");
+    if (r->timestamp >= 0)
+        ks_jbuf_int(b, r->timestamp);
+    else
+        ks_jbuf_lit(b, "null");
+    put_bytes(b, ",\"key\":", ",\"key_encoding\":", r->key, r->key_len, fmt);
+    put_bytes(b, ",\"value\":", ",\"value_encoding\":", r->value, r->value_len, fmt);
+    ks_jbuf_lit(b, ",\"headers\":[");
+    for (size_t i = 0; i < r->header_cnt; i++) {
+        const ks_header_t *h = &r->headers[i];
+        ks_jbuf_lit(b, i ? ",{\"key\":" : "{\"key\":");
+        size_t nl = strlen(h->name);
+        if (!ks_jbuf_str(b, h->name, nl))
+            ks_jbuf_b64(b, h->name, nl);
+        put_bytes(b, ",\"value\":", ",\"value_encoding\":", h->value, h->value_len, fmt);
+        ks_jbuf_lit(b, "}");
+    }
+    ks_jbuf_lit(b, "],\"ack_id\":");
+    char id[KS_ACK_ID_MAX];
+    ks_jbuf_str(b, id, ks_record_ack_id(r, id, sizeof(id)));
+    ks_jbuf_lit(b, ",\"attempt\":");
+    ks_jbuf_int(b, r->attempt);
+    ks_jbuf_lit(b, "}");
+}
+
+/* Writes s as a JSON string, or "" if it is not UTF-8 (our own messages always are). */
+static void put_str(ks_jbuf_t *b, const char *s)
+{
+    if (!s || !ks_jbuf_str(b, s, strlen(s)))
+        ks_jbuf_lit(b, "\"\"");
+}
+
+/* Sends the text in b (taken) with a trailing newline. */
+static enum MHD_Result send_jbuf(struct MHD_Connection *c, int status, ks_jbuf_t *b)
+{
+    ks_jbuf_lit(b, "\n");
+    return send_text(c, status, ks_jbuf_take(b, NULL));
+}
+
+/* ---- handlers ---- */
+
+enum MHD_Result http_reply_fetch(req_t *r)
+{
+    ks_batch_t *b = r->batch;
+    if (b->status)
+        return http_send_error(r->conn, b->status, "%s", b->message);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + b->cnt * 256);
+    ks_jbuf_lit(&jb, "{\"records\":[");
+    for (size_t i = 0; i < b->cnt; i++) {
+        if (i)
+            ks_jbuf_lit(&jb, ",");
+        put_record(&jb, &b->recs[i], r->fmt);
+    }
+    ks_jbuf_lit(&jb, "]}");
+    return send_jbuf(r->conn, 200, &jb);
+}
+
+enum MHD_Result http_reply_ack(req_t *r)
+{
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 128 + r->ack_cnt * 96);
+    ks_jbuf_lit(&jb, "{\"results\":[");
+    size_t ok = 0;
+    ks_status_t first_bad = KS_OK;
+    const char *first_msg = NULL;
+    for (size_t i = 0; i < r->ack_cnt; i++) {
+        ks_ack_result_t *a = &r->acks[i];
+        ks_jbuf_lit(&jb, i ? ",{\"ack_id\":" : "{\"ack_id\":");
+        put_str(&jb, r->ack_ids[i]);
+        ks_jbuf_lit(&jb, ",\"status\":\"");
+        ks_jbuf_lit(&jb, ks_status_name(a->status));
+        ks_jbuf_lit(&jb, "\",\"message\":");
+        put_str(&jb, a->reason);
+        ks_jbuf_lit(&jb, "}");
+        if (a->status == KS_OK)
+            ok++;
+        else if (first_bad == KS_OK) {
+            first_bad = a->status;
+            first_msg = a->reason;
+        }
+    }
+    ks_jbuf_lit(&jb, "],\"accepted\":");
+    ks_jbuf_int(&jb, (int64_t)ok);
+    ks_jbuf_lit(&jb, ",\"rejected\":");
+    ks_jbuf_int(&jb, (int64_t)(r->ack_cnt - ok));
+    if (r->op == KS_SETTLE_ACK) {
+        ks_jbuf_lit(&jb, ",\"acked\":");
+        ks_jbuf_int(&jb, (int64_t)ok);
+    }
+    /* All rejected: the request as a whole failed, with the first reason's status. */
+    if (ok == 0 && first_bad != KS_OK) {
+        ks_jbuf_lit(&jb, ",\"error\":{\"code\":\"");
+        ks_jbuf_lit(&jb, ks_status_name(first_bad));
+        ks_jbuf_lit(&jb, "\",\"message\":");
+        put_str(&jb, first_msg);
+        ks_jbuf_lit(&jb, "}}");
+        return send_jbuf(r->conn, http_status_of(first_bad), &jb);
+    }
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
+}
+
+static json_t *status_json(const ks_group_status_t *g)
+{
+    json_t *parts = json_array();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        const ks_part_status_t *p = &g->parts[i];
+        json_t *o = json_object();
+        json_object_set_new(o, "topic", json_string(p->topic));
+        json_object_set_new(o, "partition", json_integer(p->partition));
+        json_object_set_new(o, "state", json_string(p->state));
+        json_object_set_new(o, "epoch", json_integer(p->epoch));
+        json_object_set_new(o, "committed_offset",
+                            p->committed >= 0 ? json_integer(p->committed) : json_null());
+        json_object_set_new(o, "commit_in_flight",
+                            p->commit_in_flight >= 0 ? json_integer(p->commit_in_flight)
+                                                     : json_null());
+        json_object_set_new(o, "high_watermark",
+                            p->high_watermark >= 0 ? json_integer(p->high_watermark) : json_null());
+        json_object_set_new(o, "lag", p->lag >= 0 ? json_integer(p->lag) : json_null());
+        json_object_set_new(o, "in_flight", json_integer((json_int_t)p->in_flight));
+        json_object_set_new(o, "window_records", json_integer((json_int_t)p->window));
+        json_object_set_new(o, "window_bytes", json_integer(p->window_bytes));
+        json_object_set_new(o, "paused", json_boolean(p->paused));
+        json_object_set_new(o, "oldest_lease_age_ms",
+                            p->oldest_lease_age_ms >= 0 ? json_integer(p->oldest_lease_age_ms)
+                                                        : json_null());
+        json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
+        json_object_set_new(o, "held_back", json_boolean(p->held_back));
+        json_object_set_new(o, "window_memory_bytes", json_integer(p->window_memory_bytes));
+        json_object_set_new(o, "kafka_queue_records", json_integer(p->kafka_queue_records));
+        json_object_set_new(o, "budget_pauses", json_integer(p->budget_pauses));
+        json_array_append_new(parts, o);
+    }
+    json_t *subs = json_array();
+    for (size_t i = 0; i < g->sub_cnt; i++) {
+        const ks_sub_status_t *s = &g->subs[i];
+        json_array_append_new(
+            subs, json_pack("{s:o,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", json_lossy(s->name),
+                            "credits", "records", (json_int_t)s->credit_records, "bytes",
+                            (json_int_t)s->credit_bytes, "outstanding", "records",
+                            (json_int_t)s->outstanding_records, "bytes",
+                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
+    }
+    json_t *topics = json_array();
+    char copy[sizeof(g->topics)];
+    snprintf(copy, sizeof(copy), "%s", g->topics);
+    char *save = NULL;
+    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        json_array_append_new(topics, json_string(t));
+    json_t *o =
+        json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static, "ordering",
+                  g->ordering, "topics", topics, "partitions", parts, "subscribers", subs);
+    json_object_set_new(o, "dead_letter_topic",
+                        *g->dead_letter_topic ? json_string(g->dead_letter_topic) : json_null());
+    json_object_set_new(o, "max_attempts", json_integer(g->max_attempts));
+    json_object_set_new(o, "counters",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "delivered",
+                                  (json_int_t)g->delivered, "redelivered",
+                                  (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
+                                  "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked,
+                                  "dead_lettered", (json_int_t)g->dead_lettered,
+                                  "acks_lost_to_move", (json_int_t)g->acks_lost_to_move));
+    json_object_set_new(o, "memory",
+                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_bytes",
+                                  (json_int_t)g->mem_max_bytes, "used_bytes",
+                                  (json_int_t)g->mem_used_bytes, "partitions",
+                                  (json_int_t)g->mem_partitions, "window_share_bytes",
+                                  (json_int_t)g->mem_window_share_bytes, "kafka_queue_kbytes",
+                                  (json_int_t)g->mem_kafka_queue_kbytes, "kafka_fetch_bytes",
+                                  (json_int_t)g->mem_kafka_fetch_bytes));
+    return o;
+}
+
+enum MHD_Result http_reply_status(req_t *r)
+{
+    if (r->status_one) {
+        if (r->group_cnt == 0)
+            return http_send_error(r->conn, KS_E_NOT_FOUND, "the group closed meanwhile");
+        return http_send_json(r->conn, 200, status_json(r->groups[0]));
+    }
+    json_t *arr = json_array();
+    for (size_t i = 0; i < r->group_cnt; i++)
+        if (ks_auth_covers(r->h->auth, r->who, KS_SCOPE_GROUPS, r->groups[i]->name))
+            json_array_append_new(arr, status_json(r->groups[i]));
+    return http_send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
+}
+
+enum MHD_Result http_reply_ready(req_t *r)
+{
+    if (r->ready_msg[0])
+        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
+    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+}

@@ -1,0 +1,697 @@
+/* http_routes.c: the HTTP edge's routes: each request decoded into an engine command,
+ * the engine callbacks that store its answer, and the authorization of each route. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ack_id.h"
+#include "http_int.h"
+#include "log.h"
+#include "util.h"
+
+/* ---- engine callbacks (group loop threads) ---- */
+
+static void on_fetch(ks_batch_t *b, void *opaque)
+{
+    req_t *r = opaque;
+    pthread_mutex_lock(&r->lock);
+    r->batch = b;
+    if (r->long_poll)
+        atomic_fetch_sub(&r->h->long_polls, 1);
+    uint64_t late = r->completed ? b->deliver_token : 0; /* it ended first (at shutdown) */
+    if (late)
+        b->deliver_token = 0;
+    pthread_mutex_unlock(&r->lock);
+    ks_engine_delivered(r->h->eng, r->group, late, false);
+    http_wake(r);
+}
+
+static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    r->acks = res;
+    http_wake(r);
+}
+
+static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    r->groups = groups;
+    r->group_cnt = n;
+    http_wake(r);
+}
+
+enum MHD_Result http_reply(req_t *r)
+{
+    return r->route->encode(r);
+}
+
+typedef struct {
+    const char *topics[MAX_TOPICS];
+    size_t topic_cnt;
+    bool too_many;
+    const char *max, *wait_ms, *format, *deadline_ms, *subscriber;
+    const char *unknown;
+    /* The first parameter whose name or value holds a NUL byte (%00), which the C strings
+     * above would silently cut short. */
+    const char *nul_key, *nul_value;
+    size_t nul_key_len, nul_value_len;
+} fetch_args_t;
+
+static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                   size_t key_len, const char *value, size_t value_len)
+{
+    fetch_args_t *a = cls;
+    if (!a->nul_key && (strlen(key) != key_len || (value && strlen(value) != value_len))) {
+        a->nul_key = key;
+        a->nul_key_len = key_len;
+        a->nul_value = value ? value : "";
+        a->nul_value_len = value ? value_len : 0;
+    }
+    if (!strcmp(key, "topic")) {
+        if (a->topic_cnt == MAX_TOPICS)
+            a->too_many = true;
+        else
+            a->topics[a->topic_cnt++] = value ? value : "";
+    } else if (!strcmp(key, "max"))
+        a->max = value ? value : "";
+    else if (!strcmp(key, "wait_ms"))
+        a->wait_ms = value ? value : "";
+    else if (!strcmp(key, "format"))
+        a->format = value ? value : "";
+    else if (!strcmp(key, "deadline_ms"))
+        a->deadline_ms = value ? value : "";
+    else if (!strcmp(key, "subscriber"))
+        a->subscriber = value ? value : "";
+    else if (!a->unknown)
+        a->unknown = key;
+    return MHD_YES;
+}
+
+int http_parse_int(const char *s, long min, long max, long *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (errno || end == s || *end || v < min || v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
+{
+    fetch_args_t a = {0};
+    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
+    if (a.nul_key) {
+        char k[128], v[256];
+        return http_send_error(
+            r->conn, KS_E_INVALID,
+            "query parameter \"%s\" (value \"%s\") holds a NUL byte (%%00); names "
+            "and values cannot contain NUL",
+            http_show_nul(a.nul_key, a.nul_key_len, k, sizeof(k)),
+            http_show_nul(a.nul_value, a.nul_value_len, v, sizeof(v)));
+    }
+    if (a.unknown)
+        return http_send_error(r->conn, KS_E_INVALID,
+                               "unknown query parameter \"%s\" (known: topic, max, wait_ms, "
+                               "deadline_ms, subscriber, format)",
+                               a.unknown);
+    if (a.too_many)
+        return http_send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
+    /* topic=a,b is the same as topic=a&topic=b. */
+    char *split_buf[MAX_TOPICS];
+    size_t split_cnt = 0;
+    const char *topics[MAX_TOPICS];
+    size_t tc = 0;
+    enum MHD_Result ret = MHD_YES;
+    /* Every name counts against MAX_TOPICS, split or not, an empty one too. */
+    bool too_many = false;
+    for (size_t i = 0; i < a.topic_cnt && !too_many; i++) {
+        char *copy = strdup(a.topics[i]), *save = NULL;
+        split_buf[split_cnt++] = copy;
+        char *tok = strtok_r(copy, ",", &save);
+        for (const char *t = tok ? tok : ""; t; t = tok ? strtok_r(NULL, ",", &save) : NULL) {
+            if (tc == MAX_TOPICS) {
+                too_many = true;
+                break;
+            }
+            topics[tc++] = t; /* an empty name: let validation name it */
+        }
+    }
+    long max = 100, wait = h->cfg->fetch_default_wait_ms;
+    char err[512];
+    ks_status_t st;
+    if (too_many) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
+        goto out;
+    }
+    if (tc == 0) {
+        ret = http_send_error(r->conn, KS_E_INVALID,
+                              "missing query parameter topic (e.g. ?topic=demo)");
+        goto out;
+    }
+    /* Bad or internal names get their own answer before the scope check. */
+    if ((st = ks_engine_check_topics(h->eng, topics, tc, "consume", err, sizeof(err))) ||
+        (st = ks_auth_allow(h->auth, r->who, KS_SCOPE_CONSUME, topics, tc, err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    if (a.max && http_parse_int(a.max, 1, h->cfg->fetch_max_records, &max) < 0) {
+        ret = http_send_error(r->conn, KS_E_INVALID,
+                              "max must be an integer from 1 to %d (fetch.max_records), got \"%s\"",
+                              h->cfg->fetch_max_records, a.max);
+        goto out;
+    }
+    if (a.wait_ms && http_parse_int(a.wait_ms, 0, h->cfg->fetch_max_wait_ms, &wait) < 0) {
+        ret = http_send_error(
+            r->conn, KS_E_INVALID,
+            "wait_ms must be an integer from 0 to %d (fetch.max_wait_ms), got \"%s\"",
+            h->cfg->fetch_max_wait_ms, a.wait_ms);
+        goto out;
+    }
+    long deadline = 0;
+    if (a.deadline_ms &&
+        http_parse_int(a.deadline_ms, 1, h->cfg->lease_max_deadline_ms, &deadline) < 0) {
+        ret =
+            http_send_error(r->conn, KS_E_INVALID,
+                            "deadline_ms must be an integer from 1 to %d (lease.max_deadline_ms), "
+                            "got \"%s\"",
+                            h->cfg->lease_max_deadline_ms, a.deadline_ms);
+        goto out;
+    }
+    r->fmt = FMT_AUTO;
+    if (a.format) {
+        if (!strcmp(a.format, "base64"))
+            r->fmt = FMT_BASE64;
+        else if (strcmp(a.format, "auto") && strcmp(a.format, "text")) {
+            ret = http_send_error(r->conn, KS_E_INVALID,
+                                  "format must be auto, text or base64, got \"%s\"", a.format);
+            goto out;
+        }
+    }
+    if (head) {
+        /* HEAD is safe: the group and parameters are checked as for GET, nothing is
+         * leased, and the answer is an empty batch's headers. */
+        ks_status_t cst = ks_engine_check_group(h->eng, group, err, sizeof(err));
+        if (cst)
+            ret = http_send_error(r->conn, cst, "%s", err);
+        else
+            ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
+        goto out;
+    }
+    if (wait > 0) {
+        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
+            atomic_fetch_sub(&h->long_polls, 1);
+            ret = http_send_error_at(r->conn, 429, KS_E_EXHAUSTED, 1,
+                                     "%d fetches are waiting already (http.max_long_polls); retry "
+                                     "later or with wait_ms=0",
+                                     h->cfg->http_max_long_polls);
+            goto out;
+        }
+        r->long_poll = true;
+    }
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_fetch_opts_t opts = {.max = (int)max,
+                            .wait_ms = (int)wait,
+                            .deadline_ms = (int)deadline,
+                            .subscriber = a.subscriber,
+                            .confirm = 1};
+    snprintf(r->group, sizeof(r->group), "%s", group);
+    st = ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        if (r->long_poll)
+            atomic_fetch_sub(&h->long_polls, 1);
+        r->long_poll = false;
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    if (http_park(r))
+        ret = http_reply(r);
+out:
+    for (size_t i = 0; i < split_cnt; i++)
+        free(split_buf[i]);
+    return ret;
+}
+
+static const char *skip_ws(const char *p, const char *end)
+{
+    while (p < end && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
+        p++;
+    return p;
+}
+
+/* The common body, {"ack_ids":["...",...]} with plain ASCII ids, read without building a
+ * JSON tree: the ids are cut out of the body in place. Returns false (body untouched) for
+ * anything else, which then goes through jansson and its error messages. */
+static bool fast_ack_ids(req_t *r)
+{
+    const char *p = r->body, *end = r->body + r->body_len;
+    static const char head[] = "\"ack_ids\"";
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '{')
+        return false;
+    p = skip_ws(p, end);
+    if ((size_t)(end - p) < sizeof(head) - 1 || memcmp(p, head, sizeof(head) - 1) != 0)
+        return false;
+    p = skip_ws(p + sizeof(head) - 1, end);
+    if (p == end || *p++ != ':')
+        return false;
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '[')
+        return false;
+    const char *first = p;
+    size_t n = 0;
+    p = skip_ws(p, end);
+    if (p < end && *p == ']') {
+        p++;
+    } else {
+        for (;;) {
+            if (p == end || *p++ != '"')
+                return false;
+            while (p < end && *p != '"') {
+                unsigned char c = (unsigned char)*p++;
+                if (c < 0x20 || c > 0x7E || c == '\\')
+                    return false;
+            }
+            if (p == end)
+                return false;
+            p = skip_ws(p + 1, end);
+            n++;
+            if (p < end && *p == ',') {
+                p = skip_ws(p + 1, end);
+                continue;
+            }
+            if (p == end || *p++ != ']')
+                return false;
+            break;
+        }
+    }
+    p = skip_ws(p, end);
+    if (p == end || *p++ != '}' || skip_ws(p, end) != end || n == 0 || n > MAX_ACK_IDS)
+        return false;
+    r->ack_ids = calloc(n, sizeof(char *));
+    if (!r->ack_ids)
+        abort();
+    r->ack_ids_in_body = true;
+    for (char *q = r->body + (first - r->body); r->ack_cnt < n; q++) {
+        if (*q != '"')
+            continue;
+        r->ack_ids[r->ack_cnt++] = q + 1;
+        q = strchr(q + 1, '"'); /* the closing quote becomes the string's end */
+        *q = '\0';
+    }
+    return true;
+}
+
+/* Hands the ids in r to the engine and parks the request for the answer. */
+static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
+                                     int64_t ms, const char *reason)
+{
+    char err[512];
+    r->op = op;
+    ks_status_t st = ks_auth_allow_ack_ids(h->auth, r->who, (const char *const *)r->ack_ids,
+                                           r->ack_cnt, err, sizeof(err));
+    if (st)
+        return http_send_error(r->conn, st, "%s", err);
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    st = ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids,
+                          r->ack_cnt, on_ack, r, err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        return http_send_error(r->conn, st, "%s", err);
+    }
+    return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
+{
+    if (r->too_big)
+        return http_send_error(r->conn, KS_E_EXHAUSTED,
+                               "request body is larger than http.max_request_bytes (%lld)",
+                               (long long)h->cfg->max_request_bytes);
+    if (r->body && op != KS_SETTLE_EXTEND && fast_ack_ids(r))
+        return submit_settle(h, r, group, op, 0, NULL);
+    json_error_t jerr;
+    json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
+    if (!root)
+        return http_send_error(r->conn, KS_E_INVALID,
+                               "body is not valid JSON (%s); send {\"ack_ids\":[\"...\"]}",
+                               r->body ? jerr.text : "empty body");
+    json_t *ids = json_object_get(root, "ack_ids");
+    enum MHD_Result ret;
+    if (!json_is_object(root) || !json_is_array(ids)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
+                              op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
+                              : op == KS_SETTLE_EXTEND ? ",\"deadline_ms\":30000"
+                                                       : "");
+        goto out;
+    }
+    /* Only the fields of this operation are allowed. */
+    const char *k;
+    json_t *v;
+    json_int_t ms = 0;
+    const char *reason = NULL;
+    json_object_foreach(root, k, v)
+    {
+        if (!strcmp(k, "ack_ids"))
+            continue;
+        if (op == KS_SETTLE_NACK && !strcmp(k, "delay_ms") && json_is_integer(v))
+            ms = json_integer_value(v);
+        else if (op == KS_SETTLE_NACK && !strcmp(k, "reason") && json_is_string(v))
+            reason = json_string_value(v);
+        else if (op == KS_SETTLE_EXTEND && !strcmp(k, "deadline_ms") && json_is_integer(v))
+            ms = json_integer_value(v);
+        else {
+            ret = http_send_error(
+                r->conn, KS_E_INVALID,
+                "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)", k,
+                op == KS_SETTLE_NACK     ? ", delay_ms: integer, reason: string"
+                : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
+                                         : "");
+            goto out;
+        }
+    }
+    if (op == KS_SETTLE_EXTEND && !json_object_get(root, "deadline_ms")) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "deadline_ms is required");
+        goto out;
+    }
+    size_t n = json_array_size(ids);
+    if (n == 0 || n > MAX_ACK_IDS) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "ack_ids must hold 1 to %d ack ids, got %zu",
+                              MAX_ACK_IDS, n);
+        goto out;
+    }
+    r->ack_ids = calloc(n, sizeof(char *));
+    if (!r->ack_ids)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        json_t *it = json_array_get(ids, i);
+        if (!json_is_string(it)) {
+            ret = http_send_error(r->conn, KS_E_INVALID, "ack_ids[%zu] is not a string", i);
+            goto out;
+        }
+        r->ack_ids[i] = strdup(json_string_value(it));
+        r->ack_cnt = i + 1;
+    }
+    ret = submit_settle(h, r, group, op, ms, reason);
+out:
+    json_decref(root);
+    return ret;
+}
+
+static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
+{
+    char err[512];
+    r->status_one = group != NULL;
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_status(h->eng, group, on_status, r, err, sizeof(err));
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+        return http_send_error(r->conn, st, "%s", err);
+    }
+    return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+/* Notes why r is not ready (the first reason counts). */
+static void not_ready(req_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static void not_ready(req_t *r, const char *fmt, ...)
+{
+    pthread_mutex_lock(&r->lock);
+    if (!r->ready_msg[0]) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(r->ready_msg, sizeof(r->ready_msg), fmt, ap);
+        va_end(ap);
+    }
+    pthread_mutex_unlock(&r->lock);
+}
+
+/* One static group's answer is in: the last one wakes the request, the others drop
+ * their reference. */
+static void ready_one_done(req_t *r)
+{
+    if (atomic_fetch_sub(&r->ready_pending, 1) == 1)
+        http_wake(r);
+    else
+        http_req_unref(r);
+}
+
+/* A static group's status, for /readyz (a group loop thread). */
+static void on_ready_status(ks_group_status_t **groups, size_t n, void *opaque)
+{
+    req_t *r = opaque;
+    if (n == 0)
+        not_ready(r, "a static group is not running");
+    for (size_t i = 0; i < n; i++) {
+        const ks_group_status_t *g = groups[i];
+        size_t init = 0;
+        for (size_t p = 0; p < g->part_cnt; p++)
+            init += !strcmp(g->parts[p].state, "INITIALIZING");
+        if (init)
+            not_ready(r, "static group %s: %zu of %zu partitions still INITIALIZING", g->name, init,
+                      g->part_cnt);
+        ks_group_status_free(groups[i]);
+    }
+    free(groups);
+    ready_one_done(r);
+}
+
+/* /readyz: ready when Kafka answers (the engine's metadata probe) and every static group
+ * of the config runs here with no partition still restoring its commit (INITIALIZING).
+ * A group with no partitions (more instances than partitions) counts as ready. Each
+ * static group is asked on its own, so busy dynamic groups do not slow the answer. */
+static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
+{
+    if (!ks_engine_kafka_up(h->eng))
+        not_ready(r, "Kafka does not answer (kafka.bootstrap.servers)");
+    size_t n = h->cfg->static_group_cnt;
+    if (n == 0 || r->ready_msg[0])
+        return http_reply(r);
+    atomic_store(&r->ready_pending, (int)n);
+    atomic_fetch_add(&r->refs, (int)n);
+    r->submitted = true;
+    for (size_t i = 0; i < n; i++) {
+        char err[256];
+        const char *name = h->cfg->static_groups[i].name;
+        if (ks_engine_status(h->eng, name, on_ready_status, r, err, sizeof(err))) {
+            not_ready(r, "static group %s: %s", name, err);
+            ready_one_done(r);
+        }
+    }
+    return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+/* Splits "/v1/groups/{g}/{rest}". Returns false if url is not of that shape. */
+static bool split_group_url(const char *url, char *group, size_t gsize, const char **rest)
+{
+    const char *p = url + strlen("/v1/groups/");
+    const char *slash = strchr(p, '/');
+    if (!slash || slash == p || (size_t)(slash - p) >= gsize)
+        return false;
+    memcpy(group, p, (size_t)(slash - p));
+    group[slash - p] = '\0';
+    *rest = slash + 1;
+    return true;
+}
+
+/* Identifies the caller (its bearer token, else its certificate's subject) into r->who
+ * and checks the groups scope for group (NULL: identity only). Returns true, or false
+ * after queueing the error. */
+static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_Result *ret)
+{
+    if (!h->auth)
+        return true;
+    char err[512], subj[1024];
+    const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    ks_status_t st = ks_auth_identify(h->auth, a, http_cert_subject(h, r->conn, subj, sizeof(subj)),
+                                      &r->who, err, sizeof(err));
+    if (st == KS_OK && group)
+        st = ks_auth_allow(h->auth, r->who, KS_SCOPE_GROUPS, &group, 1, err, sizeof(err));
+    if (st == KS_OK)
+        return true;
+    *ret = http_send_error(r->conn, st, "%s", err);
+    return false;
+}
+
+/* GET, or HEAD: libmicrohttpd sends a HEAD answer's headers without its body. */
+static bool is_get(const char *method)
+{
+    return !strcmp(method, "GET") || !strcmp(method, "HEAD");
+}
+
+/* ---- the decoders: one per command, each answers at once or parks the request ---- */
+
+static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
+}
+
+static enum MHD_Result decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    return handle_settle(h, r, group, r->route->op);
+}
+
+static enum MHD_Result decode_status(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    return handle_status(h, r, group);
+}
+
+static enum MHD_Result decode_ready(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    return handle_ready(h, r);
+}
+
+/* /healthz: no engine command; answered from the engine's Kafka probe at once. */
+static enum MHD_Result decode_health(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    char why[256];
+    if (!ks_engine_kafka_health(h->eng, why, sizeof(why)))
+        /* The same source of truth as grpc.health.v1 (ks_engine_kafka_up). */
+        return http_send_json(r->conn, 503,
+                              json_pack("{s:s,s:s}", "status", "NOT_SERVING", "reason", why));
+    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
+}
+
+/* How a route checks its caller (bearer token or client certificate, then the groups
+ * scope of the path's {group}, if it has one). */
+typedef enum {
+    AUTH_NONE,   /* the probes: anyone may ask */
+    AUTH_METHOD, /* the method first, then the caller */
+    AUTH_FIRST,  /* the caller first, as for every URL under /v1/groups/{group}/ (an unknown
+                  * one too): a caller the group refuses learns nothing about it */
+} route_auth_t;
+
+/* The route table: each endpoint one row. The first row whose path matches serves the
+ * request; a request with another method gets 400 "use <use> for <url>". A new endpoint
+ * for an existing command is a row here, a decoder above and an encoder in http_json.c. */
+static const route_t routes[] = {
+    {"GET", "GET or HEAD", "/healthz", NULL, 0, true, AUTH_NONE, decode_health, NULL},
+    {"GET", "GET or HEAD", "/readyz", "status", 0, true, AUTH_NONE, decode_ready, http_reply_ready},
+    {"GET", "GET", "/v1/groups", "status", 0, false, AUTH_METHOD, decode_status, http_reply_status},
+    {"GET", "GET", "/v1/groups/", "status", 0, false, AUTH_METHOD, decode_status,
+     http_reply_status},
+    {"GET", "GET", "/v1/groups/{group}", "status", 0, false, AUTH_METHOD, decode_status,
+     http_reply_status},
+    {"GET", "GET", "/v1/groups/{group}/records", "fetch", 0, false, AUTH_FIRST, decode_fetch,
+     http_reply_fetch},
+    {"POST", "POST", "/v1/groups/{group}/acks", "settle", KS_SETTLE_ACK, false, AUTH_FIRST,
+     decode_settle, http_reply_ack},
+    {"POST", "POST", "/v1/groups/{group}/nacks", "settle", KS_SETTLE_NACK, false, AUTH_FIRST,
+     decode_settle, http_reply_ack},
+    {"POST", "POST", "/v1/groups/{group}/deadline", "settle", KS_SETTLE_EXTEND, false, AUTH_FIRST,
+     decode_settle, http_reply_ack},
+};
+
+/* Whether url matches pat, a literal path with at most one {group} segment (one or more
+ * bytes, no '/'). Sets *group to the segment: in place when it ends the URL, else copied
+ * into buf (a segment of gsize bytes or more does not match). */
+static bool path_match(const char *pat, const char *url, char *buf, size_t gsize,
+                       const char **group)
+{
+    const char *hole = strstr(pat, "{group}");
+    *group = NULL;
+    if (!hole)
+        return !strcmp(pat, url);
+    size_t pre = (size_t)(hole - pat);
+    if (strncmp(url, pat, pre))
+        return false;
+    const char *seg = url + pre, *end = seg + strcspn(seg, "/");
+    if (end == seg || strcmp(end, hole + strlen("{group}")))
+        return false;
+    if (!*end) {
+        *group = seg;
+        return true;
+    }
+    if ((size_t)(end - seg) >= gsize)
+        return false;
+    memcpy(buf, seg, (size_t)(end - seg));
+    buf[end - seg] = '\0';
+    *group = buf;
+    return true;
+}
+
+/* The first row of routes whose path matches url (its {group} in *group), or NULL. */
+static const route_t *route_find(const char *url, char *buf, size_t gsize, const char **group)
+{
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++)
+        if (path_match(routes[i].path, url, buf, gsize, group))
+            return &routes[i];
+    return NULL;
+}
+
+/* Serves r by row rt: the caller and the method in the row's order, then its decoder. */
+static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, const char *group,
+                                 const char *method, const char *url)
+{
+    enum MHD_Result ret = MHD_NO;
+    if (rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
+        return ret;
+    if (!strcmp(rt->method, "GET") ? !is_get(method) : strcmp(method, rt->method) != 0)
+        return http_send_error(r->conn, KS_E_INVALID, "use %s for %s", rt->use, url);
+    if (rt->auth == AUTH_METHOD && !http_authorized(h, r, group, &ret))
+        return ret;
+    r->route = rt;
+    return rt->decode(h, r, group, method);
+}
+
+/* What the URI callback found too big or malformed, answered before routing. Returns
+ * false if there is nothing. */
+static bool route_bad_url(req_t *r, enum MHD_Result *ret)
+{
+    if (r->url_too_big) {
+        *ret =
+            http_send_error_at(r->conn, 414, KS_E_EXHAUSTED, 0,
+                               "the URL has %zu bytes and %zu query parameters; at most %d bytes "
+                               "and %d query parameters are allowed",
+                               r->url_len, r->param_cnt, MAX_URL_BYTES, MAX_QUERY_PARAMS);
+        return true;
+    }
+    if (r->path_nul) {
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "the URL path %s holds a NUL byte (%%00); names cannot contain NUL",
+                               r->raw_path);
+        return true;
+    }
+    return false;
+}
+
+enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const char *url)
+{
+    enum MHD_Result aret = MHD_NO;
+    if (route_bad_url(r, &aret))
+        return aret;
+    char buf[512];
+    const char *group;
+    const route_t *rt = route_find(url, buf, sizeof(buf), &group);
+    if (r->health) {
+        if (rt && rt->probe)
+            return route_run(h, r, rt, NULL, method, url);
+        return http_send_error(r->conn, KS_E_NOT_FOUND,
+                               "no endpoint %s %s on the probe listener (http.health_listen serves "
+                               "/healthz and /readyz)",
+                               method, url);
+    }
+    if (!http_client_cert_ok(h, r->conn))
+        return http_send_error(
+            r->conn, KS_E_UNAUTH,
+            "a client certificate signed by the configured client CA is required");
+    if (rt)
+        return route_run(h, r, rt, group, method, url);
+    /* Under a group but no route: the group's scope first, as on its routes. */
+    const char *rest;
+    if (!strncmp(url, "/v1/groups/", 11) && split_group_url(url, buf, sizeof(buf), &rest) &&
+        !http_authorized(h, r, buf, &aret))
+        return aret;
+    return http_send_error(r->conn, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
+}
