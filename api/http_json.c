@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "ack_id.h"
+#include "edge.h"
 #include "http_int.h"
 #include "log.h"
 #include "util.h"
@@ -299,9 +300,6 @@ enum MHD_Result http_reply_ack(req_t *r)
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 128 + r->ack_cnt * 96);
     ks_jbuf_lit(&jb, "{\"results\":[");
-    size_t ok = 0;
-    ks_status_t first_bad = KS_OK;
-    const char *first_msg = NULL;
     for (size_t i = 0; i < r->ack_cnt; i++) {
         ks_ack_result_t *a = &r->acks[i];
         ks_jbuf_lit(&jb, i ? ",{\"ack_id\":" : "{\"ack_id\":");
@@ -311,29 +309,25 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, "\",\"message\":");
         put_str(&jb, a->reason);
         ks_jbuf_lit(&jb, "}");
-        if (a->status == KS_OK)
-            ok++;
-        else if (first_bad == KS_OK) {
-            first_bad = a->status;
-            first_msg = a->reason;
-        }
     }
+    ks_edge_ack_summary_t sum;
+    ks_edge_ack_summarize(r->acks, r->ack_cnt, &sum);
     ks_jbuf_lit(&jb, "],\"accepted\":");
-    ks_jbuf_int(&jb, (int64_t)ok);
+    ks_jbuf_int(&jb, (int64_t)sum.accepted);
     ks_jbuf_lit(&jb, ",\"rejected\":");
-    ks_jbuf_int(&jb, (int64_t)(r->ack_cnt - ok));
+    ks_jbuf_int(&jb, (int64_t)sum.rejected);
     if (r->op == KS_SETTLE_ACK) {
         ks_jbuf_lit(&jb, ",\"acked\":");
-        ks_jbuf_int(&jb, (int64_t)ok);
+        ks_jbuf_int(&jb, (int64_t)sum.accepted);
     }
-    /* All rejected: the request as a whole failed, with the first reason's status. */
-    if (ok == 0 && first_bad != KS_OK) {
+    /* Every id rejected: the request as a whole failed (ks_edge_ack_summarize). */
+    if (sum.status != KS_OK) {
         ks_jbuf_lit(&jb, ",\"error\":{\"code\":\"");
-        ks_jbuf_lit(&jb, ks_status_name(first_bad));
+        ks_jbuf_lit(&jb, ks_status_name(sum.status));
         ks_jbuf_lit(&jb, "\",\"message\":");
-        put_str(&jb, first_msg);
+        put_str(&jb, sum.message);
         ks_jbuf_lit(&jb, "}}");
-        return send_jbuf(r->conn, http_status_of(first_bad), &jb);
+        return send_jbuf(r->conn, http_status_of(sum.status), &jb);
     }
     ks_jbuf_lit(&jb, "}");
     return send_jbuf(r->conn, 200, &jb);
@@ -382,11 +376,10 @@ static json_t *status_json(const ks_group_status_t *g)
                             (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
     }
     json_t *topics = json_array();
-    char copy[sizeof(g->topics)];
-    snprintf(copy, sizeof(copy), "%s", g->topics);
-    char *save = NULL;
-    for (char *t = strtok_r(copy, ",", &save); t; t = strtok_r(NULL, ",", &save))
-        json_array_append_new(topics, json_string(t));
+    const char *cur = g->topics, *t;
+    size_t tl;
+    while (ks_edge_topic_next(&cur, &t, &tl))
+        json_array_append_new(topics, json_stringn(t, tl));
     json_t *o =
         json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static, "ordering",
                   g->ordering, "topics", topics, "partitions", parts, "subscribers", subs);
@@ -411,17 +404,27 @@ static json_t *status_json(const ks_group_status_t *g)
     return o;
 }
 
+/* Appends g's status to the array arr (a ks_edge_group_fn). */
+static void status_add(const ks_group_status_t *g, void *arr)
+{
+    json_array_append_new(arr, status_json(g));
+}
+
 enum MHD_Result http_reply_status(req_t *r)
 {
-    if (r->status_one) {
-        if (r->group_cnt == 0)
-            return http_send_error(r->conn, KS_E_NOT_FOUND, "the group closed meanwhile");
-        return http_send_json(r->conn, 200, status_json(r->groups[0]));
-    }
+    const char *msg = NULL;
     json_t *arr = json_array();
-    for (size_t i = 0; i < r->group_cnt; i++)
-        if (ks_auth_covers(r->h->auth, r->who, KS_SCOPE_GROUPS, r->groups[i]->name))
-            json_array_append_new(arr, status_json(r->groups[i]));
+    ks_status_t st = ks_edge_status_walk(r->groups, r->group_cnt, r->status_one, r->h->auth, r->who,
+                                         status_add, arr, &msg);
+    if (st) {
+        json_decref(arr);
+        return http_send_error(r->conn, st, "%s", msg);
+    }
+    if (r->status_one) {
+        json_t *one = json_incref(json_array_get(arr, 0));
+        json_decref(arr);
+        return http_send_json(r->conn, 200, one);
+    }
     return http_send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
 }
 

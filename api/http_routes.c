@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "ack_id.h"
+#include "edge.h"
 #include "http_int.h"
 #include "log.h"
 #include "util.h"
@@ -154,8 +155,8 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         goto out;
     }
     /* Bad or internal names get their own answer before the scope check. */
-    if ((st = ks_engine_check_topics(h->eng, topics, tc, "consume", err, sizeof(err))) ||
-        (st = ks_auth_allow(h->auth, r->who, KS_SCOPE_CONSUME, topics, tc, err, sizeof(err)))) {
+    if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "consume", topics, tc,
+                                   err, sizeof(err)))) {
         ret = http_send_error(r->conn, st, "%s", err);
         goto out;
     }
@@ -514,10 +515,9 @@ static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_
         return true;
     char err[512], subj[1024];
     const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
-    ks_status_t st = ks_auth_identify(h->auth, a, http_cert_subject(h, r->conn, subj, sizeof(subj)),
-                                      &r->who, err, sizeof(err));
-    if (st == KS_OK && group)
-        st = ks_auth_allow(h->auth, r->who, KS_SCOPE_GROUPS, &group, 1, err, sizeof(err));
+    ks_status_t st =
+        ks_edge_authorize(h->auth, a, http_cert_subject(h, r->conn, subj, sizeof(subj)), group,
+                          &r->who, err, sizeof(err));
     if (st == KS_OK)
         return true;
     *ret = http_send_error(r->conn, st, "%s", err);
