@@ -85,14 +85,14 @@ typedef struct req {
     bool too_big;
     bool submitted;
 
-    pthread_mutex_t lock; /* guards suspended, done, batch, acks */
+    pthread_mutex_t lock; /* guards suspended, done, batch, acks, and groups for /readyz */
     bool suspended, done;
     ks_batch_t *batch;
     ks_ack_result_t *acks;
     size_t ack_cnt;
     char **ack_ids;             /* what the ack results answer, in order */
     bool ack_ids_in_body;       /* the strings point into body (not separately allocated) */
-    ks_group_status_t **groups; /* a status answer */
+    ks_group_status_t **groups; /* a status answer; /readyz: every static group's, as they come */
     size_t group_cnt;
     const struct route *route; /* the route serving it, set before its command is sent */
     bool status_one;           /* a status answer for one group (else a list) */
@@ -182,6 +182,6 @@ const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
 enum MHD_Result http_reply_fetch(req_t *r);  /* r->batch: {"records":[...]} */
 enum MHD_Result http_reply_ack(req_t *r);    /* r->acks: {"results":[...],...} */
 enum MHD_Result http_reply_status(req_t *r); /* r->groups: one group, or {"groups":[...]} */
-enum MHD_Result http_reply_ready(req_t *r);  /* r->ready_msg: ready, or 503 */
+enum MHD_Result http_reply_ready(req_t *r);  /* r->groups, r->ready_msg: ready, or 503 */
 
 #endif

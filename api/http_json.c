@@ -430,6 +430,23 @@ enum MHD_Result http_reply_status(req_t *r)
 
 enum MHD_Result http_reply_ready(req_t *r)
 {
+    /* The static groups' answers (on_ready_status), once every one is in; the first
+     * reason counts, and one noted while asking (Kafka down, a group not found) comes
+     * first. */
+    for (size_t i = 0; i < r->group_cnt && !r->ready_msg[0]; i++) {
+        const ks_group_status_t *g = r->groups[i];
+        if (!g) {
+            snprintf(r->ready_msg, sizeof(r->ready_msg), "a static group is not running");
+            break;
+        }
+        size_t init = 0;
+        for (size_t p = 0; p < g->part_cnt; p++)
+            init += !strcmp(g->parts[p].state, "INITIALIZING");
+        if (init)
+            snprintf(r->ready_msg, sizeof(r->ready_msg),
+                     "static group %s: %zu of %zu partitions still INITIALIZING", g->name, init,
+                     g->part_cnt);
+    }
     if (r->ready_msg[0])
         return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
     return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));

@@ -448,22 +448,21 @@ static void ready_one_done(req_t *r)
         http_req_unref(r);
 }
 
-/* A static group's status, for /readyz (a group loop thread). */
+/* A static group's status, for /readyz (a group loop thread): only stored, in the order
+ * the answers come (a NULL entry: the group is not running); http_reply_ready reads them
+ * on libmicrohttpd's thread. */
 static void on_ready_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     req_t *r = opaque;
-    if (n == 0)
-        not_ready(r, "a static group is not running");
-    for (size_t i = 0; i < n; i++) {
-        const ks_group_status_t *g = groups[i];
-        size_t init = 0;
-        for (size_t p = 0; p < g->part_cnt; p++)
-            init += !strcmp(g->parts[p].state, "INITIALIZING");
-        if (init)
-            not_ready(r, "static group %s: %zu of %zu partitions still INITIALIZING", g->name, init,
-                      g->part_cnt);
-        ks_group_status_free(groups[i]);
-    }
+    pthread_mutex_lock(&r->lock);
+    size_t add = n ? n : 1;
+    ks_group_status_t **all = realloc(r->groups, (r->group_cnt + add) * sizeof(*all));
+    if (!all)
+        abort();
+    r->groups = all;
+    for (size_t i = 0; i < add; i++)
+        all[r->group_cnt++] = n ? groups[i] : NULL;
+    pthread_mutex_unlock(&r->lock);
     free(groups);
     ready_one_done(r);
 }
