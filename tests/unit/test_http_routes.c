@@ -1,0 +1,124 @@
+/* test_http_routes.c: the HTTP edge's route table and path patterns (api/http_routes.c,
+ * included for its static functions, as h2o's unit tests do). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../api/http_routes.c"
+
+/* The row serving url (its path, or NULL) and the {group} it names ("" if none). */
+static const char *find(const char *url, const char **group, char *buf, size_t size)
+{
+    const route_t *rt = route_find(url, buf, size, group);
+    return rt ? rt->path : NULL;
+}
+
+static void test_rows(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *g;
+    assert_string_equal(find("/healthz", &g, buf, sizeof(buf)), "/healthz");
+    assert_null(g);
+    assert_string_equal(find("/readyz", &g, buf, sizeof(buf)), "/readyz");
+    assert_string_equal(find("/v1/groups", &g, buf, sizeof(buf)), "/v1/groups");
+    assert_null(g);
+    assert_string_equal(find("/v1/groups/", &g, buf, sizeof(buf)), "/v1/groups/");
+    assert_null(g);
+    /* A group that ends the URL is named in place. */
+    const char *url = "/v1/groups/orders";
+    assert_string_equal(find(url, &g, buf, sizeof(buf)), "/v1/groups/{group}");
+    assert_ptr_equal(g, url + 11);
+    /* One below it is copied out. */
+    assert_string_equal(find("/v1/groups/orders/records", &g, buf, sizeof(buf)),
+                        "/v1/groups/{group}/records");
+    assert_ptr_equal(g, buf);
+    assert_string_equal(g, "orders");
+    const struct {
+        const char *url, *path;
+        int op;
+    } settles[] = {{"/v1/groups/g/acks", "/v1/groups/{group}/acks", KS_SETTLE_ACK},
+                   {"/v1/groups/g/nacks", "/v1/groups/{group}/nacks", KS_SETTLE_NACK},
+                   {"/v1/groups/g/deadline", "/v1/groups/{group}/deadline", KS_SETTLE_EXTEND}};
+    for (size_t i = 0; i < 3; i++) {
+        const route_t *rt = route_find(settles[i].url, buf, sizeof(buf), &g);
+        assert_non_null(rt);
+        assert_string_equal(rt->path, settles[i].path);
+        assert_int_equal(rt->op, settles[i].op);
+        assert_string_equal(rt->method, "POST");
+        assert_ptr_equal(rt->encode, http_reply_ack);
+        assert_string_equal(g, "g");
+    }
+}
+
+static void test_no_row(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *g;
+    const char *none[] = {"/",
+                          "/v1",
+                          "/v1/groupsx",
+                          "/healthz/",
+                          "/v1/groups//records",
+                          "/v1/groups/g/records/",
+                          "/v1/groups/g/acks/x",
+                          "/v1/groups/g/other",
+                          "/v1/groups/g/"};
+    for (size_t i = 0; i < sizeof(none) / sizeof(none[0]); i++)
+        assert_null(find(none[i], &g, buf, sizeof(buf)));
+    /* A group too long to copy matches no row below it, but in place it does. */
+    char url[700];
+    snprintf(url, sizeof(url), "/v1/groups/%0600d/records", 0);
+    assert_null(find(url, &g, buf, sizeof(buf)));
+    url[strlen(url) - strlen("/records")] = '\0';
+    assert_string_equal(find(url, &g, buf, sizeof(buf)), "/v1/groups/{group}");
+    assert_int_equal(strlen(g), 600);
+    /* The boundary: gsize - 1 bytes fit. */
+    char small[8];
+    assert_non_null(find("/v1/groups/1234567/acks", &g, small, sizeof(small)));
+    assert_null(find("/v1/groups/12345678/acks", &g, small, sizeof(small)));
+}
+
+static void test_table(void **state)
+{
+    (void)state;
+    /* Every row decodes, and every row that sends a command has an encoder for its answer;
+     * only the probes are served on the probe listener, and they check no caller. */
+    for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
+        const route_t *rt = &routes[i];
+        assert_non_null(rt->decode);
+        assert_true(!rt->cmd == !rt->encode);
+        assert_true(rt->probe == (rt->auth == AUTH_NONE));
+        assert_true(!strcmp(rt->method, "GET") || !strcmp(rt->method, "POST"));
+        assert_non_null(strstr(rt->use, rt->method));
+    }
+}
+
+static void test_parse_int(void **state)
+{
+    (void)state;
+    long v = -7;
+    assert_int_equal(http_parse_int("42", 1, 100, &v), 0);
+    assert_int_equal(v, 42);
+    assert_int_equal(http_parse_int("0", 1, 100, &v), -1);
+    assert_int_equal(http_parse_int("101", 1, 100, &v), -1);
+    assert_int_equal(http_parse_int("4x", 1, 100, &v), -1);
+    assert_int_equal(http_parse_int("", 1, 100, &v), -1);
+    assert_int_equal(http_parse_int("99999999999999999999", 1, 100, &v), -1);
+    assert_int_equal(v, 42);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rows),
+        cmocka_unit_test(test_no_row),
+        cmocka_unit_test(test_table),
+        cmocka_unit_test(test_parse_int),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
