@@ -1,0 +1,513 @@
+"""Shared parts of the sync and asyncio clients: settings, channels, messages, and the book
+of leases and acks that both Subscribers drive."""
+import concurrent.futures
+import dataclasses
+import enum
+import logging
+import pathlib
+import random
+import threading
+import time
+
+import grpc
+
+from . import errors
+from ._proto import pb, pb_grpc
+
+log = logging.getLogger("ksidecar")
+
+
+class AckStatus(enum.IntEnum):
+    """What ksidecar answered for an ack id (consumer.proto AckStatus)."""
+    UNSPECIFIED = 0
+    ACCEPTED = 1
+    INVALID = 2    # malformed, or of another group
+    NOT_FOUND = 3  # no delivered record has it
+    STALE = 4      # revoked, redelivered since, from an earlier stream or process
+
+
+@dataclasses.dataclass(frozen=True)
+class AckResult:
+    ack_id: str
+    status: AckStatus
+    message: str = ""
+
+    @property
+    def ok(self):
+        return self.status == AckStatus.ACCEPTED
+
+
+@dataclasses.dataclass(frozen=True)
+class TLS:
+    """TLS to ksidecar. Each field is PEM bytes or a path to a PEM file. root_certs: the CA
+    that signed ksidecar's certificate (None: the system's roots); cert_chain and
+    private_key: this client's certificate for mTLS; server_name: overrides the name the
+    certificate is checked against."""
+    root_certs: object = None
+    cert_chain: object = None
+    private_key: object = None
+    server_name: str = None
+
+    def credentials(self):
+        return grpc.ssl_channel_credentials(_pem(self.root_certs), _pem(self.private_key),
+                                            _pem(self.cert_chain))
+
+
+def topic_list(topics):
+    """topics as a tuple; a single string is refused (it would be read as letters)."""
+    if isinstance(topics, (str, bytes)) or not topics:
+        raise errors.InvalidArgumentError(f"topics must be a non-empty list of names, got {topics!r}")
+    return tuple(topics)
+
+
+def _pem(v):
+    if v is None or isinstance(v, bytes):
+        return v
+    return pathlib.Path(v).read_bytes()
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """Everything a Subscriber can be told; see Subscriber's docstring."""
+    target: str
+    group: str
+    topics: tuple
+    max_messages: int = 1000
+    max_bytes: int = 100 << 20
+    deadline_ms: int = 30000
+    max_lease_extension_s: float = 3600.0
+    ack_max_ids: int = 500
+    ack_max_delay_ms: float = 5.0
+    token: str = None
+    tls: TLS = None
+    subscriber_name: str = ""
+    connect_timeout_s: float = 10.0
+    backoff_initial_s: float = 0.1
+    backoff_max_s: float = 5.0
+    reconnect_timeout_s: float = 300.0
+    channel_options: tuple = ()
+
+    def check(self):
+        if not self.group:
+            raise errors.InvalidArgumentError("group is required")
+        for name in ("max_messages", "max_bytes", "deadline_ms", "ack_max_ids"):
+            if getattr(self, name) < 1:
+                raise errors.InvalidArgumentError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.ack_max_delay_ms < 0 or self.max_lease_extension_s < 0:
+            raise errors.InvalidArgumentError("ack_max_delay_ms and max_lease_extension_s must be >= 0")
+
+    def metadata(self):
+        return (("authorization", f"Bearer {self.token}"),) if self.token else ()
+
+    def open_request(self):
+        return pb.SubscribeRequest(open=pb.Open(
+            group=self.group, topics=list(self.topics), deadline_ms=self.deadline_ms,
+            credits=pb.Credits(records=self.max_messages, bytes=self.max_bytes),
+            subscriber=self.subscriber_name))
+
+    def backoff(self, attempt):
+        """Seconds to wait before reconnect attempt number attempt (0-based): exponential,
+        capped, with jitter in [50%, 100%] so that many clients do not come back at once."""
+        d = min(self.backoff_max_s, self.backoff_initial_s * (2 ** min(attempt, 30)))
+        return d * random.uniform(0.5, 1.0)
+
+
+CHANNEL_OPTIONS = (("grpc.max_receive_message_length", -1),
+                   ("grpc.max_send_message_length", 64 << 20))
+
+
+def make_channel(target, tls, options, aio=False):
+    """A channel to target: TLS when tls is given, else plaintext."""
+    mod = grpc.aio if aio else grpc
+    opts = list(CHANNEL_OPTIONS) + list(options)
+    if tls is not None:
+        if tls.server_name:
+            opts.append(("grpc.ssl_target_name_override", tls.server_name))
+        return mod.secure_channel(target, tls.credentials(), options=opts)
+    return mod.insecure_channel(target, options=opts)
+
+
+def probe_error(err, s):
+    """The error to raise for a failed first call, or None to try again (UNAVAILABLE)."""
+    if err.code() in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return None
+    what = f"connecting to group {s.group!r}" + (" (no token given)" if not s.token else "")
+    return errors.from_rpc(err, s.target, what)
+
+
+def connect_failed(s, last):
+    return errors.ConnectError(
+        f"no ksidecar answered at {s.target} within {s.connect_timeout_s:g} s "
+        f"({'TLS' if s.tls else 'plaintext'}): {errors.describe(last) if last else 'no answer'}",
+        code="UNAVAILABLE", target=s.target, details=errors.describe(last) if last else "")
+
+
+def probe(channel, s):
+    """Checks (sync) that ksidecar answers at s.target and takes the token, with a
+    ListGroups call retried until s.connect_timeout_s. Raises ConnectError or the typed
+    error of the refusal (AuthenticationError for a bad token)."""
+    stub = pb_grpc.ConsumerStub(channel)
+    end = time.monotonic() + s.connect_timeout_s
+    last = None
+    while time.monotonic() < end:
+        try:
+            stub.ListGroups(pb.ListGroupsRequest(), metadata=s.metadata(),
+                            timeout=max(0.1, min(5.0, end - time.monotonic())))
+            return
+        except grpc.RpcError as e:
+            bad = probe_error(e, s)
+            if bad:
+                raise bad from None
+            last = e
+            time.sleep(min(0.2, max(0.0, end - time.monotonic())))
+    raise connect_failed(s, last)
+
+
+class Reconnect:
+    """When a Subscriber's stream ends: fail (a non-retryable code, or reconnecting failed
+    for reconnect_timeout_s) or wait a backoff and open it again. Not thread-safe: the
+    reader alone uses it."""
+
+    def __init__(self, s, book):
+        self.s, self.book = s, book
+        self.attempt = 0
+        self.failing_since = None
+        self.count = 0
+
+    def took(self):
+        """A response came: the stream works, the next failure starts the backoff again."""
+        self.attempt, self.failing_since = 0, None
+
+    def after(self, err):
+        """The stream ended with err (a grpc.RpcError, or None when ksidecar ended it).
+        Tells the book, then returns (error, None) to give up with, or (None, delay)."""
+        why = errors.describe(err) if err is not None else "ended by ksidecar"
+        self.book.stream_lost(why)
+        what = f"Subscribe to group {self.s.group!r}"
+        if err is not None and err.code() not in errors.RETRYABLE:
+            return errors.from_rpc(err, self.s.target, what), None
+        now = time.monotonic()
+        self.failing_since = self.failing_since or now
+        if now - self.failing_since > self.s.reconnect_timeout_s:
+            return errors.UnavailableError(
+                f"{what} at ksidecar {self.s.target}: gave up reconnecting after "
+                f"{self.s.reconnect_timeout_s:g} s: {why}",
+                code=err.code().name if err is not None else None, target=self.s.target), None
+        delay = self.s.backoff(self.attempt)
+        self.attempt += 1
+        self.count += 1
+        log.warning("ksidecar: reconnecting to %s in %.2f s (attempt %d): %s", self.s.target,
+                    delay, self.attempt, why)
+        return None, delay
+
+
+class Message:
+    """One delivered record, leased to this subscriber until ack() or nack().
+
+    topic, partition, offset, key and value (bytes, or None when null), headers (a list of
+    (key, value) pairs), timestamp_ms (-1 if unknown), attempt (1 on first delivery),
+    ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing."""
+    __slots__ = ("_rec", "_book", "_gen", "_t", "_until", "ack_id", "_done", "_fut")
+
+    def __init__(self, rec, book, gen, t, until):
+        self._rec = rec
+        self._book = book
+        self._gen = gen
+        self._t = t
+        self._until = until
+        self.ack_id = rec.ack_id
+        self._done = False
+        self._fut = None
+
+    topic = property(lambda self: self._rec.topic)
+    partition = property(lambda self: self._rec.partition)
+    offset = property(lambda self: self._rec.offset)
+    timestamp_ms = property(lambda self: self._rec.timestamp_ms)
+    attempt = property(lambda self: self._rec.attempt)
+    key = property(lambda self: None if self._rec.key_null else self._rec.key)
+    value = property(lambda self: None if self._rec.value_null else self._rec.value)
+    size = property(lambda self: len(self._rec.key) + len(self._rec.value))
+
+    @property
+    def headers(self):
+        return [(h.key, None if h.value_null else h.value) for h in self._rec.headers]
+
+    def ack(self):
+        """Acks the record (batched on the wire). Never blocks, never raises."""
+        if not self._done:
+            self._done = True
+            self._book.settle(self, None)
+
+    def nack(self, delay_ms=0, reason=""):
+        """Puts the record back, to be delivered again after delay_ms."""
+        if not self._done:
+            self._done = True
+            self._book.settle(self, (int(delay_ms), reason), None)
+
+    def ack_with_result(self):
+        """Acks and returns a concurrent.futures.Future of its AckResult (ACCEPTED once
+        ksidecar took it; STALE, INVALID or NOT_FOUND otherwise). Never raises."""
+        return self._settle_with_result(None)
+
+    def nack_with_result(self, delay_ms=0, reason=""):
+        return self._settle_with_result((int(delay_ms), reason))
+
+    def _settle_with_result(self, nack):
+        if self._done:
+            return self._fut or done_future(AckResult(self.ack_id, AckStatus.INVALID,
+                                                      "already settled without a result wanted"))
+        self._done = True
+        self._fut = concurrent.futures.Future()
+        self._book.settle(self, nack, self._fut)
+        return self._fut
+
+    def __repr__(self):
+        return (f"Message({self.topic}[{self.partition}]@{self.offset} attempt={self.attempt} "
+                f"ack_id={self.ack_id!r})")
+
+
+def done_future(result):
+    f = concurrent.futures.Future()
+    f.set_result(result)
+    return f
+
+
+class _Limited:
+    """Logs at most `burst` warnings per `window` seconds, then one count of those left out."""
+
+    def __init__(self, burst=10, window=10.0):
+        self.burst, self.window, self.t0, self.n, self.dropped = burst, window, 0.0, 0, 0
+
+    def warn(self, fmt, *args):
+        now = time.monotonic()
+        if now - self.t0 > self.window:
+            if self.dropped:
+                log.warning("ksidecar: %d more such warnings in the last %.0f s", self.dropped,
+                            self.window)
+            self.t0, self.n, self.dropped = now, 0, 0
+        self.n += 1
+        if self.n <= self.burst:
+            log.warning(fmt, *args)
+        else:
+            self.dropped += 1
+
+
+class Book:
+    """The leases and acks of one Subscriber, across its streams. Thread-safe (self.lock);
+    the asyncio Subscriber drives it from its loop thread only.
+
+    Each stream has a generation. A message delivered on it is outstanding until settled;
+    the settlements are batched and sent with the stream's send (a non-blocking callable
+    set by new_stream). When a stream breaks, stream_lost resolves everything of that
+    stream as STALE: its leases went back to ksidecar, which delivers the records again.
+    unanswered counts ids sent on the current stream whose results have not come."""
+
+    def __init__(self, s, wake):
+        self.s = s
+        self.wake = wake  # called (outside the lock) when a first settlement waits to be sent
+        self.lock = threading.Lock()
+        self.gen = 0
+        self.send = None
+        self.out = {}        # ack_id -> Message, delivered on this stream and not settled
+        self.acks = []       # ack ids waiting for the next flush
+        self.nacks = {}      # (delay_ms, reason) -> [ack ids] waiting for the next flush
+        self.waiters = {}    # ack_id -> Future of its ack or nack result
+        self.extending = {}  # ack_id -> extension results still due
+        self.unanswered = 0
+        self.deadline = s.deadline_ms / 1000.0
+        self.margin = max(self.deadline / 3.0, 0.05)
+        self.warn_bad = _Limited()
+        self.warn_stale = _Limited()
+        self.extended = 0  # ids sent in ExtendIds, for tests and status
+        self.assignment = []  # (topic, partition) of the last assignment notice
+
+    def new_stream(self, send):
+        with self.lock:
+            self.gen += 1
+            self.send = send
+            return self.gen
+
+    def delivered(self, records, gen, cls=Message):
+        """Messages for a batch of the stream gen; they are outstanding until settled."""
+        now = time.monotonic()
+        until = now + self.deadline
+        msgs = [cls(r, self, gen, now, until) for r in records]
+        with self.lock:
+            if gen == self.gen:
+                out = self.out
+                for m in msgs:
+                    out[m.ack_id] = m
+        return msgs
+
+    def take(self, resp, gen, cls=Message):
+        """Takes one SubscribeResponse of stream gen: returns the Messages of a batch, or
+        None (ack results are settled here; assignments kept in self.assignment)."""
+        kind = resp.WhichOneof("kind")
+        if kind == "batch":
+            return self.delivered(resp.batch.records, gen, cls)
+        if kind == "ack_results":
+            self.results(resp.ack_results.results)
+        elif kind == "assignment":
+            self.assignment = [(p.topic, p.partition) for p in resp.assignment.partitions]
+        return None
+
+    def settle(self, m, nack, fut=None):
+        """Queues m's ack (nack None) or nack ((delay_ms, reason)); fut gets its result."""
+        wake = False
+        with self.lock:
+            if m._gen != self.gen or self.send is None:
+                stale = True
+            else:
+                stale = False
+                self.out.pop(m.ack_id, None)
+                if nack is None:
+                    ids = self.acks
+                else:
+                    ids = self.nacks.setdefault(nack, [])
+                ids.append(m.ack_id)
+                if fut is not None:
+                    self.waiters[m.ack_id] = fut
+                if len(ids) >= self.s.ack_max_ids:
+                    self._flush_locked()
+                elif len(self.acks) + len(self.nacks) == 1 and len(ids) == 1:
+                    wake = True
+        if stale:
+            why = "lease of an earlier stream: the stream broke and ksidecar delivers the record again"
+            self.warn_stale.warn("ksidecar: %s of %s[%d]@%d not sent: %s",
+                                 "ack" if nack is None else "nack", m.topic, m.partition,
+                                 m.offset, why)
+            if fut is not None:
+                fut.set_result(AckResult(m.ack_id, AckStatus.STALE, why))
+        elif wake:
+            self.wake()
+
+    def release(self, m):
+        """Stops extending m's lease (its handler ended without settling it): the lease
+        runs out and ksidecar delivers the record again."""
+        with self.lock:
+            self.out.pop(m.ack_id, None)
+
+    def pending(self):
+        with self.lock:
+            return bool(self.acks or self.nacks)
+
+    def flush(self):
+        with self.lock:
+            self._flush_locked()
+
+    def _flush_locked(self):
+        send = self.send
+        if send is None:
+            return
+        if self.acks:
+            ids, self.acks = self.acks, []
+            self.unanswered += len(ids)
+            send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids)))
+        if self.nacks:
+            nacks, self.nacks = self.nacks, {}
+            for (delay, reason), ids in nacks.items():
+                self.unanswered += len(ids)
+                send(pb.SubscribeRequest(nack=pb.NackIds(ack_ids=ids, delay_ms=delay,
+                                                         reason=reason)))
+
+    def extend_due(self):
+        """Sends ExtendIds for outstanding messages whose lease ends within the margin and
+        whose total lease time stays under max_lease_extension_s. Returns how many."""
+        now = time.monotonic()
+        limit = self.s.max_lease_extension_s
+        with self.lock:
+            if self.send is None:
+                return 0
+            due = [m for m in self.out.values()
+                   if m._until - now < self.margin and now - m._t < limit]
+            if not due:
+                return 0
+            until = now + self.deadline
+            ids = []
+            for m in due:
+                m._until = until
+                ids.append(m.ack_id)
+                self.extending[m.ack_id] = self.extending.get(m.ack_id, 0) + 1
+            self.unanswered += len(ids)
+            self.extended += len(ids)
+            self.send(pb.SubscribeRequest(modify_deadline=pb.ExtendIds(
+                ack_ids=ids, deadline_ms=self.s.deadline_ms)))
+            return len(ids)
+
+    def results(self, results):
+        """Takes an AckResults message of the current stream."""
+        bad = []
+        done = []
+        with self.lock:
+            self.unanswered -= len(results)
+            if self.waiters or self.extending:
+                for r in results:
+                    n = self.extending.get(r.ack_id)
+                    if n:  # an extension's result comes before the later ack's
+                        if n == 1:
+                            del self.extending[r.ack_id]
+                        else:
+                            self.extending[r.ack_id] = n - 1
+                        if r.status != 1:
+                            bad.append(("extension", r))
+                        continue
+                    f = self.waiters.pop(r.ack_id, None)
+                    if f is not None:
+                        done.append((f, r))
+                    elif r.status != 1:
+                        bad.append(("ack", r))
+            else:
+                for r in results:
+                    if r.status != 1:
+                        bad.append(("ack", r))
+        for f, r in done:
+            f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message))
+        for what, r in bad:
+            self.warn_bad.warn("ksidecar: %s of %s: %s (%s)", what, r.ack_id,
+                               AckStatus(r.status).name, r.message)
+
+    def left(self):
+        """Settlements not sent or not answered yet on the current stream (0 without one)."""
+        with self.lock:
+            if self.send is None:
+                return 0
+            return self.unanswered + len(self.acks) + sum(map(len, self.nacks.values()))
+
+    def warn_unanswered(self, left):
+        log.warning("ksidecar: close: %d settlements of group %r were not answered in time",
+                    left, self.s.group)
+
+    def stream_lost(self, why, quiet=False):
+        """The current stream ended: every settlement not answered resolves STALE (its
+        leases went back to ksidecar) and the outstanding messages are forgotten."""
+        with self.lock:
+            self.send = None
+            held = len(self.out)
+            ids = list(self.acks)
+            for v in self.nacks.values():
+                ids += v
+            unanswered = self.unanswered
+            waiters = self.waiters
+            self.out, self.acks, self.nacks, self.waiters, self.extending = {}, [], {}, {}, {}
+            self.unanswered = 0
+        msg = f"the stream ended before ksidecar answered ({why}); ksidecar delivers the record again"
+        for ack_id, f in waiters.items():
+            f.set_result(AckResult(ack_id, AckStatus.STALE, msg))
+        if not quiet and (held or ids or unanswered > 0):
+            log.warning("ksidecar: stream to %s for group %r ended (%s): %d messages held, %d "
+                        "settlements not sent and %d not answered are STALE; ksidecar delivers "
+                        "those records again", self.s.target, self.s.group, why, held, len(ids),
+                        max(unanswered, 0))
+
+
+def wait_answered(book, deadline):
+    """Polls (sync) until every settlement was sent and answered, or the monotonic
+    deadline. Returns True when all were answered."""
+    while True:
+        left = book.left()
+        if left <= 0:
+            return True
+        if time.monotonic() >= deadline:
+            book.warn_unanswered(left)
+            return False
+        time.sleep(0.005)

@@ -1,0 +1,238 @@
+"""The sync Subscriber against the real ksidecar and broker: delivery and commits, lease
+extension, nack delays, reconnect after kill -9, close with acks pending, flow control."""
+import logging
+import signal
+import threading
+import time
+
+import ksidecar
+from conftest import Timer, restart_on_same_ports, unique, wait_committed_end, wait_for
+
+
+def target(sc):
+    return f"127.0.0.1:{sc.grpc_port}"
+
+
+def test_every_record_delivered_and_acked_once(bootstrap, sidecars, topic):
+    t = topic(4, 3000, size=100)
+    sc = sidecars()
+    g = unique("g")
+    seen = {}
+    with Timer("iterate 3000"):
+        sub = ksidecar.Subscriber(target(sc), g, [t])
+        for m in sub:
+            seen[(m.partition, m.offset)] = seen.get((m.partition, m.offset), 0) + 1
+            assert m.attempt == 1 and len(m.value) == 100
+            m.ack()
+            if len(seen) == 3000:
+                break
+        assert sub.close(timeout=30) is True
+    assert set(seen.values()) == {1}, [k for k, v in seen.items() if v > 1][:10]
+    got, end = wait_committed_end(bootstrap, g, t, 4)
+    print("committed", got, "end", end)
+    assert sum(end.values()) == 3000
+
+
+def test_callback_form_and_ack_futures(bootstrap, sidecars, topic):
+    t = topic(2, 500)
+    sc = sidecars()
+    g = unique("g")
+    lock = threading.Lock()
+    futs, seen = [], set()
+
+    def handle(m):
+        f = m.ack_with_result()
+        with lock:
+            seen.add((m.partition, m.offset))
+            futs.append(f)
+
+    sub = ksidecar.Subscriber(target(sc), g, [t])
+    run = sub.subscribe(handle, workers=4)
+    wait_for(lambda: len(seen) >= 500, 60, 0.1, "500 records")
+    results = [f.result(timeout=30) for f in list(futs)]
+    assert sub.close() is True
+    assert run.result(timeout=5) is True
+    assert {r.status for r in results} == {ksidecar.AckStatus.ACCEPTED}, results[:5]
+    assert len(results) == 500 and len(seen) == 500
+    wait_committed_end(bootstrap, g, t, 2)
+
+
+def test_slow_handler_is_extended_not_redelivered(bootstrap, sidecars, topic):
+    # Leases of 1.5 s; each handler takes 5 s: without extension every record would expire
+    # and come back (attempt 2) several times before its ack. Six distinct keys, so that
+    # key ordering lets the six be handled at once on six workers.
+    t = topic(1, 6, keys=6)
+    sc = sidecars()
+    g = unique("g")
+    got = []
+    lock = threading.Lock()
+
+    def slow(m):
+        time.sleep(5)
+        with lock:
+            got.append((m.offset, m.attempt))
+        m.ack()
+
+    sub = ksidecar.Subscriber(target(sc), g, [t], deadline_ms=1500)
+    with Timer("6 slow handlers on 6 workers"):
+        sub.subscribe(slow, workers=6)
+        wait_for(lambda: len(got) >= 6, 60, 0.2, "6 handled records")
+        time.sleep(2)  # a redelivery would show up here
+        assert sub.close() is True
+    print("handled", got, "extension ids sent", sub.book.extended)
+    assert sorted(got) == [(o, 1) for o in range(6)]
+    assert sub.book.extended >= 6
+    st, body = sc.get(f"/v1/groups/{g}")
+    assert st == 200, body
+    print("counters", body.get("counters"))
+    assert body["counters"]["expired"] == 0 and body["counters"]["redelivered"] == 0
+    wait_committed_end(bootstrap, g, t, 1)
+
+
+def test_lease_extension_stops_at_max_and_when_handler_ends(bootstrap, sidecars, topic):
+    # max_lease_extension_s=2 with 1 s leases: a message held for 8 s is extended for about
+    # 2 s, then expires and comes back with attempt 2. A handler that returns without
+    # settling is no longer extended either.
+    t = topic(1, 1)
+    sc = sidecars()
+    sub = ksidecar.Subscriber(target(sc), unique("g"), [t], deadline_ms=1000,
+                              max_lease_extension_s=2)
+    it = iter(sub)
+    m1 = next(it)
+    t0 = time.monotonic()
+    m2 = next(it)
+    print(f"redelivered after {time.monotonic() - t0:.2f} s (attempt {m2.attempt})")
+    assert (m1.offset, m1.attempt, m2.offset, m2.attempt) == (0, 1, 0, 2)
+    assert sub.book.extended >= 1
+    m1.ack()  # STALE: redelivered since
+    m2.ack()
+    assert sub.close() is True
+
+
+def test_nack_with_delay_comes_back_with_attempt_2(bootstrap, sidecars, topic):
+    t = topic(1, 1)
+    sc = sidecars()
+    sub = ksidecar.Subscriber(target(sc), unique("g"), [t])
+    it = iter(sub)
+    m = next(it)
+    assert m.attempt == 1
+    r = m.nack_with_result(delay_ms=1500, reason="db timeout").result(timeout=30)
+    assert r.status == ksidecar.AckStatus.ACCEPTED, r
+    t0 = time.monotonic()
+    m2 = next(it)
+    dt = time.monotonic() - t0
+    print(f"nacked record came back after {dt:.2f} s, attempt {m2.attempt}")
+    assert (m2.offset, m2.attempt) == (m.offset, 2)
+    assert dt >= 1.3  # never before the delay (less our own 5 ms batching)
+    assert m2.ack_with_result().result(timeout=30).ok
+    assert sub.close() is True
+
+
+def test_kill9_then_restart_reconnects_and_loses_nothing(bootstrap, sidecars, topic, tmp_path,
+                                                         caplog):
+    caplog.set_level(logging.WARNING, logger="ksidecar")
+    n = 4000
+    t = topic(4, n)
+    sc = sidecars()
+    g = unique("g")
+    seen = {}
+    held = None
+    sub = ksidecar.Subscriber(target(sc), g, [t], backoff_max_s=1.0)
+    new = None
+    try:
+        for m in sub:
+            seen[(m.partition, m.offset)] = seen.get((m.partition, m.offset), 0) + 1
+            if held is None:
+                held = m  # settled only after the restart: its ack must come back STALE
+                continue
+            m.ack()
+            if len(seen) == 1500 and new is None:
+                sc.proc.send_signal(signal.SIGKILL)
+                sc.proc.wait()
+                t_kill = time.monotonic()
+                new = restart_on_same_ports(bootstrap, sc, tmp_path)
+                print(f"restarted in {time.monotonic() - t_kill:.2f} s")
+            if len(seen) == n:
+                break
+        r = held.ack_with_result().result(timeout=10)
+        print("held message's ack:", r)
+        assert r.status == ksidecar.AckStatus.STALE
+        # ksidecar delivers the held record again on the new stream; ack that one.
+        if seen[(held.partition, held.offset)] == 1:
+            for m in sub:
+                if (m.partition, m.offset) == (held.partition, held.offset):
+                    m.ack()
+                    break
+                m.ack()
+        assert sub.close(timeout=30) is True
+    finally:
+        sub.close(timeout=5)
+    print("reconnects", sub.reconnects, "redelivered", sum(v - 1 for v in seen.values()))
+    assert new is not None and sub.reconnects >= 1
+    assert len(seen) == n
+    assert any("STALE" in r.getMessage() for r in caplog.records), "no STALE warning logged"
+    got, end = wait_committed_end(bootstrap, g, t, 4)
+    new.stop()
+
+
+def test_close_with_acks_pending_sends_them_all(bootstrap, sidecars, topic):
+    t = topic(2, 1000)
+    sc = sidecars()
+    g = unique("g")
+    sub = ksidecar.Subscriber(target(sc), g, [t], ack_max_delay_ms=600000, ack_max_ids=100000)
+    n = 0
+    for m in sub:
+        m.ack()
+        n += 1
+        if n == 1000:
+            break
+    assert sub.book.left() == 1000  # nothing sent yet: all are pending in the library
+    with Timer("close with 1000 acks pending"):
+        assert sub.close(timeout=30) is True
+    wait_committed_end(bootstrap, g, t, 2)
+
+
+def test_flow_control_never_more_outstanding_than_asked(bootstrap, sidecars, topic):
+    t = topic(4, 600, size=100)
+    sc = sidecars()
+    g = unique("g")
+    peak = {"local": 0, "local_bytes": 0, "server": 0}
+    lock = threading.Lock()
+    done = []
+
+    def sample_local(sub):
+        with sub.book.lock:
+            out = list(sub.book.out.values())
+        with lock:
+            peak["local"] = max(peak["local"], len(out))
+            peak["local_bytes"] = max(peak["local_bytes"], sum(m.size for m in out))
+
+    def handle(m):
+        sample_local(sub)
+        time.sleep(0.01)
+        with lock:
+            done.append(m.offset)
+        m.ack()
+
+    stop = threading.Event()
+
+    def sample_server():
+        while not stop.wait(0.05):
+            st, body = sc.get(f"/v1/groups/{g}")
+            if st == 200:
+                for s in body.get("subscribers", []):
+                    peak["server"] = max(peak["server"], s["outstanding"]["records"])
+
+    sub = ksidecar.Subscriber(target(sc), g, [t], max_messages=40, max_bytes=2500)
+    poller = threading.Thread(target=sample_server)
+    poller.start()
+    sub.subscribe(handle, workers=8)
+    wait_for(lambda: len(done) >= 600, 120, 0.2, "600 handled")
+    stop.set()
+    poller.join()
+    assert sub.close() is True
+    print("peaks", peak)
+    # 2500 bytes of 100-byte values (plus keys) allow at most 25 records
+    assert 0 < peak["local"] <= 25 and peak["local_bytes"] <= 2500
+    assert 0 < peak["server"] <= 25
+    wait_committed_end(bootstrap, g, t, 4)
