@@ -1,8 +1,10 @@
 """Shared parts of the sync and asyncio clients: settings, channels, messages, and the book
 of leases and acks that both Subscribers drive."""
+import collections
 import concurrent.futures
 import dataclasses
 import enum
+import itertools
 import logging
 import pathlib
 import random
@@ -201,24 +203,26 @@ class Reconnect:
         return None, delay
 
 
+UNSETTLED, SETTLED, RELEASED = 0, 1, 2
+
+
 class Message:
     """One delivered record, leased to this subscriber until ack() or nack().
 
     topic, partition, offset, key and value (bytes, or None when null), headers (a list of
     (key, value) pairs), timestamp_ms (-1 if unknown), attempt (1 on first delivery),
-    ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing."""
-    __slots__ = ("_rec", "_book", "_gen", "_t", "_until", "ack_id", "_done", "_fut")
+    ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing.
 
-    def __init__(self, rec, book, gen, t, until):
+    Its state lives in its batch (Batch.state[i]), not in the message, so that nothing of
+    the library refers back to a message: it is freed as soon as its handler drops it."""
+    __slots__ = ("_rec", "_batch", "_i", "_fut")
+
+    def __init__(self, rec, batch, i):
         self._rec = rec
-        self._book = book
-        self._gen = gen
-        self._t = t
-        self._until = until
-        self.ack_id = rec.ack_id
-        self._done = False
-        self._fut = None
+        self._batch = batch
+        self._i = i
 
+    ack_id = property(lambda self: self._rec.ack_id)
     topic = property(lambda self: self._rec.topic)
     partition = property(lambda self: self._rec.partition)
     offset = property(lambda self: self._rec.offset)
@@ -232,17 +236,34 @@ class Message:
     def headers(self):
         return [(h.key, None if h.value_null else h.value) for h in self._rec.headers]
 
+    @property
+    def settled(self):
+        return self._batch.state[self._i] == SETTLED
+
     def ack(self):
         """Acks the record (batched on the wire). Never blocks, never raises."""
-        if not self._done:
-            self._done = True
-            self._book.settle(self, None)
+        # The hot path: no lock (deque.append is atomic); Book.flush drains the deque.
+        b = self._batch
+        st = b.state
+        if st[self._i] == SETTLED:
+            return
+        st[self._i] = SETTLED
+        book = b.book
+        if b.gen != book.gen:
+            book.settle(self, None)  # STALE
+            return
+        acks = book.acks
+        acks.append(self._rec.ack_id)
+        if len(acks) >= book.max_ids:
+            book.flush()
+        elif not book.armed:
+            book.armed = True
+            book.wake()
 
     def nack(self, delay_ms=0, reason=""):
         """Puts the record back, to be delivered again after delay_ms."""
-        if not self._done:
-            self._done = True
-            self._book.settle(self, (int(delay_ms), reason), None)
+        if self._take():
+            self._batch.book.settle(self, (int(delay_ms), reason))
 
     def ack_with_result(self):
         """Acks and returns a concurrent.futures.Future of its AckResult (ACCEPTED once
@@ -252,18 +273,41 @@ class Message:
     def nack_with_result(self, delay_ms=0, reason=""):
         return self._settle_with_result((int(delay_ms), reason))
 
+    def _take(self):
+        st = self._batch.state
+        if st[self._i] == SETTLED:
+            return False
+        st[self._i] = SETTLED
+        return True
+
     def _settle_with_result(self, nack):
-        if self._done:
-            return self._fut or done_future(AckResult(self.ack_id, AckStatus.INVALID,
-                                                      "already settled without a result wanted"))
-        self._done = True
+        if not self._take():
+            return getattr(self, "_fut", None) or done_future(
+                AckResult(self.ack_id, AckStatus.INVALID, "already settled without a result wanted"))
         self._fut = concurrent.futures.Future()
-        self._book.settle(self, nack, self._fut)
+        self._batch.book.settle(self, nack, self._fut)
         return self._fut
 
     def __repr__(self):
         return (f"Message({self.topic}[{self.partition}]@{self.offset} attempt={self.attempt} "
                 f"ack_id={self.ack_id!r})")
+
+
+class Batch:
+    """One delivered batch: its records, the state of each (UNSETTLED, SETTLED, RELEASED)
+    and the lease they share: delivered together, they are due together and extended
+    together (those not settled)."""
+    __slots__ = ("book", "gen", "t", "until", "recs", "state")
+
+    def __init__(self, book, gen, t, until, recs):
+        self.book, self.gen, self.t, self.until = book, gen, t, until
+        self.recs = recs
+        self.state = bytearray(len(recs))
+
+    def messages(self, cls=None):
+        """A new Message for each record (the sync or asyncio class)."""
+        return list(map(cls or self.book.message_cls, self.recs, itertools.repeat(self),
+                        range(len(self.recs))))
 
 
 def done_future(result):
@@ -293,23 +337,29 @@ class _Limited:
 
 
 class Book:
-    """The leases and acks of one Subscriber, across its streams. Thread-safe (self.lock);
-    the asyncio Subscriber drives it from its loop thread only.
+    """The leases and acks of one Subscriber, across its streams. Thread-safe; the asyncio
+    Subscriber drives it from its loop thread only.
 
     Each stream has a generation. A message delivered on it is outstanding until settled;
-    the settlements are batched and sent with the stream's send (a non-blocking callable
-    set by new_stream). When a stream breaks, stream_lost resolves everything of that
-    stream as STALE: its leases went back to ksidecar, which delivers the records again.
-    unanswered counts ids sent on the current stream whose results have not come."""
+    its batch stays in self.live until every message of it is settled or released. Acks
+    go to self.acks (a deque, appended without the lock) and nacks to self.nacks; flush
+    sends them with the stream's send (a non-blocking callable set by new_stream), under
+    self.lock, as extend_due sends extensions: so an extension sent before an ack of the
+    same id is answered first. When a stream breaks, stream_lost resolves everything of
+    that stream as STALE: its leases went back to ksidecar, which delivers the records
+    again. unanswered counts ids sent on the current stream whose results have not come."""
 
-    def __init__(self, s, wake):
+    def __init__(self, s, wake, message_cls=Message):
         self.s = s
-        self.wake = wake  # called (outside the lock) when a first settlement waits to be sent
+        self.message_cls = message_cls
+        self.wake = wake  # called when a first settlement waits to be sent
+        self.armed = False  # wake was called and the flush it starts has not begun
+        self.max_ids = s.ack_max_ids
         self.lock = threading.Lock()
         self.gen = 0
         self.send = None
-        self.out = {}        # ack_id -> Message, delivered on this stream and not settled
-        self.acks = []       # ack ids waiting for the next flush
+        self.live = set()   # Batches of this stream with a message not settled
+        self.acks = collections.deque()  # ack ids waiting for the next flush
         self.nacks = {}      # (delay_ms, reason) -> [ack ids] waiting for the next flush
         self.waiters = {}    # ack_id -> Future of its ack or nack result
         self.extending = {}  # ack_id -> extension results still due
@@ -327,24 +377,21 @@ class Book:
             self.send = send
             return self.gen
 
-    def delivered(self, records, gen, cls=Message):
-        """Messages for a batch of the stream gen; they are outstanding until settled."""
+    def delivered(self, records, gen):
+        """A Batch of the stream gen; its records are outstanding until settled."""
         now = time.monotonic()
-        until = now + self.deadline
-        msgs = [cls(r, self, gen, now, until) for r in records]
+        b = Batch(self, gen, now, now + self.deadline, records)
         with self.lock:
             if gen == self.gen:
-                out = self.out
-                for m in msgs:
-                    out[m.ack_id] = m
-        return msgs
+                self.live.add(b)
+        return b
 
-    def take(self, resp, gen, cls=Message):
-        """Takes one SubscribeResponse of stream gen: returns the Messages of a batch, or
+    def take(self, resp, gen):
+        """Takes one SubscribeResponse of stream gen: returns the Batch of a batch, or
         None (ack results are settled here; assignments kept in self.assignment)."""
         kind = resp.WhichOneof("kind")
         if kind == "batch":
-            return self.delivered(resp.batch.records, gen, cls)
+            return self.delivered(resp.batch.records, gen)
         if kind == "ack_results":
             self.results(resp.ack_results.results)
         elif kind == "assignment":
@@ -352,25 +399,25 @@ class Book:
         return None
 
     def settle(self, m, nack, fut=None):
-        """Queues m's ack (nack None) or nack ((delay_ms, reason)); fut gets its result."""
+        """Queues m's ack (nack None) or nack ((delay_ms, reason)); fut gets its result.
+        m is already marked SETTLED. A message of an earlier stream resolves STALE at once."""
         wake = False
         with self.lock:
-            if m._gen != self.gen or self.send is None:
-                stale = True
-            else:
-                stale = False
-                self.out.pop(m.ack_id, None)
-                if nack is None:
-                    ids = self.acks
-                else:
-                    ids = self.nacks.setdefault(nack, [])
-                ids.append(m.ack_id)
+            stale = m._batch.gen != self.gen or self.send is None
+            if not stale:
                 if fut is not None:
                     self.waiters[m.ack_id] = fut
-                if len(ids) >= self.s.ack_max_ids:
+                if nack is None:
+                    self.acks.append(m.ack_id)
+                    n = len(self.acks)
+                else:
+                    ids = self.nacks.setdefault(nack, [])
+                    ids.append(m.ack_id)
+                    n = len(ids)
+                if n >= self.max_ids:
                     self._flush_locked()
-                elif len(self.acks) + len(self.nacks) == 1 and len(ids) == 1:
-                    wake = True
+                elif not self.armed:
+                    self.armed = wake = True
         if stale:
             why = "lease of an earlier stream: the stream broke and ksidecar delivers the record again"
             self.warn_stale.warn("ksidecar: %s of %s[%d]@%d not sent: %s",
@@ -381,11 +428,19 @@ class Book:
         elif wake:
             self.wake()
 
-    def release(self, m):
+    @staticmethod
+    def release(m):
         """Stops extending m's lease (its handler ended without settling it): the lease
-        runs out and ksidecar delivers the record again."""
+        runs out and ksidecar delivers the record again. It may still be settled."""
+        st = m._batch.state
+        if st[m._i] == UNSETTLED:
+            st[m._i] = RELEASED
+
+    def unsettled(self):
+        """New Messages for the records of this stream not settled yet (released ones
+        included)."""
         with self.lock:
-            self.out.pop(m.ack_id, None)
+            return [m for b in self.live for m in b.messages() if not m.settled]
 
     def pending(self):
         with self.lock:
@@ -396,11 +451,14 @@ class Book:
             self._flush_locked()
 
     def _flush_locked(self):
+        self.armed = False
         send = self.send
         if send is None:
             return
-        if self.acks:
-            ids, self.acks = self.acks, []
+        acks = self.acks
+        if acks:
+            pop = acks.popleft
+            ids = [pop() for _ in range(len(acks))]
             self.unanswered += len(ids)
             send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids)))
         if self.nacks:
@@ -411,23 +469,29 @@ class Book:
                                                          reason=reason)))
 
     def extend_due(self):
-        """Sends ExtendIds for outstanding messages whose lease ends within the margin and
-        whose total lease time stays under max_lease_extension_s. Returns how many."""
+        """Forgets batches with nothing left to extend, and sends ExtendIds for the
+        messages not settled of batches whose lease ends within the margin and whose
+        total lease time stays under max_lease_extension_s. Returns how many."""
         now = time.monotonic()
         limit = self.s.max_lease_extension_s
         with self.lock:
             if self.send is None:
                 return 0
-            due = [m for m in self.out.values()
-                   if m._until - now < self.margin and now - m._t < limit]
-            if not due:
-                return 0
-            until = now + self.deadline
             ids = []
-            for m in due:
-                m._until = until
-                ids.append(m.ack_id)
-                self.extending[m.ack_id] = self.extending.get(m.ack_id, 0) + 1
+            for b in list(self.live):
+                st = b.state
+                if st.find(UNSETTLED) < 0:
+                    if st.find(RELEASED) < 0:
+                        self.live.discard(b)
+                elif b.until - now < self.margin and now - b.t < limit:
+                    b.until = now + self.deadline
+                    recs = b.recs
+                    ids += [recs[i].ack_id for i, v in enumerate(st) if v == UNSETTLED]
+            if not ids:
+                return 0
+            ext = self.extending
+            for i in ids:
+                ext[i] = ext.get(i, 0) + 1
             self.unanswered += len(ids)
             self.extended += len(ids)
             self.send(pb.SubscribeRequest(modify_deadline=pb.ExtendIds(
@@ -457,9 +521,7 @@ class Book:
                     elif r.status != 1:
                         bad.append(("ack", r))
             else:
-                for r in results:
-                    if r.status != 1:
-                        bad.append(("ack", r))
+                bad = [("ack", r) for r in results if r.status != 1]
         for f, r in done:
             f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message))
         for what, r in bad:
@@ -482,21 +544,21 @@ class Book:
         leases went back to ksidecar) and the outstanding messages are forgotten."""
         with self.lock:
             self.send = None
-            held = len(self.out)
-            ids = list(self.acks)
-            for v in self.nacks.values():
-                ids += v
+            self.gen += 1  # acks from now on of this stream's messages resolve STALE
+            held = sum(len(b.state) - b.state.count(SETTLED) for b in self.live)
+            n_ids = len(self.acks) + sum(map(len, self.nacks.values()))
             unanswered = self.unanswered
             waiters = self.waiters
-            self.out, self.acks, self.nacks, self.waiters, self.extending = {}, [], {}, {}, {}
+            self.live, self.nacks, self.waiters, self.extending = set(), {}, {}, {}
+            self.acks.clear()
             self.unanswered = 0
         msg = f"the stream ended before ksidecar answered ({why}); ksidecar delivers the record again"
         for ack_id, f in waiters.items():
             f.set_result(AckResult(ack_id, AckStatus.STALE, msg))
-        if not quiet and (held or ids or unanswered > 0):
+        if not quiet and (held or n_ids or unanswered > 0):
             log.warning("ksidecar: stream to %s for group %r ended (%s): %d messages held, %d "
                         "settlements not sent and %d not answered are STALE; ksidecar delivers "
-                        "those records again", self.s.target, self.s.group, why, held, len(ids),
+                        "those records again", self.s.target, self.s.group, why, held, n_ids,
                         max(unanswered, 0))
 
 

@@ -1,6 +1,7 @@
 """The asyncio Subscriber on grpc.aio: async iteration or an async callback, with the same
 batching, lease extension, flow control and reconnect as the sync one."""
 import asyncio
+import itertools
 import time
 
 import grpc
@@ -53,7 +54,7 @@ class Subscriber:
             raise
         self._stub = pb_grpc.ConsumerStub(self._channel)
         self._flush_evt = asyncio.Event()
-        self.book = Book(self.s, self._flush_evt.set)
+        self.book = Book(self.s, self._flush_evt.set, AioMessage)
         self._tasks = [asyncio.ensure_future(c) for c in (self._read(), self._flusher(),
                                                           self._leases())]
         return self
@@ -88,9 +89,9 @@ class Subscriber:
             writer = asyncio.ensure_future(self._write(call, req))
             try:
                 async for resp in call:
-                    msgs = self.book.take(resp, gen, AioMessage)
-                    if msgs is not None:
-                        self._batches.put_nowait((gen, msgs))
+                    batch = self.book.take(resp, gen)
+                    if batch is not None:
+                        self._batches.put_nowait(batch)
                     rc.took()
             except grpc.RpcError as e:
                 err = e
@@ -149,9 +150,8 @@ class Subscriber:
                 if self._error is not None and not self._closing:
                     raise self._error
                 return None
-            gen, msgs = item
-            if gen == self.book.gen:
-                return msgs
+            if item.gen == self.book.gen:
+                return item
 
     def __aiter__(self):
         return self._iterate()
@@ -160,10 +160,10 @@ class Subscriber:
         if self.book is None:
             await self.start()
         while True:
-            msgs = await self._next_batch()
-            if msgs is None:
+            b = await self._next_batch()
+            if b is None:
                 return
-            for m in msgs:
+            for m in map(AioMessage, b.recs, itertools.repeat(b), range(len(b.recs))):
                 yield m
 
     async def run(self, callback, concurrency=10):
@@ -183,14 +183,13 @@ class Subscriber:
                 m.nack()
             finally:
                 sem.release()
-            if not m._done:
-                self.book.release(m)
+            self.book.release(m)  # if not settled
 
         while True:
-            msgs = await self._next_batch()
-            if msgs is None:
+            b = await self._next_batch()
+            if b is None:
                 break
-            for m in msgs:
+            for m in b.messages():
                 await sem.acquire()
                 if self._closing:
                     sem.release()
@@ -210,7 +209,7 @@ class Subscriber:
 
     @property
     def outstanding(self):
-        return len(self.book.out) if self.book else 0
+        return len(self.book.unsettled()) if self.book else 0
 
     async def close(self, timeout=30.0):
         """As Subscriber.close: lets running callbacks end, sends pending settlements and

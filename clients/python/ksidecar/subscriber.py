@@ -1,6 +1,7 @@
 """The Subscriber on grpcio's sync API: an iterator form and a callback form over one
 Subscribe stream, reopened with backoff when it breaks."""
 import collections
+import itertools
 import queue
 import threading
 import time
@@ -8,7 +9,7 @@ import time
 import grpc
 
 from . import errors
-from ._common import (Book, Reconnect, Settings, log, make_channel, probe, topic_list,
+from ._common import (Book, Message, Reconnect, Settings, log, make_channel, probe, topic_list,
                       wait_answered)
 from ._proto import pb_grpc
 
@@ -88,9 +89,9 @@ class Subscriber:
                 call = self._stub.Subscribe(iter(req.get, _END), metadata=self.s.metadata())
                 self._call = call
                 for resp in call:
-                    msgs = self.book.take(resp, gen)
-                    if msgs is not None:
-                        self._batches.put((gen, msgs))
+                    batch = self.book.take(resp, gen)
+                    if batch is not None:
+                        self._batches.put(batch)
                     rc.took()
             except grpc.RpcError as e:
                 err = e
@@ -130,8 +131,8 @@ class Subscriber:
     # -- delivery
 
     def _next_batch(self):
-        """The messages of the next batch of the current stream, or None at the end.
-        Raises the subscriber's error if it failed."""
+        """The next Batch of the current stream, or None at the end. Raises the
+        subscriber's error if it failed."""
         while True:
             item = self._batches.get()
             if item is _STOP:
@@ -139,9 +140,8 @@ class Subscriber:
                 if self._error is not None and not self._closing:
                     raise self._error
                 return None
-            gen, msgs = item
-            if gen == self.book.gen:  # an older stream's leases are gone
-                return msgs
+            if item.gen == self.book.gen:  # an older stream's leases are gone
+                return item
 
     def __iter__(self):
         if self._workers or self._iterating:
@@ -150,11 +150,12 @@ class Subscriber:
         return self._iterate()
 
     def _iterate(self):
+        # Messages are made one at a time (map), each freed once the loop body drops it.
         while True:
-            msgs = self._next_batch()
-            if msgs is None:
+            b = self._next_batch()
+            if b is None:
                 return
-            yield from msgs
+            yield from map(Message, b.recs, itertools.repeat(b), range(len(b.recs)))
 
     def subscribe(self, callback, workers=4):
         """Calls callback(msg) for every message on `workers` threads and returns a
@@ -176,16 +177,16 @@ class Subscriber:
         # and wait on self._cond only when it is empty.
         while True:
             try:
-                msgs = self._next_batch()
+                b = self._next_batch()
             except errors.KsidecarError:
-                msgs = None
+                b = None
             with self._cond:
-                if msgs is None:
+                if b is None:
                     self._fed_all = True
                     self._cond.notify_all()
                     return
-                self._ready.extend(msgs)
-                self._cond.notify(len(msgs))
+                self._ready.extend(b.messages())
+                self._cond.notify(len(b.recs))
 
     def _work(self, callback):
         book = self.book
@@ -200,15 +201,14 @@ class Subscriber:
                     if not ready:
                         return
                 continue
-            if m._gen != book.gen:
+            if m._batch.gen != book.gen:
                 continue  # its stream broke: ksidecar delivers it again
             try:
                 callback(m)
             except Exception:
                 log.exception("ksidecar: callback raised on %r; nacking it", m)
                 m.nack()
-            if not m._done:
-                book.release(m)
+            book.release(m)  # if not settled
 
     # -- status and close
 
@@ -220,7 +220,7 @@ class Subscriber:
     @property
     def outstanding(self):
         """Messages delivered and not settled, on the current stream."""
-        return len(self.book.out)
+        return len(self.book.unsettled())
 
     def close(self, timeout=30.0):
         """Stops delivery, lets running callbacks end, sends every pending ack and nack and

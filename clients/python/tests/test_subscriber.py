@@ -201,8 +201,7 @@ def test_flow_control_never_more_outstanding_than_asked(bootstrap, sidecars, top
     done = []
 
     def sample_local(sub):
-        with sub.book.lock:
-            out = list(sub.book.out.values())
+        out = sub.book.unsettled()
         with lock:
             peak["local"] = max(peak["local"], len(out))
             peak["local_bytes"] = max(peak["local_bytes"], sum(m.size for m in out))
