@@ -1,0 +1,224 @@
+"""Throughput of the ksidecar Python library's natural use (a handler that acks each
+message) side by side with confluent-kafka's Consumer in a group with manual commits, on
+the same records, in one run. Prints figures, ratios and the exact commands; asserts
+nothing about speed.
+
+    KSIDECAR_TEST_BOOTSTRAP=HOST:PORT python bench.py [--records N] [--partitions P] [--runs R]
+
+Each client runs in its own process (--one NAME), one after the other, each in a new
+group. The clock starts at the first record. "handled" stops it when the handler of the
+last record returned (its ack or commit handed to the client library); "confirmed" when
+that was confirmed (ksidecar: close() returned with every ack result ACCEPTED;
+confluent-kafka: the final synchronous commit returned, which waits behind the async
+commits still in flight). Ratios are of the "handled" rates. KSIDECAR_TEST_BIN and KSIDECAR_TEST_KSTOOL name the
+binaries (default build/ksidecar, build/kstool)."""
+import argparse
+import importlib.util
+import json
+import os
+import pathlib
+import shlex
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+
+ROOT = pathlib.Path(__file__).resolve().parents[4]
+BIN = os.environ.get("KSIDECAR_TEST_BIN", str(ROOT / "build" / "ksidecar"))
+KSTOOL = os.environ.get("KSIDECAR_TEST_KSTOOL", str(ROOT / "build" / "kstool"))
+
+# confluent-kafka "tuned": an unbounded local queue (as tests/bench does for C), fetches
+# of up to 10 MB per partition and 100 MB in all, and consume() in batches of 1000.
+CK_TUNED = {"queued.max.messages.kbytes": 1048576, "queued.min.messages": 10000000,
+            "max.partition.fetch.bytes": 10485760, "fetch.max.bytes": 104857600}
+
+
+def _integration_helpers():
+    spec = importlib.util.spec_from_file_location(
+        "ksidecar_integration_conftest", ROOT / "tests" / "integration" / "conftest.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+free_port = _integration_helpers().free_port
+
+
+def figures(got, t0, c0, t1, ok):
+    """The result of one run: t0/c0 wall and CPU clocks at the first record, t1 when the
+    last was handled, now when it was confirmed."""
+    return {"records": got, "s": t1 - t0, "confirmed_s": time.monotonic() - t0,
+            "cpu_s": time.process_time() - c0, "all_acks_confirmed": ok}
+
+
+def run_ksidecar_client(boot, topic, n, form):
+    import ksidecar
+    gport, hport = free_port(), free_port()
+    log = open(f"/tmp/ksidecar-pybench-{gport}.log", "wb")
+    sc = subprocess.Popen([BIN, f"--kafka.bootstrap.servers={boot}", f"--grpc.listen=127.0.0.1:{gport}",
+                           f"--http.listen=127.0.0.1:{hport}", "--log.level=warn"],
+                          stdout=log, stderr=subprocess.STDOUT)
+    try:
+        for _ in range(200):
+            try:
+                urllib.request.urlopen(f"http://127.0.0.1:{hport}/healthz", timeout=1)
+                break
+            except Exception:
+                time.sleep(0.1)
+        opts = json.loads(os.environ.get("PYBENCH_SUBSCRIBER_OPTIONS", "{}"))
+        tgt, group = f"127.0.0.1:{gport}", f"pybench-{uuid.uuid4().hex[:8]}"
+        got = 0
+        t0 = c0 = None
+        if form == "asyncio":
+            import asyncio
+            import ksidecar.aio
+
+            async def consume():
+                nonlocal got, t0, c0
+                async with ksidecar.aio.Subscriber(tgt, group, [topic], **opts) as asub:
+                    async for msg in asub:
+                        if t0 is None:
+                            t0, c0 = time.monotonic(), time.process_time()
+                        msg.ack()
+                        got += 1
+                        if got == n:
+                            break
+                    t1 = time.monotonic()
+                    ok = await asub.close(timeout=60)
+                return t1, ok
+
+            t1, ok = asyncio.run(consume())
+            return figures(got, t0, c0, t1, ok)
+        sub = ksidecar.Subscriber(tgt, group, [topic], **opts)
+        if form == "iterator":
+            for msg in sub:
+                if t0 is None:
+                    t0, c0 = time.monotonic(), time.process_time()
+                msg.ack()
+                got += 1
+                if got == n:
+                    break
+        else:
+            import threading
+            done = threading.Event()
+            first = []
+            count = [0]
+
+            def handle(msg):
+                if not first:
+                    first.append((time.monotonic(), time.process_time()))
+                msg.ack()
+                count[0] += 1  # one worker: no lock needed
+                if count[0] == n:
+                    done.set()
+
+            sub.subscribe(handle, workers=1)
+            done.wait(600)
+            got = count[0]
+            t0, c0 = first[0]
+            t1 = time.monotonic()
+        if form == "iterator":
+            t1 = time.monotonic()
+        ok = sub.close(timeout=60)
+        return figures(got, t0, c0, t1, ok)
+    finally:
+        sc.terminate()
+        sc.wait()
+        log.close()
+
+
+def run_confluent(boot, topic, n, tuned):
+    import confluent_kafka
+    conf = {"bootstrap.servers": boot, "group.id": f"ckbench-{uuid.uuid4().hex[:8]}",
+            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
+    if tuned:
+        conf.update(CK_TUNED)
+    c = confluent_kafka.Consumer(conf)
+    c.subscribe([topic])
+    got = 0
+    t0 = c0 = None
+    while got < n:
+        msgs = c.consume(1000, 1.0) if tuned else [c.poll(1.0)]
+        for m in msgs:
+            if m is None or m.error():
+                continue
+            if t0 is None:
+                t0, c0 = time.monotonic(), time.process_time()
+            got += 1
+            if got % 1000 == 0:
+                c.commit(asynchronous=True)
+    t1 = time.monotonic()
+    c.commit(asynchronous=False)
+    r = figures(got, t0, c0, t1, True)
+    r.update(librdkafka=confluent_kafka.libversion()[0], confluent_kafka=confluent_kafka.__version__)
+    c.close()
+    return r
+
+
+CLIENTS = {
+    "ksidecar-iterator": ("ksidecar library, iterator, msg.ack() per message, defaults",
+                          lambda b, t, n: run_ksidecar_client(b, t, n, "iterator")),
+    "ksidecar-callback": ("ksidecar library, subscribe(callback, workers=1), msg.ack() per message",
+                          lambda b, t, n: run_ksidecar_client(b, t, n, "callback")),
+    "ksidecar-asyncio": ("ksidecar.aio library, async for, msg.ack() per message, defaults",
+                         lambda b, t, n: run_ksidecar_client(b, t, n, "asyncio")),
+    "ck-default": ("confluent-kafka Consumer, defaults, poll() per message, async commit every 1000",
+                   lambda b, t, n: run_confluent(b, t, n, False)),
+    "ck-tuned": ("confluent-kafka Consumer, unbounded local queue, 10 MB fetches, consume(1000), async commit every 1000",
+                 lambda b, t, n: run_confluent(b, t, n, True)),
+}
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--records", type=int, default=200000)
+    ap.add_argument("--partitions", type=int, default=8)
+    ap.add_argument("--runs", type=int, default=1)
+    ap.add_argument("--topic")
+    ap.add_argument("--one", choices=CLIENTS)
+    a = ap.parse_args()
+    boot = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
+    if a.one:
+        print(json.dumps(CLIENTS[a.one][1](boot, a.topic, a.records)))
+        return
+    topic = a.topic or f"pybench-{uuid.uuid4().hex[:8]}"
+    if not a.topic:
+        subprocess.run([KSTOOL, "create", "-b", boot, "-t", topic, "-p", str(a.partitions)], check=True)
+        subprocess.run([KSTOOL, "produce", "-b", boot, "-t", topic, "-n", str(a.records), "-p",
+                        str(a.partitions), "-s", "100", "-N"], check=True, capture_output=True)
+    print(f"# {a.records:,} x 100 B records on {a.partitions} partitions, topic {topic}; "
+          f"python {sys.version.split()[0]}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+    print("# command: KSIDECAR_TEST_BOOTSTRAP=%s %s" % (boot, " ".join(map(shlex.quote, sys.argv))))
+    try:
+        for run in range(1, a.runs + 1):
+            res = {}
+            for name, (what, _) in CLIENTS.items():
+                out = subprocess.run([sys.executable, __file__, "--one", name, "--topic", topic,
+                                      "--records", str(a.records)], capture_output=True, text=True,
+                                     timeout=900)
+                if out.returncode != 0:
+                    print(f"{name} failed:\n{out.stderr[-3000:]}")
+                    continue
+                r = json.loads(out.stdout.strip().splitlines()[-1])
+                r["rate"] = r["records"] / r["s"]
+                res[name] = r
+                extra = (f", confluent-kafka {r['confluent_kafka']}, librdkafka {r['librdkafka']}"
+                         if "librdkafka" in r else "")
+                print(f"run {run}  {name:18s} handled {r['rate']:>9,.0f} rec/s ({r['s']:.2f} s), "
+                      f"confirmed {r['records'] / r['confirmed_s']:>9,.0f} rec/s "
+                      f"({r['confirmed_s']:.2f} s), cpu {r['cpu_s']:.2f} s  ({what}{extra})",
+                      flush=True)
+            for ours in ("ksidecar-iterator", "ksidecar-callback", "ksidecar-asyncio"):
+                for base in ("ck-default", "ck-tuned"):
+                    if ours in res and base in res:
+                        print(f"run {run}  ratio {ours} / {base}: "
+                              f"{res[ours]['rate'] / res[base]['rate']:.2f}x")
+            print(f"# load after run {run}: {os.getloadavg()[0]:.2f}", flush=True)
+    finally:
+        if not a.topic:
+            subprocess.run([KSTOOL, "delete", "-b", boot, "-t", topic], capture_output=True)
+
+
+if __name__ == "__main__":
+    main()

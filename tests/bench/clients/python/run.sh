@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Runs the Python library benchmark (bench.py) against the broker of KSIDECAR_TEST_BOOTSTRAP,
+# in the tests' venv with confluent-kafka added:
+#
+#   tests/kafka/kafka.sh run tests/bench/clients/python/run.sh [--runs R] [--records N]
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
+: "${KSIDECAR_TEST_BOOTSTRAP:?is not set: run this under tests/kafka/kafka.sh run}"
+VENV="$("$ROOT/tests/clients/python_env.sh" confluent-kafka)"
+cd "$ROOT"
+exec "$VENV/bin/python" tests/bench/clients/python/bench.py "$@"
