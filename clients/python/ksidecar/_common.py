@@ -336,6 +336,10 @@ class _Limited:
             self.dropped += 1
 
 
+def _all_settled(state):
+    return state.find(UNSETTLED) < 0 and state.find(RELEASED) < 0
+
+
 class Book:
     """The leases and acks of one Subscriber, across its streams. Thread-safe; the asyncio
     Subscriber drives it from its loop thread only.
@@ -364,6 +368,7 @@ class Book:
         self.waiters = {}    # ack_id -> Future of its ack or nack result
         self.extending = {}  # ack_id -> extension results still due
         self.unanswered = 0
+        self.lost = 0  # settlements a broken stream took with it unanswered (they are STALE)
         self.deadline = s.deadline_ms / 1000.0
         self.margin = max(self.deadline / 3.0, 0.05)
         self.warn_bad = _Limited()
@@ -383,6 +388,10 @@ class Book:
         b = Batch(self, gen, now, now + self.deadline, records)
         with self.lock:
             if gen == self.gen:
+                # Forget the batches settled since (memchr over a few bytearrays), so that
+                # their records are freed now rather than at the next lease tick.
+                done = [x for x in self.live if _all_settled(x.state)]
+                self.live.difference_update(done)
                 self.live.add(b)
         return b
 
@@ -480,10 +489,9 @@ class Book:
             ids = []
             for b in list(self.live):
                 st = b.state
-                if st.find(UNSETTLED) < 0:
-                    if st.find(RELEASED) < 0:
-                        self.live.discard(b)
-                elif b.until - now < self.margin and now - b.t < limit:
+                if _all_settled(st):
+                    self.live.discard(b)
+                elif st.find(UNSETTLED) >= 0 and b.until - now < self.margin and now - b.t < limit:
                     b.until = now + self.deadline
                     recs = b.recs
                     ids += [recs[i].ack_id for i, v in enumerate(st) if v == UNSETTLED]
@@ -552,6 +560,8 @@ class Book:
             self.live, self.nacks, self.waiters, self.extending = set(), {}, {}, {}
             self.acks.clear()
             self.unanswered = 0
+        if not quiet:
+            self.lost += n_ids + max(unanswered, 0)
         msg = f"the stream ended before ksidecar answered ({why}); ksidecar delivers the record again"
         for ack_id, f in waiters.items():
             f.set_result(AckResult(ack_id, AckStatus.STALE, msg))

@@ -228,8 +228,9 @@ class Subscriber:
             await asyncio.wait(running, timeout=max(0.0, end - time.monotonic()))
         ok = True
         if self.book is not None:
+            lost = self.book.lost
             self.book.flush()
-            ok = await self._wait_answered(end)
+            ok = await self._wait_answered(end) and self.book.lost == lost
             if self._req is not None:
                 self._req.put_nowait(None)
             try:

@@ -225,7 +225,8 @@ class Subscriber:
     def close(self, timeout=30.0):
         """Stops delivery, lets running callbacks end, sends every pending ack and nack and
         waits up to timeout seconds for their results, then closes the stream. Returns True
-        when every result came. Messages delivered and not settled go back to ksidecar."""
+        when every result came (False also when a broken stream took some with it: they are
+        STALE). Messages delivered and not settled go back to ksidecar."""
         if self._closed is not None:
             return self._closed
         end = time.monotonic() + timeout
@@ -236,8 +237,9 @@ class Subscriber:
         for t in self._workers:
             if t is not threading.current_thread():  # a callback may close its subscriber
                 t.join(max(0.0, end - time.monotonic()))
+        lost = self.book.lost
         self.book.flush()
-        ok = wait_answered(self.book, end)
+        ok = wait_answered(self.book, end) and self.book.lost == lost
         self._stop.set()
         self._flush_evt.set()
         req = self._req
