@@ -14,9 +14,11 @@ from conftest import BIN, ic, unique, wait_committed_end
 def test_bad_token_is_an_authentication_error(bootstrap, sidecars, topic, tmp_path):
     t = topic(1, 3)
     tokens = tmp_path / "tokens.json"
-    tokens.write_text(json.dumps({"tokens": [{
-        "sha256": hashlib.sha256(b"s3cret").hexdigest(), "groups": ["*"], "consume": ["*"],
-        "produce": ["*"]}]}))
+    tokens.write_text(json.dumps({"tokens": [
+        {"sha256": hashlib.sha256(b"s3cret").hexdigest(), "groups": ["*"], "consume": ["*"],
+         "produce": ["*"]},
+        {"sha256": hashlib.sha256(b"narrow").hexdigest(), "groups": ["*"], "consume": ["other"],
+         "produce": []}]}))
     sc = sidecars(args=[f"--auth.tokens_file={tokens}"])
     tgt = f"127.0.0.1:{sc.grpc_port}"
     g = unique("g")
@@ -29,6 +31,14 @@ def test_bad_token_is_an_authentication_error(bootstrap, sidecars, topic, tmp_pa
     with pytest.raises(ksidecar.AuthenticationError) as ei:
         ksidecar.Publisher(tgt, token="wrong").publish(t, b"x")
     print("publisher:", ei.value)
+    # A valid token whose consume scope leaves the topic out: the stream's error, raised
+    # by the iterator, names the topic and the scope.
+    sub = ksidecar.Subscriber(tgt, g, [t], token="narrow")
+    with pytest.raises(ksidecar.PermissionDeniedError) as ei:
+        next(iter(sub))
+    print("narrow token:", ei.value)
+    assert t in str(ei.value) and "consume" in str(ei.value)
+    sub.close()
     # The right token works, so the errors above were about the token.
     with ksidecar.Subscriber(tgt, g, [t], token="s3cret") as sub:
         n = 0
