@@ -180,9 +180,13 @@ class Reconnect:
         """A response came: the stream works, the next failure starts the backoff again."""
         self.attempt, self.failing_since = 0, None
 
-    def after(self, err):
+    def after(self, err, closing):
         """The stream ended with err (a grpc.RpcError, or None when ksidecar ended it).
-        Tells the book, then returns (error, None) to give up with, or (None, delay)."""
+        Tells the book, then returns (error, None) to give up with, (None, delay) to open
+        it again after delay seconds, or (None, None) when closing."""
+        if closing:
+            self.book.stream_lost("closed", quiet=True)
+            return None, None
         why = errors.describe(err) if err is not None else "ended by ksidecar"
         self.book.stream_lost(why)
         what = f"Subscribe to group {self.s.group!r}"

@@ -100,13 +100,11 @@ class Subscriber:
                 writer.cancel()
                 raise
             writer.cancel()
-            if self._closing:
-                self.book.stream_lost("closed", quiet=True)
-                break
-            fatal, delay = rc.after(err)
+            fatal, delay = rc.after(err, self._closing)
             if fatal is not None:
-                self._fail(fatal)
-                return
+                return self._fail(fatal)
+            if delay is None:
+                break
             await asyncio.sleep(delay)
         self._batches.put_nowait(None)
 

@@ -67,6 +67,7 @@ class Subscriber:
         self._ready = collections.deque()
         self._cond = threading.Condition()
         self._fed_all = False
+        self._fetching = False
         self._done = threading.Event()
         self._reconnect = Reconnect(self.s, self.book)
         self._threads = [threading.Thread(target=f, name=f"ksidecar-{n}", daemon=True)
@@ -96,14 +97,10 @@ class Subscriber:
             except grpc.RpcError as e:
                 err = e
             req.put(_END)
-            if self._closing:
-                self.book.stream_lost("closed", quiet=True)
-                break
-            fatal, delay = rc.after(err)
+            fatal, delay = rc.after(err, self._closing)
             if fatal is not None:
-                self._fail(fatal)
-                return
-            if self._stop.wait(delay):
+                return self._fail(fatal)
+            if delay is None or self._stop.wait(delay):
                 break
         self._batches.put(_STOP)
 
@@ -166,27 +163,35 @@ class Subscriber:
             raise errors.InvalidArgumentError("a Subscriber has one iterator or one callback")
         self._workers = [threading.Thread(target=self._work, args=(callback,), daemon=True,
                                           name=f"ksidecar-worker-{i}") for i in range(workers)]
-        self._workers.append(threading.Thread(target=self._feed, daemon=True,
-                                              name="ksidecar-feeder"))
         for t in self._workers:
             t.start()
         return SubscribeFuture(self)
 
-    def _feed(self):
-        # Spreads each batch over the workers: they share one deque (popleft is atomic)
-        # and wait on self._cond only when it is empty.
-        while True:
-            try:
-                b = self._next_batch()
-            except errors.KsidecarError:
-                b = None
-            with self._cond:
-                if b is None:
-                    self._fed_all = True
-                    self._cond.notify_all()
-                    return
+    def _refill(self):
+        """Refills self._ready (the deque the workers share; popleft is atomic) with the
+        next batch: one worker at a time waits for it, the others wait on self._cond.
+        Returns False at the end. With one worker nothing changes threads per batch."""
+        cond = self._cond
+        with cond:
+            while self._fetching and not self._ready and not self._fed_all and not self._closing:
+                cond.wait(0.5)
+            if self._ready or self._closing:
+                return True
+            if self._fed_all:
+                return False
+            self._fetching = True
+        try:
+            b = self._next_batch()
+        except errors.KsidecarError:
+            b = None
+        with cond:
+            self._fetching = False
+            if b is None:
+                self._fed_all = True
+            else:
                 self._ready.extend(b.messages())
-                self._cond.notify(len(b.recs))
+            cond.notify_all()
+        return b is not None
 
     def _work(self, callback):
         book = self.book
@@ -195,11 +200,8 @@ class Subscriber:
             try:
                 m = ready.popleft()
             except IndexError:
-                with self._cond:
-                    while not ready and not self._fed_all and not self._closing:
-                        self._cond.wait(0.5)
-                    if not ready:
-                        return
+                if not self._refill():
+                    return
                 continue
             if m._batch.gen != book.gen:
                 continue  # its stream broke: ksidecar delivers it again
