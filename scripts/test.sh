@@ -30,3 +30,6 @@ echo "== unit tests"
 
 echo "== integration tests (real Kafka broker)"
 tests/kafka/kafka.sh run python3 -m pytest -v -p no:cacheprovider tests/integration "$@"
+
+echo "== client libraries (Python, Go, Node) against the real binary and a real broker"
+tests/kafka/kafka.sh run tests/clients/all.sh
