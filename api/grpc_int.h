@@ -1,0 +1,275 @@
+/* grpc_int.h: what the gRPC edge's files share (grpc_server.c, grpc_call.c, grpc_methods.c,
+ * grpc_stream.c, grpc_wire.c, grpc_reflect.c): the call and server state, and their
+ * internal functions. Private to api/grpc_*.c. */
+#ifndef KS_GRPC_INT_H
+#define KS_GRPC_INT_H
+
+#include <grpc/byte_buffer.h>
+#include <grpc/byte_buffer_reader.h>
+#include <grpc/grpc.h>
+#include <grpc/grpc_security.h>
+#include <grpc/slice.h>
+#include <grpc/support/alloc.h>
+#include <grpc/support/time.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ack_id.h"
+#include "grpc_api.h"
+#include "grpc_tsan.h"
+#include "grpc/health/v1/health.pb-c.h"
+#include "grpc/reflection/v1/reflection.pb-c.h"
+#include "ksidecar/v1/consumer.pb-c.h"
+#include "ksidecar/v1/producer.pb-c.h"
+
+#define LOGC           "grpc"
+#define ARMED_REQUESTS 16
+#define STREAM_WAIT_MS 30000
+/* Fetches a stream keeps parked: while one batch is on its way, the next fills. */
+#define STREAM_PIPELINE 2
+/* Most records in one stream message (their bytes are bounded by the credits). 2M
+ * records of 100 bytes through one stream with 20,000 credits, three runs each: 1,000 a
+ * message 1.25-1.26M rec/s, 2,000 1.23-1.39M, 4,000 1.30-1.51M, 8,000 1.38-1.49M. (When
+ * partitions still paused at the window bound, 10,000 did far worse than 2,000.) */
+#define STREAM_BATCH_MAX 4000
+/* Most key+value bytes in one message of records (stream or unary Fetch): three quarters
+ * of grpc.max_message_bytes (4 MB, as gRPC clients' own default limit), leaving room for
+ * the other fields of up to 4,000 records. The credits alone may allow more
+ * (subscriber.max_bytes is 10 MB), and a larger message ended the call. A single larger
+ * record still goes alone; the server and the client must raise their limits for it. */
+static inline int64_t msg_max_record_bytes(const ks_config_t *cfg)
+{
+    return cfg->grpc_max_message_bytes / 4 * 3;
+}
+
+typedef enum {
+    M_UNKNOWN = 0,
+    M_SUBSCRIBE,
+    M_FETCH,
+    M_ACK,
+    M_NACK,
+    M_MODIFY,
+    M_GET_GROUP,
+    M_LIST_GROUPS,
+    M_SEEK,
+    M_PRODUCE,
+    M_HEALTH_CHECK,
+    M_HEALTH_WATCH,
+    M_REFLECT_V1,
+    M_REFLECT_V1ALPHA,
+} method_t;
+
+/* A completion-queue tag: what to run when the event comes. */
+typedef struct ev {
+    void (*fn)(void *ctx, bool ok);
+    void *ctx;
+} ev_t;
+
+typedef struct settle_ctx settle_ctx_t;
+
+/* A queued message: encoded already (bb), or encoded when its send starts, on a
+ * completion-queue thread rather than the group loop's (a record batch, or acks with
+ * their results). */
+typedef struct send_item {
+    grpc_byte_buffer *bb;
+    ks_batch_t *batch;
+    settle_ctx_t *acks;
+    ks_ack_result_t *results;
+} send_item_t;
+
+typedef struct call call_t;
+
+typedef struct peer_count {
+    char host[264];
+    int streams;
+} peer_count_t;
+
+struct ks_grpc {
+    ks_engine_t *eng;
+    const ks_config_t *cfg;
+    const ks_auth_t *auth;
+    grpc_server *server;
+    grpc_completion_queue *cq;
+    int port;
+    pthread_t *threads;
+    int nthreads;
+    pthread_t health_thread;
+    atomic_bool stopping;
+    atomic_uint next_id;
+    pthread_mutex_t lock; /* guards calls, peers, peer_cnt */
+    call_t *calls;        /* every live call, for shutdown and health watches */
+    peer_count_t *peers;
+    size_t peer_cnt;
+    /* Reflection: the files of the embedded descriptor set. */
+    ProtobufCBinaryData files[16];
+    char file_names[16][128];
+    size_t file_cnt;
+};
+
+/* One call. References: one per batch in flight, one per engine command out, one
+ * for the call list; freed when the last goes. */
+struct call {
+    ks_grpc_t *s;
+    grpc_call *call;
+    grpc_call_details details;
+    grpc_metadata_array req_md;
+    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick;
+    method_t method;
+    bool stream_in;
+    pthread_mutex_t lock; /* guards everything below */
+    int refs;
+    call_t *next, *prev; /* the server's call list */
+    grpc_byte_buffer *recv_buf;
+    int cancelled;
+    bool closed;         /* RECV_CLOSE_ON_SERVER came: no more sends */
+    bool meta_sent;      /* initial metadata went with the first send */
+    bool status_started; /* the final status is on its way */
+    send_item_t *q;      /* messages waiting for the one send in flight */
+    size_t qh, qn, qcap;
+    bool sending;
+    grpc_byte_buffer *in_flight;
+    /* Subscribe's bound on queued record messages (grpc.stream_queue_*): record
+     * messages queued or in flight and their key+value bytes; while at the bound the
+     * stream parks no fetch, so the group loop delivers nothing to it (as with credits
+     * used up). The one in flight: its batch's deliver_token (reported to the engine when
+     * the send completes) and bytes; when it started (0: none), for grpc.stream_stall_ms. */
+    int q_batches;
+    int64_t q_bytes;
+    bool fetch_blocked; /* a fetch was held back at the bound; the next send done re-arms */
+    bool in_flight_batch;
+    uint64_t in_flight_token;
+    int64_t in_flight_bytes;
+    int64_t send_started_ms;
+    bool stalled; /* cut off for not reading: its leases go back uncounted */
+    bool want_status;
+    grpc_status_code st;
+    char msg[512];
+    /* Subscribe streams. */
+    bool opened;
+    char group[256];
+    char sub[KS_SUBSCRIBER_KEY_MAX];
+    char **topics;
+    size_t topic_cnt;
+    int64_t credit_records, credit_bytes;
+    int deadline_ms;
+    int fetches_out;
+    ks_tp_t *snap; /* the assignment the stream was last told */
+    size_t snap_cnt;
+    char peer_host[264];       /* what its streams count against: identity, else host */
+    const ks_principal_t *who; /* who called (set by authorized); NULL without auth */
+    bool counted;
+    /* Health watches. */
+    int last_health;
+};
+
+/* What an engine settle answers: the ids it was asked about, kept with the call. */
+struct settle_ctx {
+    call_t *c;
+    char **ids;
+    size_t n;
+    bool stream; /* answer on the Subscribe stream, not as a unary reply */
+};
+
+#define UNPACK(type, fn, sl) fn##__unpack(NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl))
+
+/* ---- grpc_call.c: references, the send queue, the final status, the caller ---- */
+
+grpc_status_code grpc_code_of(ks_status_t st);
+void call_ref(call_t *c);
+void call_unref(call_t *c);
+/* Frees c at once (a call grpc never matched: no references out). */
+void call_free(call_t *c);
+int64_t mono_ms(void);
+/* The stream's record messages are at grpc.stream_queue_*. Locked by caller. */
+bool queue_full_locked(const call_t *c);
+/* Drops a queued message that will never go out. Locked by caller. */
+void item_drop_locked(call_t *c, send_item_t *it);
+/* Queues a message (the call takes it.bb and it.batch). */
+void call_send_item(call_t *c, send_item_t it);
+/* Queues an encoded message (the call takes bb). */
+void call_send_bb(call_t *c, grpc_byte_buffer *bb);
+/* Queues a message (m is packed now; the caller keeps m). */
+void call_send(call_t *c, const ProtobufCMessage *m);
+/* Ends the call with a status once the queued messages are out. */
+void call_finish(call_t *c, grpc_status_code st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+/* Completion-queue events of a call's sends (the ev_send, ev_status and ev_kick tags). */
+void on_send_done(void *ctx, bool ok);
+void on_status_done(void *ctx, bool ok);
+void on_kick(void *ctx, bool ok);
+/* Reads the next message (ev_recv). */
+void start_recv(call_t *c);
+/* The verified client certificate's subject (RFC 2253) into buf, or NULL without mTLS. */
+const char *cert_subject(const call_t *c, char *buf, size_t size);
+/* Identifies the caller and checks the group scope for group (NULL: identity only).
+ * Finishes the call and returns false when refused. */
+bool authorized(call_t *c, const char *group);
+/* Checks topic names and the caller's scope over each. Finishes the call and returns
+ * false when refused. Call after authorized(). */
+bool scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n);
+
+/* ---- grpc_wire.c: encoders and decoders by hand ---- */
+
+/* Packs m into a new byte buffer. */
+grpc_byte_buffer *pack(const ProtobufCMessage *m);
+/* Copies a received message into one contiguous slice. Caller unrefs. */
+grpc_slice flatten(grpc_byte_buffer *bb);
+/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
+grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
+/* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
+grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
+Ksidecar__V1__AckStatus ack_status_of(ks_status_t st);
+/* Reads a varint at *p. False when it runs past end or past 64 bits. */
+bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
+/* SubscribeRequest{ack} read in place into one block of ids (ks_strv_pack's shape), or
+ * NULL for any other message (protobuf-c reads those). */
+char **fast_ack_ids(grpc_slice sl, size_t *n_out);
+
+/* ---- grpc_methods.c: unary methods ---- */
+
+void settle_ctx_free(settle_ctx_t *x);
+/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+ * Returns false (call finished) on a synchronous error. */
+bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                  char **ids, size_t n, bool stream);
+/* settle_owned for ids the caller keeps. */
+bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+            char **ids, size_t n, bool stream);
+/* Finishes the call: the request is not a valid `what` message. */
+void bad_message(call_t *c, const char *what);
+/* A unary call's request message. */
+void handle_unary(call_t *c, grpc_slice sl);
+
+/* ---- grpc_stream.c: Subscribe ---- */
+
+/* Parks fetches up to the pipeline depth, unless the send queue is at its bound. */
+void stream_refill(call_t *c);
+/* One message of a Subscribe stream. */
+void handle_subscribe_msg(call_t *c, grpc_slice sl);
+/* The stream no longer counts against its client's limit. */
+void uncount_stream(call_t *c);
+/* Cuts off the streams whose client took no message for grpc.stream_stall_ms. */
+void cut_stalled(ks_grpc_t *s);
+
+/* ---- grpc_reflect.c: health and reflection ---- */
+
+int health_status(ks_grpc_t *s);
+bool known_service(const char *name);
+/* Indexes the embedded descriptor set's files into s. */
+void reflection_load(ks_grpc_t *s);
+/* One message of a reflection stream. */
+void handle_reflection_msg(call_t *c, grpc_slice sl);
+/* The health thread: Watch updates and stalled streams, every 250 ms. */
+void *health_main(void *arg);
+
+/* ---- grpc_server.c ---- */
+
+/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
+ * held), at most max of them, into out. Returns how many. */
+size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
+                  call_t **out, size_t max);
+
+#endif

@@ -1,0 +1,548 @@
+/* grpc_methods.c: the gRPC edge's unary methods: request decoders, the engine commands
+ * they send, and the replies. */
+#include "grpc_int.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util.h"
+
+void settle_ctx_free(settle_ctx_t *x)
+{
+    free(x->ids); /* one block, strings included */
+    free(x);
+}
+
+static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
+{
+    settle_ctx_t *x = opaque;
+    call_t *c = x->c;
+    if (x->stream) { /* encoded when its send starts */
+        call_send_item(c, (send_item_t){.acks = x, .results = res});
+        call_unref(c);
+        return;
+    }
+    Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
+    Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
+    if (!rs || !rp)
+        abort();
+    size_t ok = 0;
+    ks_status_t first_bad = KS_OK;
+    const char *first_msg = "";
+    for (size_t i = 0; i < n; i++) {
+        ksidecar__v1__ack_result__init(&rs[i]);
+        rs[i].ack_id = x->ids[i];
+        rs[i].status = ack_status_of(res[i].status);
+        rs[i].message = (char *)(uintptr_t)res[i].reason;
+        rp[i] = &rs[i];
+        if (res[i].status == KS_OK)
+            ok++;
+        else if (first_bad == KS_OK) {
+            first_bad = res[i].status;
+            first_msg = res[i].reason;
+        }
+    }
+    if (ok == 0 && first_bad != KS_OK) {
+        call_finish(c, grpc_code_of(first_bad), "%s", first_msg);
+    } else {
+        Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
+        ar.n_results = n;
+        ar.results = rp;
+        ar.accepted = (int32_t)ok;
+        ar.rejected = (int32_t)(n - ok);
+        call_send(c, &ar.base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    free(rs);
+    free(rp);
+    free(res);
+    settle_ctx_free(x);
+    call_unref(c);
+}
+
+/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+ * Returns false (call finished) on a synchronous error. */
+bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                  char **ids, size_t n, bool stream)
+{
+    settle_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        abort();
+    x->c = c;
+    x->stream = stream;
+    x->n = n;
+    x->ids = ids;
+    char err[512];
+    ks_status_t st =
+        ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
+    if (st) {
+        settle_ctx_free(x);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return false;
+    }
+    call_ref(c);
+    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
+                          on_settled, x, err, sizeof(err));
+    if (st) {
+        settle_ctx_free(x);
+        call_unref(c);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return false;
+    }
+    return true;
+}
+
+/* settle_owned for ids the caller keeps. */
+bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+            char **ids, size_t n, bool stream)
+{
+    return settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
+                        stream);
+}
+
+/* ---- group status ---- */
+
+static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *o, void **allocs,
+                         size_t *na)
+{
+    ksidecar__v1__group_status__init(o);
+    o->group = (char *)(uintptr_t)g->name;
+    o->static_ = g->is_static;
+    o->ordering = (char *)(uintptr_t)g->ordering;
+    o->dead_letter_topic = (char *)(uintptr_t)g->dead_letter_topic;
+    o->max_attempts = g->max_attempts;
+    o->delivered = g->delivered;
+    o->redelivered = g->redelivered;
+    o->expired = g->expired;
+    o->nacked = g->nacked;
+    o->acked = g->acked;
+    o->dead_lettered = g->dead_lettered;
+    o->acks_lost_to_move = g->acks_lost_to_move;
+    /* topics: split the comma list into a copy */
+    char *tcopy = ks_xstrdup(g->topics);
+    allocs[(*na)++] = tcopy;
+    size_t nt = 0;
+    for (char *p = tcopy; *p; p++)
+        nt += *p == ',';
+    char **tv = calloc(nt + 2, sizeof(char *));
+    allocs[(*na)++] = tv;
+    size_t ti = 0;
+    char *save = NULL;
+    for (char *t = strtok_r(tcopy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+        tv[ti++] = t;
+    o->n_topics = ti;
+    o->topics = tv;
+    /* The memory status rides in the partitions' block: one allocation less to track. */
+    Ksidecar__V1__PartitionStatus *ps =
+        calloc(1, (g->part_cnt + 1) * sizeof(*ps) + sizeof(Ksidecar__V1__MemoryStatus));
+    Ksidecar__V1__PartitionStatus **pp = calloc(g->part_cnt + 1, sizeof(*pp));
+    if (!ps)
+        abort();
+    allocs[(*na)++] = ps;
+    allocs[(*na)++] = pp;
+    Ksidecar__V1__MemoryStatus *mem = (Ksidecar__V1__MemoryStatus *)(void *)&ps[g->part_cnt + 1];
+    ksidecar__v1__memory_status__init(mem);
+    mem->max_bytes = g->mem_max_bytes;
+    mem->used_bytes = g->mem_used_bytes;
+    mem->partitions = g->mem_partitions;
+    mem->window_share_bytes = g->mem_window_share_bytes;
+    mem->kafka_queue_kbytes = g->mem_kafka_queue_kbytes;
+    mem->kafka_fetch_bytes = g->mem_kafka_fetch_bytes;
+    o->memory = mem;
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        const ks_part_status_t *p = &g->parts[i];
+        ksidecar__v1__partition_status__init(&ps[i]);
+        ps[i].topic = (char *)(uintptr_t)p->topic;
+        ps[i].partition = p->partition;
+        ps[i].state = (char *)(uintptr_t)p->state;
+        ps[i].epoch = p->epoch;
+        ps[i].committed_offset = p->committed;
+        ps[i].high_watermark = p->high_watermark;
+        ps[i].lag = p->lag;
+        ps[i].in_flight = (int64_t)p->in_flight;
+        ps[i].window_records = (int64_t)p->window;
+        ps[i].window_bytes = p->window_bytes;
+        ps[i].paused = p->paused;
+        ps[i].oldest_lease_age_ms = p->oldest_lease_age_ms;
+        ps[i].metadata_truncations = p->metadata_truncations;
+        ps[i].held_back = p->held_back;
+        ps[i].window_memory_bytes = p->window_memory_bytes;
+        ps[i].kafka_queue_records = p->kafka_queue_records;
+        ps[i].commit_in_flight = p->commit_in_flight;
+        ps[i].budget_pauses = p->budget_pauses;
+        pp[i] = &ps[i];
+    }
+    o->n_partitions = g->part_cnt;
+    o->partitions = pp;
+    Ksidecar__V1__SubscriberStatus *ss = calloc(g->sub_cnt + 1, sizeof(*ss));
+    Ksidecar__V1__SubscriberStatus **sp = calloc(g->sub_cnt + 1, sizeof(*sp));
+    Ksidecar__V1__Credits *cr = calloc(2 * g->sub_cnt + 1, sizeof(*cr));
+    allocs[(*na)++] = ss;
+    allocs[(*na)++] = sp;
+    allocs[(*na)++] = cr;
+    for (size_t i = 0; i < g->sub_cnt; i++) {
+        const ks_sub_status_t *s = &g->subs[i];
+        ksidecar__v1__subscriber_status__init(&ss[i]);
+        ksidecar__v1__credits__init(&cr[2 * i]);
+        ksidecar__v1__credits__init(&cr[2 * i + 1]);
+        ss[i].name = (char *)(uintptr_t)s->name;
+        cr[2 * i].records = s->credit_records;
+        cr[2 * i].bytes = s->credit_bytes;
+        cr[2 * i + 1].records = s->outstanding_records;
+        cr[2 * i + 1].bytes = s->outstanding_bytes;
+        ss[i].credits = &cr[2 * i];
+        ss[i].outstanding = &cr[2 * i + 1];
+        ss[i].waiting = s->waiting;
+        sp[i] = &ss[i];
+    }
+    o->n_subscribers = g->sub_cnt;
+    o->subscribers = sp;
+}
+
+typedef struct status_ctx {
+    call_t *c;
+    bool one;
+} status_ctx_t;
+
+static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
+{
+    status_ctx_t *x = opaque;
+    call_t *c = x->c;
+    /* status_to_pb makes at most 7 allocations a group. */
+    void **allocs = calloc(8 * n + 8, sizeof(*allocs));
+    if (!allocs)
+        abort();
+    size_t na = 0;
+    if (x->one) {
+        if (n == 0) {
+            call_finish(c, GRPC_STATUS_NOT_FOUND, "the group closed meanwhile");
+        } else {
+            Ksidecar__V1__GroupStatus gs;
+            status_to_pb(groups[0], &gs, allocs, &na);
+            call_send(c, &gs.base);
+            call_finish(c, GRPC_STATUS_OK, "%s", "");
+        }
+    } else {
+        size_t cnt = 0;
+        Ksidecar__V1__GroupStatus *gs = calloc(n + 1, sizeof(*gs));
+        Ksidecar__V1__GroupStatus **gp = calloc(n + 1, sizeof(*gp));
+        for (size_t i = 0; i < n; i++) {
+            /* Only the groups the caller's groups scope covers. */
+            if (!ks_auth_covers(c->s->auth, c->who, KS_SCOPE_GROUPS, groups[i]->name))
+                continue;
+            status_to_pb(groups[i], &gs[cnt], allocs, &na);
+            gp[cnt] = &gs[cnt];
+            cnt++;
+        }
+        Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
+        lr.n_groups = cnt;
+        lr.groups = gp;
+        call_send(c, &lr.base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+        free(gs);
+        free(gp);
+    }
+    for (size_t i = 0; i < na; i++)
+        free(allocs[i]);
+    free(allocs);
+    for (size_t i = 0; i < n; i++)
+        ks_group_status_free(groups[i]);
+    free(groups);
+    free(x);
+    call_unref(c);
+}
+
+/* ---- unary handlers ---- */
+
+static void on_unary_fetch(ks_batch_t *b, void *opaque)
+{
+    call_t *c = opaque;
+    if (b->status) {
+        call_finish(c, grpc_code_of(b->status), "%s", b->message);
+    } else {
+        call_send_bb(c, encode_records(b, false));
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    ks_batch_free(b);
+    call_unref(c);
+}
+
+static void on_seek(ks_seek_result_t *r, void *opaque)
+{
+    call_t *c = opaque;
+    if (r->status) {
+        call_finish(c, grpc_code_of(r->status), "%s", r->message);
+    } else {
+        Ksidecar__V1__SeekResponse sr = KSIDECAR__V1__SEEK_RESPONSE__INIT;
+        sr.offset = r->offset;
+        sr.stale_leases = r->stale_leases;
+        call_send(c, &sr.base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    free(r);
+    call_unref(c);
+}
+
+static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
+{
+    call_t *c = opaque;
+    Ksidecar__V1__ProduceResult *rs = calloc(n + 1, sizeof(*rs));
+    Ksidecar__V1__ProduceResult **rp = calloc(n + 1, sizeof(*rp));
+    if (!rs || !rp)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        ksidecar__v1__produce_result__init(&rs[i]);
+        rs[i].partition = res[i].partition;
+        rs[i].offset = res[i].offset;
+        rs[i].error = res[i].error;
+        rp[i] = &rs[i];
+    }
+    Ksidecar__V1__ProduceResponse pr = KSIDECAR__V1__PRODUCE_RESPONSE__INIT;
+    pr.n_results = n;
+    pr.results = rp;
+    call_send(c, &pr.base);
+    call_finish(c, GRPC_STATUS_OK, "%s", "");
+    free(rs);
+    free(rp);
+    free(res);
+    call_unref(c);
+}
+
+void bad_message(call_t *c, const char *what)
+{
+    call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "the request is not a valid %s protobuf message",
+                what);
+}
+
+void handle_unary(call_t *c, grpc_slice sl)
+{
+    ks_grpc_t *s = c->s;
+    char err[512];
+    ks_status_t st;
+    switch (c->method) {
+    case M_FETCH: {
+        Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
+        if (!r) {
+            bad_message(c, "FetchRequest");
+            return;
+        }
+        if (authorized(c, r->group) &&
+            scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
+            ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
+                                 .wait_ms = r->wait_ms,
+                                 .deadline_ms = r->deadline_ms,
+                                 .subscriber = r->subscriber,
+                                 .max_bytes = msg_max_record_bytes(s->cfg)};
+            call_ref(c);
+            st = ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
+                                 on_unary_fetch, c, err, sizeof(err));
+            if (st) {
+                call_unref(c);
+                call_finish(c, grpc_code_of(st), "%s", err);
+            }
+        }
+        ksidecar__v1__fetch_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_ACK: {
+        Ksidecar__V1__AckRequest *r = UNPACK(x, ksidecar__v1__ack_request, sl);
+        if (!r) {
+            bad_message(c, "AckRequest");
+            return;
+        }
+        if (authorized(c, r->group))
+            settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
+        ksidecar__v1__ack_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_NACK: {
+        Ksidecar__V1__NackRequest *r = UNPACK(x, ksidecar__v1__nack_request, sl);
+        if (!r) {
+            bad_message(c, "NackRequest");
+            return;
+        }
+        if (authorized(c, r->group))
+            settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
+                   false);
+        ksidecar__v1__nack_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_MODIFY: {
+        Ksidecar__V1__ModifyAckDeadlineRequest *r =
+            UNPACK(x, ksidecar__v1__modify_ack_deadline_request, sl);
+        if (!r) {
+            bad_message(c, "ModifyAckDeadlineRequest");
+            return;
+        }
+        if (authorized(c, r->group))
+            settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
+                   false);
+        ksidecar__v1__modify_ack_deadline_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_GET_GROUP:
+    case M_LIST_GROUPS: {
+        char *group = NULL;
+        Ksidecar__V1__GetGroupRequest *r = NULL;
+        if (c->method == M_GET_GROUP) {
+            r = UNPACK(x, ksidecar__v1__get_group_request, sl);
+            if (!r) {
+                bad_message(c, "GetGroupRequest");
+                return;
+            }
+            group = r->group;
+        } else {
+            Ksidecar__V1__ListGroupsRequest *lr = UNPACK(x, ksidecar__v1__list_groups_request, sl);
+            if (!lr) {
+                bad_message(c, "ListGroupsRequest");
+                return;
+            }
+            ksidecar__v1__list_groups_request__free_unpacked(lr, NULL);
+        }
+        if (authorized(c, group)) {
+            status_ctx_t *x = calloc(1, sizeof(*x));
+            if (!x)
+                abort();
+            x->c = c;
+            x->one = group != NULL;
+            call_ref(c);
+            st = ks_engine_status(s->eng, group, on_status, x, err, sizeof(err));
+            if (st) {
+                free(x);
+                call_unref(c);
+                call_finish(c, grpc_code_of(st), "%s", err);
+            }
+        }
+        if (r)
+            ksidecar__v1__get_group_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_SEEK: {
+        Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
+        if (!r) {
+            bad_message(c, "SeekRequest");
+            return;
+        }
+        if (authorized(c, r->group) &&
+            scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
+            ks_seek_kind_t kind;
+            int64_t v = 0;
+            switch (r->target_case) {
+            case KSIDECAR__V1__SEEK_REQUEST__TARGET_OFFSET:
+                kind = KS_SEEK_OFFSET;
+                v = r->offset;
+                break;
+            case KSIDECAR__V1__SEEK_REQUEST__TARGET_TIMESTAMP_MS:
+                kind = KS_SEEK_TIMESTAMP;
+                v = r->timestamp_ms;
+                break;
+            case KSIDECAR__V1__SEEK_REQUEST__TARGET_EARLIEST:
+                kind = KS_SEEK_EARLIEST;
+                break;
+            case KSIDECAR__V1__SEEK_REQUEST__TARGET_LATEST:
+                kind = KS_SEEK_LATEST;
+                break;
+            default:
+                call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
+                            "set one target: offset, timestamp_ms, earliest or latest");
+                ksidecar__v1__seek_request__free_unpacked(r, NULL);
+                return;
+            }
+            call_ref(c);
+            st = ks_engine_seek(s->eng, r->group, r->topic, r->partition, kind, v, on_seek, c, err,
+                                sizeof(err));
+            if (st) {
+                call_unref(c);
+                call_finish(c, grpc_code_of(st), "%s", err);
+            }
+        }
+        ksidecar__v1__seek_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_PRODUCE: {
+        Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
+        if (!r) {
+            bad_message(c, "ProduceRequest");
+            return;
+        }
+        bool ok = authorized(c, NULL);
+        for (size_t i = 0; ok && i < r->n_records; i++)
+            ok = scoped(c, KS_SCOPE_PRODUCE, "produce to",
+                        (const char *const *)&r->records[i]->topic, 1);
+        if (ok) {
+            size_t nh = 0;
+            for (size_t i = 0; i < r->n_records; i++)
+                nh += r->records[i]->n_headers;
+            ks_produce_rec_t *recs = calloc(r->n_records + 1, sizeof(*recs));
+            ks_header_t *hs = calloc(nh + 1, sizeof(*hs));
+            if (!recs || !hs)
+                abort();
+            size_t h = 0;
+            for (size_t i = 0; i < r->n_records; i++) {
+                Ksidecar__V1__ProduceRecord *p = r->records[i];
+                recs[i].topic = p->topic;
+                recs[i].partition = p->has_partition ? p->partition : -1;
+                recs[i].key = p->key_null ? NULL : p->key.data ? p->key.data : (const void *)"";
+                recs[i].key_len = p->key.len;
+                recs[i].value = p->value_null   ? NULL
+                                : p->value.data ? p->value.data
+                                                : (const void *)"";
+                recs[i].value_len = p->value.len;
+                recs[i].headers = &hs[h];
+                recs[i].header_cnt = p->n_headers;
+                for (size_t k = 0; k < p->n_headers; k++, h++) {
+                    hs[h].name = p->headers[k]->key;
+                    hs[h].value =
+                        p->headers[k]->value.data ? p->headers[k]->value.data : (const void *)"";
+                    hs[h].value_len = p->headers[k]->value.len;
+                }
+            }
+            call_ref(c);
+            st = ks_engine_produce(s->eng, recs, r->n_records, on_produced, c, err, sizeof(err));
+            if (st) {
+                call_unref(c);
+                call_finish(c, grpc_code_of(st), "%s", err);
+            }
+            free(recs);
+            free(hs);
+        }
+        ksidecar__v1__produce_request__free_unpacked(r, NULL);
+        return;
+    }
+    case M_HEALTH_CHECK:
+    case M_HEALTH_WATCH: {
+        Grpc__Health__V1__HealthCheckRequest *r =
+            UNPACK(x, grpc__health__v1__health_check_request, sl);
+        if (!r) {
+            bad_message(c, "HealthCheckRequest");
+            return;
+        }
+        if (!known_service(r->service)) {
+            if (c->method == M_HEALTH_CHECK)
+                call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
+            else {
+                Grpc__Health__V1__HealthCheckResponse hr =
+                    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+                hr.status =
+                    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+                call_send(c, &hr.base);
+            }
+        } else {
+            Grpc__Health__V1__HealthCheckResponse hr =
+                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+            hr.status = health_status(s);
+            pthread_mutex_lock(&c->lock);
+            c->last_health = hr.status;
+            pthread_mutex_unlock(&c->lock);
+            call_send(c, &hr.base);
+            if (c->method == M_HEALTH_CHECK)
+                call_finish(c, GRPC_STATUS_OK, "%s", "");
+        }
+        grpc__health__v1__health_check_request__free_unpacked(r, NULL);
+        return;
+    }
+    default:
+        call_finish(c, GRPC_STATUS_UNIMPLEMENTED, "not implemented");
+    }
+}

@@ -1,0 +1,170 @@
+/* grpc_reflect.c: grpc.health.v1 (the health thread that also watches for stalled streams)
+ * and server reflection from the descriptor set embedded at build time. */
+#include "grpc_int.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+/* The descriptor set of our protos, embedded at build time for reflection. */
+extern const unsigned char ks_descriptor_set[];
+extern const size_t ks_descriptor_set_len;
+static const char *service_names[] = {
+    "ksidecar.v1.Consumer",
+    "ksidecar.v1.Producer",
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+};
+
+#define NSERVICES (sizeof(service_names) / sizeof(service_names[0]))
+int health_status(ks_grpc_t *s)
+{
+    return ks_engine_kafka_up(s->eng)
+               ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVING
+               : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING;
+}
+
+bool known_service(const char *name)
+{
+    if (!*name)
+        return true;
+    for (size_t i = 0; i < NSERVICES; i++)
+        if (!strcmp(service_names[i], name))
+            return true;
+    return false;
+}
+
+/* ---- reflection ---- */
+
+void reflection_load(ks_grpc_t *s)
+{
+    /* FileDescriptorSet: field 1, length-delimited, repeated; each is a
+     * FileDescriptorProto whose field 1 is the file name. */
+    const unsigned char *p = ks_descriptor_set, *end = p + ks_descriptor_set_len;
+    while (p < end && s->file_cnt < 16) {
+        uint64_t tag, len;
+        if (!read_varint(&p, end, &tag) || !read_varint(&p, end, &len) || tag != ((1 << 3) | 2) ||
+            len > (uint64_t)(end - p))
+            break;
+        s->files[s->file_cnt].data = (uint8_t *)(uintptr_t)p;
+        s->files[s->file_cnt].len = len;
+        /* name: field 1 (tag 0x0a), short length */
+        if (len > 2 && p[0] == 0x0a && p[1] < 128 && (size_t)p[1] + 2 <= len)
+            snprintf(s->file_names[s->file_cnt], sizeof(s->file_names[0]), "%.*s", (int)p[1],
+                     (const char *)p + 2);
+        s->file_cnt++;
+        p += len;
+    }
+}
+
+static bool known_symbol(const char *sym)
+{
+    static const char *packages[] = {"ksidecar.v1.", "grpc.health.v1.", "grpc.reflection.v1.",
+                                     "grpc.reflection.v1alpha."};
+    for (size_t i = 0; i < sizeof(packages) / sizeof(packages[0]); i++)
+        if (!strncmp(sym, packages[i], strlen(packages[i])))
+            return true;
+    return false;
+}
+
+void handle_reflection_msg(call_t *c, grpc_slice sl)
+{
+    ks_grpc_t *s = c->s;
+    Grpc__Reflection__V1__ServerReflectionRequest *r =
+        UNPACK(x, grpc__reflection__v1__server_reflection_request, sl);
+    if (!r) {
+        bad_message(c, "ServerReflectionRequest");
+        return;
+    }
+    Grpc__Reflection__V1__ServerReflectionResponse resp =
+        GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__INIT;
+    resp.valid_host = r->host;
+    resp.original_request = r;
+    Grpc__Reflection__V1__ListServiceResponse ls =
+        GRPC__REFLECTION__V1__LIST_SERVICE_RESPONSE__INIT;
+    Grpc__Reflection__V1__ServiceResponse svc[NSERVICES];
+    Grpc__Reflection__V1__ServiceResponse *svcp[NSERVICES];
+    Grpc__Reflection__V1__FileDescriptorResponse fd =
+        GRPC__REFLECTION__V1__FILE_DESCRIPTOR_RESPONSE__INIT;
+    Grpc__Reflection__V1__ErrorResponse er = GRPC__REFLECTION__V1__ERROR_RESPONSE__INIT;
+    char emsg[300];
+    bool found = false;
+    switch (r->message_request_case) {
+    case GRPC__REFLECTION__V1__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST_LIST_SERVICES:
+        for (size_t i = 0; i < NSERVICES; i++) {
+            grpc__reflection__v1__service_response__init(&svc[i]);
+            svc[i].name = (char *)(uintptr_t)service_names[i];
+            svcp[i] = &svc[i];
+        }
+        ls.n_service = NSERVICES;
+        ls.service = svcp;
+        resp.message_response_case =
+            GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_LIST_SERVICES_RESPONSE;
+        resp.list_services_response = &ls;
+        break;
+    case GRPC__REFLECTION__V1__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST_FILE_BY_FILENAME:
+        for (size_t i = 0; i < s->file_cnt; i++)
+            found = found || !strcmp(s->file_names[i], r->file_by_filename);
+        snprintf(emsg, sizeof(emsg), "file not found: %.200s", r->file_by_filename);
+        break;
+    case GRPC__REFLECTION__V1__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST_FILE_CONTAINING_SYMBOL:
+        found = known_symbol(r->file_containing_symbol);
+        snprintf(emsg, sizeof(emsg), "symbol not found: %.200s", r->file_containing_symbol);
+        break;
+    default:
+        snprintf(emsg, sizeof(emsg), "extensions are not supported");
+        break;
+    }
+    if (r->message_request_case !=
+        GRPC__REFLECTION__V1__SERVER_REFLECTION_REQUEST__MESSAGE_REQUEST_LIST_SERVICES) {
+        if (found) {
+            /* Our files are few: each answer carries all of them, dependencies included. */
+            fd.n_file_descriptor_proto = s->file_cnt;
+            fd.file_descriptor_proto = s->files;
+            resp.message_response_case =
+                GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_FILE_DESCRIPTOR_RESPONSE;
+            resp.file_descriptor_response = &fd;
+        } else {
+            er.error_code = GRPC_STATUS_NOT_FOUND;
+            er.error_message = emsg;
+            resp.message_response_case =
+                GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__MESSAGE_RESPONSE_ERROR_RESPONSE;
+            resp.error_response = &er;
+        }
+    }
+    call_send(c, &resp.base);
+    grpc__reflection__v1__server_reflection_request__free_unpacked(r, NULL);
+}
+
+/* A health Watch whose last answer differs from the status now: marked answered. */
+static bool pick_health(call_t *c, const void *status)
+{
+    int now = *(const int *)status;
+    if (c->method != M_HEALTH_WATCH || c->last_health < 0 || c->last_health == now || c->closed)
+        return false;
+    c->last_health = now;
+    return true;
+}
+
+/* Sends health Watch updates when Kafka's reachability changes. */
+void *health_main(void *arg)
+{
+    ks_grpc_t *s = arg;
+    while (!atomic_load(&s->stopping)) {
+        struct timespec ts = {0, 250 * 1000000};
+        nanosleep(&ts, NULL);
+        cut_stalled(s);
+        int now = health_status(s);
+        call_t *todo[256];
+        size_t n = pick_calls(s, pick_health, &now, todo, 256);
+        for (size_t i = 0; i < n; i++) {
+            Grpc__Health__V1__HealthCheckResponse hr =
+                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+            hr.status = now;
+            call_send(todo[i], &hr.base);
+            call_unref(todo[i]);
+        }
+    }
+    return NULL;
+}

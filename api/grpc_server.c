@@ -1,0 +1,365 @@
+/* grpc_server.c: the gRPC edge's server: listening (TLS, mTLS), the completion-queue
+ * threads, accepting calls and routing them by method path, and shutdown. */
+#include "grpc_int.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+#include "util.h"
+
+static const struct {
+    const char *path;
+    method_t m;
+    bool stream_in; /* the client streams messages */
+    bool needs_auth;
+} methods[] = {
+    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, true, true},
+    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, false, true},
+    {"/ksidecar.v1.Consumer/Ack", M_ACK, false, true},
+    {"/ksidecar.v1.Consumer/Nack", M_NACK, false, true},
+    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, false, true},
+    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, false, true},
+    {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, false, true},
+    {"/ksidecar.v1.Consumer/Seek", M_SEEK, false, true},
+    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, false, true},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false, false},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false, false},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, true, false},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA, true,
+     false},
+};
+
+/* ---- call lifecycle ---- */
+
+static void on_recv(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    grpc_byte_buffer *bb = c->recv_buf;
+    c->recv_buf = NULL;
+    bool done = c->status_started || c->want_status;
+    pthread_mutex_unlock(&c->lock);
+    if (!ok || !bb) {
+        /* Half-close, or the call ended. A unary call with no message is bad input;
+         * a stream the client closed ends with OK. */
+        if (ok && !done) {
+            if (!c->stream_in && c->method != M_HEALTH_WATCH)
+                call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "no request message");
+            else if (c->method != M_HEALTH_WATCH) {
+                if (c->opened)
+                    ks_engine_release(c->s->eng, c->group, c->sub);
+                call_finish(c, GRPC_STATUS_OK, "%s", "");
+            }
+        }
+        if (bb)
+            grpc_byte_buffer_destroy(bb);
+        call_unref(c);
+        return;
+    }
+    grpc_slice sl = flatten(bb);
+    grpc_byte_buffer_destroy(bb);
+    if (!done) {
+        if (c->method == M_SUBSCRIBE)
+            handle_subscribe_msg(c, sl);
+        else if (c->method == M_REFLECT_V1 || c->method == M_REFLECT_V1ALPHA)
+            handle_reflection_msg(c, sl);
+        else
+            handle_unary(c, sl);
+    }
+    grpc_slice_unref(sl);
+    /* Streams keep reading; unary and server-streaming calls read once (then the
+     * half-close). */
+    pthread_mutex_lock(&c->lock);
+    done = c->status_started || c->want_status || c->closed;
+    pthread_mutex_unlock(&c->lock);
+    if (!done && c->stream_in)
+        start_recv(c);
+    call_unref(c);
+}
+
+static void list_remove(ks_grpc_t *s, call_t *c)
+{
+    pthread_mutex_lock(&s->lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else if (s->calls == c)
+        s->calls = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    c->next = c->prev = NULL;
+    pthread_mutex_unlock(&s->lock);
+}
+
+static void on_close(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    c->closed = true;
+    /* Queued messages will never go out now. */
+    for (size_t i = 0; i < c->qn; i++)
+        item_drop_locked(c, &c->q[(c->qh + i) % c->qcap]);
+    c->qn = 0;
+    bool stalled = c->stalled;
+    pthread_mutex_unlock(&c->lock);
+    if (c->opened) {
+        /* A cancelled or ended stream: its leases go back to the pool now. */
+        if (stalled)
+            ks_engine_release_unread(c->s->eng, c->group, c->sub);
+        else
+            ks_engine_release(c->s->eng, c->group, c->sub);
+        uncount_stream(c);
+        ks_dbg(LOGC, "stream %s closed%s", c->sub, c->cancelled ? " (cancelled)" : "");
+    }
+    list_remove(c->s, c);
+    call_unref(c); /* the list's reference */
+    call_unref(c); /* this batch's */
+}
+
+static void arm_request(ks_grpc_t *s);
+
+static void on_accept(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    ks_grpc_t *s = c->s;
+    if (!ok || atomic_load(&s->stopping)) {
+        if (ok && c->call)
+            grpc_call_cancel_with_status(c->call, GRPC_STATUS_UNAVAILABLE, "shutting down", NULL);
+        call_unref(c);
+        return;
+    }
+    arm_request(s);
+    size_t ml = GRPC_SLICE_LENGTH(c->details.method);
+    const char *mp = (const char *)GRPC_SLICE_START_PTR(c->details.method);
+    c->method = M_UNKNOWN;
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strlen(methods[i].path) == ml && !memcmp(methods[i].path, mp, ml)) {
+            c->method = methods[i].m;
+            c->stream_in = methods[i].stream_in;
+        }
+    /* Track the call; watch for its end. */
+    pthread_mutex_lock(&s->lock);
+    c->next = s->calls;
+    if (s->calls)
+        s->calls->prev = c;
+    s->calls = c;
+    pthread_mutex_unlock(&s->lock);
+    grpc_op op;
+    memset(&op, 0, sizeof(op));
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &c->cancelled;
+    pthread_mutex_lock(&c->lock);
+    c->refs += 2; /* the list's, and the close batch's */
+    if (grpc_call_start_batch(c->call, &op, 1, &c->ev_close, NULL) != GRPC_CALL_OK)
+        c->refs -= 2;
+    pthread_mutex_unlock(&c->lock);
+
+    if (c->method == M_UNKNOWN) {
+        call_finish(c, GRPC_STATUS_UNIMPLEMENTED, "unknown method %.*s", (int)ml, mp);
+    } else {
+        bool needs_auth = false;
+        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+            if (methods[i].m == c->method)
+                needs_auth = methods[i].needs_auth;
+        /* A token must be valid before anything is read; group checks come later. */
+        if (!needs_auth || authorized(c, NULL))
+            start_recv(c);
+    }
+    call_unref(c); /* the accept's reference */
+}
+
+static void arm_request(ks_grpc_t *s)
+{
+    call_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        abort();
+    c->s = s;
+    c->refs = 1; /* the accept's */
+    pthread_mutex_init(&c->lock, NULL);
+    grpc_call_details_init(&c->details);
+    grpc_metadata_array_init(&c->req_md);
+    c->ev_accept = (ev_t){on_accept, c};
+    c->ev_recv = (ev_t){on_recv, c};
+    c->ev_send = (ev_t){on_send_done, c};
+    c->ev_close = (ev_t){on_close, c};
+    c->ev_status = (ev_t){on_status_done, c};
+    c->ev_kick = (ev_t){on_kick, c};
+    c->last_health = -1;
+    if (grpc_server_request_call(s->server, &c->call, &c->details, &c->req_md, s->cq, s->cq,
+                                 &c->ev_accept) != GRPC_CALL_OK) {
+        ks_err(LOGC, "grpc_server_request_call failed");
+        call_free(c);
+    }
+}
+
+static void *cq_main(void *arg)
+{
+    ks_grpc_t *s = arg;
+    for (;;) {
+        grpc_event e = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
+        if (e.type == GRPC_QUEUE_SHUTDOWN)
+            break;
+        if (e.type != GRPC_OP_COMPLETE)
+            continue;
+        ev_t *ev = e.tag;
+        if (ev && ev->fn)
+            ev->fn(ev->ctx, e.success != 0);
+    }
+    return NULL;
+}
+
+/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
+ * held), at most max of them, into out. Returns how many. */
+size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
+                  call_t **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (call_t *c = s->calls; c && n < max; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        if (pick(c, arg)) {
+            c->refs++;
+            out[n++] = c;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
+}
+
+/* ---- setup and shutdown ---- */
+
+static char *read_file(const char *path, char *err, size_t errsize, const char *key)
+{
+    char *buf = ks_read_file(path);
+    if (!buf)
+        snprintf(err, errsize, "config key '%s': cannot read %s", key, path);
+    return buf;
+}
+
+ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
+                         size_t errsize)
+{
+    grpc_init();
+    ks_grpc_t *s = calloc(1, sizeof(*s));
+    if (!s)
+        abort();
+    s->eng = eng;
+    s->cfg = cfg;
+    s->auth = auth;
+    atomic_init(&s->stopping, false);
+    atomic_init(&s->next_id, 1);
+    pthread_mutex_init(&s->lock, NULL);
+    reflection_load(s);
+
+    grpc_arg args[2];
+    args[0].type = GRPC_ARG_INTEGER;
+    args[0].key = (char *)(uintptr_t)GRPC_ARG_MAX_RECEIVE_MESSAGE_LENGTH;
+    args[0].value.integer = (int)cfg->grpc_max_message_bytes;
+    args[1].type = GRPC_ARG_INTEGER;
+    args[1].key = (char *)(uintptr_t)GRPC_ARG_MAX_SEND_MESSAGE_LENGTH;
+    args[1].value.integer = (int)cfg->grpc_max_message_bytes;
+    grpc_channel_args cargs = {2, args};
+    s->cq = grpc_completion_queue_create_for_next(NULL);
+    s->server = grpc_server_create(&cargs, NULL);
+    grpc_server_register_completion_queue(s->server, s->cq, NULL);
+
+    grpc_server_credentials *creds;
+    if (*cfg->tls_cert_file) {
+        char *cert = read_file(cfg->tls_cert_file, err, errsize, "tls.cert_file");
+        char *key = cert ? read_file(cfg->tls_key_file, err, errsize, "tls.key_file") : NULL;
+        char *ca = NULL;
+        if (key && *cfg->tls_client_ca_file)
+            ca = read_file(cfg->tls_client_ca_file, err, errsize, "tls.client_ca_file");
+        if (!cert || !key || (*cfg->tls_client_ca_file && !ca)) {
+            free(cert);
+            free(key);
+            free(ca);
+            goto fail;
+        }
+        grpc_ssl_pem_key_cert_pair pair = {key, cert};
+        creds = grpc_ssl_server_credentials_create_ex(
+            ca, &pair, 1,
+            ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+            NULL);
+        free(cert);
+        free(key);
+        free(ca);
+    } else {
+        creds = grpc_insecure_server_credentials_create();
+    }
+    s->port = grpc_server_add_http2_port(s->server, cfg->grpc_listen, creds);
+    grpc_server_credentials_release(creds);
+    if (s->port == 0) {
+        snprintf(err, errsize, "cannot listen for gRPC on %s (config key 'grpc.listen')",
+                 cfg->grpc_listen);
+        goto fail;
+    }
+    grpc_server_start(s->server);
+    for (int i = 0; i < ARMED_REQUESTS; i++)
+        arm_request(s);
+    s->nthreads = cfg->grpc_threads;
+    s->threads = calloc((size_t)s->nthreads, sizeof(pthread_t));
+    if (!s->threads)
+        abort();
+    for (int i = 0; i < s->nthreads; i++)
+        pthread_create(&s->threads[i], NULL, cq_main, s);
+    pthread_create(&s->health_thread, NULL, health_main, s);
+    ks_info(LOGC, "listening on %s (port %d%s)", cfg->grpc_listen, s->port,
+            *cfg->tls_cert_file ? (*cfg->tls_client_ca_file ? ", mTLS" : ", TLS") : "");
+    return s;
+
+fail:
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    while (grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL).type !=
+           GRPC_QUEUE_SHUTDOWN)
+        ;
+    grpc_completion_queue_destroy(s->cq);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    grpc_shutdown();
+    return NULL;
+}
+
+int ks_grpc_port(const ks_grpc_t *g)
+{
+    return g->port;
+}
+
+static void on_shutdown_done(void *ctx, bool ok)
+{
+    atomic_store((atomic_bool *)ctx, true);
+}
+
+void ks_grpc_stop(ks_grpc_t *s)
+{
+    if (!s)
+        return;
+    atomic_store(&s->stopping, true);
+    pthread_join(s->health_thread, NULL);
+    atomic_bool done;
+    atomic_init(&done, false);
+    ev_t ev = {on_shutdown_done, &done};
+    grpc_server_shutdown_and_notify(s->server, s->cq, &ev);
+    grpc_server_cancel_all_calls(s->server);
+    for (int i = 0; i < 500 && !atomic_load(&done); i++) {
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+    grpc_server_destroy(s->server);
+    grpc_completion_queue_shutdown(s->cq);
+    for (int i = 0; i < s->nthreads; i++)
+        pthread_join(s->threads[i], NULL);
+    grpc_completion_queue_destroy(s->cq);
+    free(s->threads);
+    free(s->peers);
+    pthread_mutex_destroy(&s->lock);
+    free(s);
+    grpc_shutdown();
+}

@@ -1,0 +1,324 @@
+/* grpc_wire.c: the gRPC edge's wire format by hand where protobuf-c costs too much: the
+ * record and ack-result encoders, and the fast decoder of the stream's acks. */
+#include "grpc_int.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+grpc_byte_buffer *pack(const ProtobufCMessage *m)
+{
+    size_t n = protobuf_c_message_get_packed_size(m);
+    grpc_slice sl = grpc_slice_malloc(n);
+    protobuf_c_message_pack(m, GRPC_SLICE_START_PTR(sl));
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+/* Copies a received message into one contiguous slice. Caller unrefs. */
+grpc_slice flatten(grpc_byte_buffer *bb)
+{
+    grpc_byte_buffer_reader r;
+    if (!grpc_byte_buffer_reader_init(&r, bb))
+        return grpc_empty_slice();
+    grpc_slice sl = grpc_byte_buffer_reader_readall(&r);
+    grpc_byte_buffer_reader_destroy(&r);
+    return sl;
+}
+
+/* ---- a direct encoder for record batches ----
+ * The hot path: a batch of thousands of records would cost two protobuf-c passes
+ * (size, then pack) over a tree of views. This writes the same wire format
+ * (SubscribeResponse.batch / FetchResponse.records) in one sizing pass and one
+ * writing pass, straight from the engine's records. */
+
+static size_t vlen(uint64_t v)
+{
+    size_t n = 1;
+    while (v >= 0x80) {
+        v >>= 7;
+        n++;
+    }
+    return n;
+}
+
+static uint8_t *vput(uint8_t *p, uint64_t v)
+{
+    while (v >= 0x80) {
+        *p++ = (uint8_t)(v | 0x80);
+        v >>= 7;
+    }
+    *p++ = (uint8_t)v;
+    return p;
+}
+
+/* Size of a length-delimited field with tag < 16 and payload n. */
+static size_t ld_size(size_t n)
+{
+    return 1 + vlen(n) + n;
+}
+
+static uint8_t *ld_put(uint8_t *p, unsigned field, const void *data, size_t n)
+{
+    *p++ = (uint8_t)(field << 3 | 2);
+    p = vput(p, n);
+    memcpy(p, data, n);
+    return p + n;
+}
+
+static size_t header_size(const ks_header_t *h)
+{
+    size_t n = 0, kl = strlen(h->name);
+    if (kl)
+        n += ld_size(kl);
+    if (h->value_len)
+        n += ld_size(h->value_len);
+    if (!h->value)
+        n += 2;
+    return n;
+}
+
+static size_t record_size(const ks_record_t *r, size_t ack_id_len)
+{
+    size_t n = ld_size(strlen(r->topic));
+    if (r->partition)
+        n += 1 + vlen((uint64_t)(int64_t)r->partition);
+    if (r->offset)
+        n += 1 + vlen((uint64_t)r->offset);
+    if (r->timestamp)
+        n += 1 + vlen((uint64_t)r->timestamp);
+    if (r->key_len)
+        n += ld_size(r->key_len);
+    if (!r->key)
+        n += 2;
+    if (r->value_len)
+        n += ld_size(r->value_len);
+    if (!r->value)
+        n += 2;
+    for (size_t h = 0; h < r->header_cnt; h++)
+        n += ld_size(header_size(&r->headers[h]));
+    n += ld_size(ack_id_len);
+    if (r->attempt)
+        n += 1 + vlen((uint64_t)(int64_t)r->attempt);
+    return n;
+}
+
+static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const char *ack_id,
+                           size_t ack_id_len)
+{
+    *p++ = 1 << 3 | 2; /* RecordBatch.records / FetchResponse.records: field 1 */
+    p = vput(p, size);
+    p = ld_put(p, 1, r->topic, strlen(r->topic));
+    if (r->partition) {
+        *p++ = 2 << 3;
+        p = vput(p, (uint64_t)(int64_t)r->partition);
+    }
+    if (r->offset) {
+        *p++ = 3 << 3;
+        p = vput(p, (uint64_t)r->offset);
+    }
+    if (r->timestamp) {
+        *p++ = 4 << 3;
+        p = vput(p, (uint64_t)r->timestamp);
+    }
+    if (r->key_len)
+        p = ld_put(p, 5, r->key, r->key_len);
+    if (!r->key) {
+        *p++ = 6 << 3;
+        *p++ = 1;
+    }
+    if (r->value_len)
+        p = ld_put(p, 7, r->value, r->value_len);
+    if (!r->value) {
+        *p++ = 8 << 3;
+        *p++ = 1;
+    }
+    for (size_t h = 0; h < r->header_cnt; h++) {
+        const ks_header_t *hd = &r->headers[h];
+        *p++ = 9 << 3 | 2;
+        p = vput(p, header_size(hd));
+        size_t kl = strlen(hd->name);
+        if (kl)
+            p = ld_put(p, 1, hd->name, kl);
+        if (hd->value_len)
+            p = ld_put(p, 2, hd->value, hd->value_len);
+        if (!hd->value) {
+            *p++ = 3 << 3;
+            *p++ = 1;
+        }
+    }
+    p = ld_put(p, 10, ack_id, ack_id_len);
+    if (r->attempt) {
+        *p++ = 11 << 3;
+        p = vput(p, (uint64_t)(int64_t)r->attempt);
+    }
+    return p;
+}
+
+/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
+grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
+{
+    /* Per record: its size and its ack id, written out here (not on the group loop). */
+    size_t *sizes = malloc((2 * b->cnt + 1) * sizeof(size_t));
+    size_t idcap = 1024, idlen = 0;
+    char *ids = malloc(idcap);
+    if (!sizes || !ids)
+        abort();
+    size_t body = 0;
+    for (size_t i = 0; i < b->cnt; i++) {
+        if (idlen + KS_ACK_ID_MAX > idcap) {
+            idcap = 2 * idcap + KS_ACK_ID_MAX;
+            ids = realloc(ids, idcap);
+            if (!ids)
+                abort();
+        }
+        size_t al = ks_record_ack_id(&b->recs[i], ids + idlen, KS_ACK_ID_MAX);
+        idlen += al;
+        sizes[2 * i + 1] = al;
+        sizes[2 * i] = record_size(&b->recs[i], al);
+        body += 1 + vlen(sizes[2 * i]) + sizes[2 * i];
+    }
+    size_t total = wrap ? 1 + vlen(body) + body : body;
+    grpc_slice sl = grpc_slice_malloc(total);
+    uint8_t *p = GRPC_SLICE_START_PTR(sl);
+    if (wrap) {
+        *p++ = 1 << 3 | 2; /* SubscribeResponse.batch */
+        p = vput(p, body);
+    }
+    const char *id = ids;
+    for (size_t i = 0; i < b->cnt; i++) {
+        p = record_put(p, &b->recs[i], sizes[2 * i], id, sizes[2 * i + 1]);
+        id += sizes[2 * i + 1];
+    }
+    free(sizes);
+    free(ids);
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+/* ---- ack results ---- */
+
+Ksidecar__V1__AckStatus ack_status_of(ks_status_t st)
+{
+    switch (st) {
+    case KS_OK:
+        return KSIDECAR__V1__ACK_STATUS__ACCEPTED;
+    case KS_E_INVALID:
+        return KSIDECAR__V1__ACK_STATUS__INVALID;
+    case KS_E_NOT_FOUND:
+        return KSIDECAR__V1__ACK_STATUS__NOT_FOUND;
+    default:
+        return KSIDECAR__V1__ACK_STATUS__STALE;
+    }
+}
+
+/* Encodes SubscribeResponse{ack_results} straight to the wire format, like
+ * encode_records: a stream acking every record gets one result per record, and
+ * protobuf-c's generic pack of the nested messages cost ~700 instructions each. On a
+ * stream an accepted ack needs no words: its status says it. */
+static const char *ack_result_msg(const ks_ack_result_t *r)
+{
+    return r->status == KS_OK || !r->reason ? "" : r->reason;
+}
+
+static size_t ack_result_size(size_t al, const ks_ack_result_t *r, size_t ml)
+{
+    int st = ack_status_of(r->status);
+    return ld_size(al) + (st ? 1 + vlen((uint64_t)st) : 0) + (ml ? ld_size(ml) : 0);
+}
+
+grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res)
+{
+    size_t body = 0;
+    for (size_t i = 0; i < x->n; i++)
+        body +=
+            ld_size(ack_result_size(strlen(x->ids[i]), &res[i], strlen(ack_result_msg(&res[i]))));
+    size_t total = ld_size(body);
+    grpc_slice sl = grpc_slice_malloc(total);
+    uint8_t *p = GRPC_SLICE_START_PTR(sl);
+    *p++ = 4 << 3 | 2; /* SubscribeResponse.ack_results */
+    p = vput(p, body);
+    for (size_t i = 0; i < x->n; i++) {
+        const char *msg = ack_result_msg(&res[i]);
+        size_t al = strlen(x->ids[i]), ml = strlen(msg);
+        int st = ack_status_of(res[i].status);
+        *p++ = 1 << 3 | 2; /* AckResults.results */
+        p = vput(p, ack_result_size(al, &res[i], ml));
+        p = ld_put(p, 1, x->ids[i], al);
+        if (st) {
+            *p++ = 2 << 3;
+            p = vput(p, (uint64_t)st);
+        }
+        if (ml)
+            p = ld_put(p, 3, msg, ml);
+    }
+    grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
+    grpc_slice_unref(sl);
+    return bb;
+}
+
+/* Reads a varint at *p. False when it runs past end or past 64 bits. */
+bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    uint64_t r = 0;
+    for (int shift = 0; shift < 64 && *p < end; shift += 7) {
+        uint8_t b = *(*p)++;
+        r |= (uint64_t)(b & 0x7f) << shift;
+        if (!(b & 0x80)) {
+            *v = r;
+            return true;
+        }
+    }
+    return false;
+}
+
+/* Reads a length prefix as protobuf-c does: a varint of at most 5 bytes (protobuf-c refuses
+ * a longer one, however small its value, and the fast path must refuse what it refuses). */
+static bool read_len(const uint8_t **p, const uint8_t *end, uint64_t *v)
+{
+    const uint8_t *start = *p;
+    return read_varint(p, end, v) && *p - start <= 5;
+}
+
+/* The stream's usual message, SubscribeRequest{ack: AckIds{ack_ids}}, read in place into
+ * one block of ids, as ks_strv_pack makes it: protobuf-c allocated every id, then the
+ * ids were copied again. Any other shape, or an id with a byte outside printable ASCII
+ * (no ack id has one), returns NULL, and protobuf-c reads the message as before. */
+char **fast_ack_ids(grpc_slice sl, size_t *n_out)
+{
+    const uint8_t *p = GRPC_SLICE_START_PTR(sl), *end = p + GRPC_SLICE_LENGTH(sl);
+    uint64_t len;
+    if (p == end || *p++ != (2 << 3 | 2) || !read_len(&p, end, &len) || len != (uint64_t)(end - p))
+        return NULL;
+    size_t n = 0, bytes = 0;
+    for (const uint8_t *q = p; q < end;) {
+        uint64_t l;
+        if (*q++ != (1 << 3 | 2) || !read_len(&q, end, &l) || l > (uint64_t)(end - q))
+            return NULL;
+        for (uint64_t i = 0; i < l; i++)
+            if (q[i] < 0x20 || q[i] > 0x7e)
+                return NULL;
+        q += l;
+        n++;
+        bytes += l + 1;
+    }
+    if (n == 0)
+        return NULL;
+    char **v = malloc(n * sizeof(char *) + bytes);
+    if (!v)
+        abort();
+    char *s = (char *)(v + n);
+    for (size_t i = 0; p < end; i++) {
+        uint64_t l = 0;
+        p++;
+        read_varint(&p, end, &l);
+        memcpy(s, p, l);
+        s[l] = '\0';
+        v[i] = s;
+        s += l + 1;
+        p += l;
+    }
+    *n_out = n;
+    return v;
+}
