@@ -295,6 +295,29 @@ void on_kick(void *ctx, bool ok)
     call_unref(c);
 }
 
+/* The reply's wake-up: the method's encoder runs here, on a completion-queue thread. */
+void on_reply(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    pthread_mutex_lock(&c->lock);
+    reply_t r = c->reply;
+    c->reply = (reply_t){0};
+    pthread_mutex_unlock(&c->lock);
+    c->row->encode(c, &r);
+}
+
+void call_reply(call_t *c, void *res, size_t n, void *ctx)
+{
+    pthread_mutex_lock(&c->lock);
+    c->reply = (reply_t){res, n, ctx};
+    /* An empty batch posts ev_reply at once (a unary call has one command out, so one
+     * reply). The command's reference on c stays with the reply until the encoder. */
+    bool posted = grpc_call_start_batch(c->call, NULL, 0, &c->ev_reply, NULL) == GRPC_CALL_OK;
+    pthread_mutex_unlock(&c->lock);
+    if (!posted)
+        on_reply(c, false); /* cannot happen on a live call; answer here rather than never */
+}
+
 /* A send completed (ok: the transport took the message). A record message's leases
  * start now, in the group loop; below the queue bound again, a held-back fetch goes out. */
 void on_send_done(void *ctx, bool ok)

@@ -82,6 +82,29 @@ typedef struct send_item {
 
 typedef struct call call_t;
 
+/* An engine command's result, stored with the call by its callback (call_reply) for the
+ * method's reply encoder: the result (the encoder takes it), its count, and a context. */
+typedef struct reply {
+    void *res;
+    size_t n;
+    void *ctx;
+} reply_t;
+
+/* A method: one row of the table in grpc_methods.c. */
+typedef struct method_row {
+    const char *path;
+    method_t m;
+    bool stream_in;  /* the client streams messages */
+    bool needs_auth; /* a token (or certificate) must be valid before anything is read */
+    /* The request decoder: reads one message, checks it and sends its command to the
+     * engine, or finishes the call. @locality a completion-queue thread */
+    void (*decode)(call_t *c, grpc_slice sl);
+    /* The reply encoder (NULL: the method answers otherwise): answers from the result
+     * call_reply stored, frees it and drops the command's reference on the call.
+     * @locality a completion-queue thread */
+    void (*encode)(call_t *c, const reply_t *r);
+} method_row_t;
+
 typedef struct peer_count {
     char host[264];
     int streams;
@@ -116,8 +139,9 @@ struct call {
     grpc_call *call;
     grpc_call_details details;
     grpc_metadata_array req_md;
-    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick;
+    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick, ev_reply;
     method_t method;
+    const method_row_t *row; /* NULL: an unknown method */
     bool stream_in;
     pthread_mutex_t lock; /* guards everything below */
     int refs;
@@ -161,6 +185,8 @@ struct call {
     char peer_host[264];       /* what its streams count against: identity, else host */
     const ks_principal_t *who; /* who called (set by authorized); NULL without auth */
     bool counted;
+    /* A unary command's result, waiting for ev_reply on a completion-queue thread. */
+    reply_t reply;
     /* Health watches. */
     int last_health;
 };
@@ -200,6 +226,11 @@ void call_finish(call_t *c, grpc_status_code st, const char *fmt, ...)
 void on_send_done(void *ctx, bool ok);
 void on_status_done(void *ctx, bool ok);
 void on_kick(void *ctx, bool ok);
+void on_reply(void *ctx, bool ok);
+/* Stores an engine command's result with c and wakes a completion-queue thread, where
+ * the method's reply encoder takes it (and the command's reference on c). Encodes
+ * nothing itself. @locality any thread; the engine's callbacks */
+void call_reply(call_t *c, void *res, size_t n, void *ctx);
 /* Reads the next message (ev_recv). */
 void start_recv(call_t *c);
 /* The verified client certificate's subject (RFC 2253) into buf, or NULL without mTLS. */
@@ -228,7 +259,7 @@ bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
  * NULL for any other message (protobuf-c reads those). */
 char **fast_ack_ids(grpc_slice sl, size_t *n_out);
 
-/* ---- grpc_methods.c: unary methods ---- */
+/* ---- grpc_methods.c: the method table, unary methods ---- */
 
 void settle_ctx_free(settle_ctx_t *x);
 /* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
@@ -240,8 +271,8 @@ bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const c
             char **ids, size_t n, bool stream);
 /* Finishes the call: the request is not a valid `what` message. */
 void bad_message(call_t *c, const char *what);
-/* A unary call's request message. */
-void handle_unary(call_t *c, grpc_slice sl);
+/* The row for a method path (len bytes), or NULL. */
+const method_row_t *method_find(const char *path, size_t len);
 
 /* ---- grpc_stream.c: Subscribe ---- */
 
@@ -260,6 +291,8 @@ int health_status(ks_grpc_t *s);
 bool known_service(const char *name);
 /* Indexes the embedded descriptor set's files into s. */
 void reflection_load(ks_grpc_t *s);
+/* Health Check and Watch's request. */
+void decode_health(call_t *c, grpc_slice sl);
 /* One message of a reflection stream. */
 void handle_reflection_msg(call_t *c, grpc_slice sl);
 /* The health thread: Watch updates and stalled streams, every 250 ms. */

@@ -1,5 +1,7 @@
-/* grpc_methods.c: the gRPC edge's unary methods: request decoders, the engine commands
- * they send, and the replies. */
+/* grpc_methods.c: the gRPC edge's method table: for each method its path, its request
+ * decoder (which sends the engine command) and its reply encoder. The engine's callbacks
+ * only store their result with the call and wake a completion-queue thread (call_reply);
+ * the encoder runs there. */
 #include "grpc_int.h"
 
 #include <stdio.h>
@@ -14,95 +16,47 @@ void settle_ctx_free(settle_ctx_t *x)
     free(x);
 }
 
-static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
+/* The command went to the engine (st KS_OK: its callback will run, holding the reference
+ * taken for it), or failed at once: the reference goes and the call ends with err. */
+static void submitted(call_t *c, ks_status_t st, const char *err)
 {
-    settle_ctx_t *x = opaque;
-    call_t *c = x->c;
-    if (x->stream) { /* encoded when its send starts */
-        call_send_item(c, (send_item_t){.acks = x, .results = res});
+    if (st) {
         call_unref(c);
-        return;
+        call_finish(c, grpc_code_of(st), "%s", err);
     }
-    Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
-    Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
-    if (!rs || !rp)
-        abort();
+}
+
+/* ---- edge policy: the gRPC edge's copies (api/edge.c is to hold the shared ones) ---- */
+
+/* The ack summary rule: a request whose every id was refused fails with the first
+ * refusal; once one id is accepted the request succeeds, each id with its own result.
+ * Returns how many were accepted; *first_bad (KS_OK: none) and *first_msg: the first
+ * refusal. */
+static size_t ack_summary(const ks_ack_result_t *res, size_t n, ks_status_t *first_bad,
+                          const char **first_msg)
+{
     size_t ok = 0;
-    ks_status_t first_bad = KS_OK;
-    const char *first_msg = "";
+    *first_bad = KS_OK;
+    *first_msg = "";
     for (size_t i = 0; i < n; i++) {
-        ksidecar__v1__ack_result__init(&rs[i]);
-        rs[i].ack_id = x->ids[i];
-        rs[i].status = ack_status_of(res[i].status);
-        rs[i].message = (char *)(uintptr_t)res[i].reason;
-        rp[i] = &rs[i];
         if (res[i].status == KS_OK)
             ok++;
-        else if (first_bad == KS_OK) {
-            first_bad = res[i].status;
-            first_msg = res[i].reason;
+        else if (*first_bad == KS_OK) {
+            *first_bad = res[i].status;
+            *first_msg = res[i].reason;
         }
     }
-    if (ok == 0 && first_bad != KS_OK) {
-        call_finish(c, grpc_code_of(first_bad), "%s", first_msg);
-    } else {
-        Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
-        ar.n_results = n;
-        ar.results = rp;
-        ar.accepted = (int32_t)ok;
-        ar.rejected = (int32_t)(n - ok);
-        call_send(c, &ar.base);
-        call_finish(c, GRPC_STATUS_OK, "%s", "");
-    }
-    free(rs);
-    free(rp);
-    free(res);
-    settle_ctx_free(x);
-    call_unref(c);
+    return ok;
 }
 
-/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
- * Returns false (call finished) on a synchronous error. */
-bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                  char **ids, size_t n, bool stream)
+/* The groups a caller may see in a listing: those its groups scope covers. */
+static bool group_visible(const call_t *c, const char *group)
 {
-    settle_ctx_t *x = calloc(1, sizeof(*x));
-    if (!x)
-        abort();
-    x->c = c;
-    x->stream = stream;
-    x->n = n;
-    x->ids = ids;
-    char err[512];
-    ks_status_t st =
-        ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
-    if (st) {
-        settle_ctx_free(x);
-        call_finish(c, grpc_code_of(st), "%s", err);
-        return false;
-    }
-    call_ref(c);
-    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
-                          on_settled, x, err, sizeof(err));
-    if (st) {
-        settle_ctx_free(x);
-        call_unref(c);
-        call_finish(c, grpc_code_of(st), "%s", err);
-        return false;
-    }
-    return true;
+    return ks_auth_covers(c->s->auth, c->who, KS_SCOPE_GROUPS, group);
 }
 
-/* settle_owned for ids the caller keeps. */
-bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-            char **ids, size_t n, bool stream)
-{
-    return settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
-                        stream);
-}
-
-/* ---- group status ---- */
-
+/* Status iteration: one group's status as a GroupStatus (its pieces, at most 7, into
+ * allocs); encode_groups walks the groups with group_visible. */
 static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *o, void **allocs,
                          size_t *na)
 {
@@ -200,64 +154,89 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
     o->subscribers = sp;
 }
 
-typedef struct status_ctx {
-    call_t *c;
-    bool one;
-} status_ctx_t;
+/* ---- engine callbacks: store the result, wake the edge ----
+ * @locality the engine's threads (a group loop, the producer): nothing here encodes or
+ * checks a token; the encoders below run on a completion-queue thread. */
+
+static void on_batch(ks_batch_t *b, void *opaque)
+{
+    call_reply(opaque, b, 0, NULL);
+}
+
+static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
+{
+    settle_ctx_t *x = opaque;
+    call_t *c = x->c;
+    if (x->stream) { /* encoded when its send starts */
+        call_send_item(c, (send_item_t){.acks = x, .results = res});
+        call_unref(c);
+        return;
+    }
+    call_reply(c, res, n, x);
+}
 
 static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
-    status_ctx_t *x = opaque;
-    call_t *c = x->c;
-    /* status_to_pb makes at most 7 allocations a group. */
-    void **allocs = calloc(8 * n + 8, sizeof(*allocs));
-    if (!allocs)
-        abort();
-    size_t na = 0;
-    if (x->one) {
-        if (n == 0) {
-            call_finish(c, GRPC_STATUS_NOT_FOUND, "the group closed meanwhile");
-        } else {
-            Ksidecar__V1__GroupStatus gs;
-            status_to_pb(groups[0], &gs, allocs, &na);
-            call_send(c, &gs.base);
-            call_finish(c, GRPC_STATUS_OK, "%s", "");
-        }
-    } else {
-        size_t cnt = 0;
-        Ksidecar__V1__GroupStatus *gs = calloc(n + 1, sizeof(*gs));
-        Ksidecar__V1__GroupStatus **gp = calloc(n + 1, sizeof(*gp));
-        for (size_t i = 0; i < n; i++) {
-            /* Only the groups the caller's groups scope covers. */
-            if (!ks_auth_covers(c->s->auth, c->who, KS_SCOPE_GROUPS, groups[i]->name))
-                continue;
-            status_to_pb(groups[i], &gs[cnt], allocs, &na);
-            gp[cnt] = &gs[cnt];
-            cnt++;
-        }
-        Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
-        lr.n_groups = cnt;
-        lr.groups = gp;
-        call_send(c, &lr.base);
-        call_finish(c, GRPC_STATUS_OK, "%s", "");
-        free(gs);
-        free(gp);
-    }
-    for (size_t i = 0; i < na; i++)
-        free(allocs[i]);
-    free(allocs);
-    for (size_t i = 0; i < n; i++)
-        ks_group_status_free(groups[i]);
-    free(groups);
-    free(x);
-    call_unref(c);
+    call_reply(opaque, groups, n, NULL);
 }
 
-/* ---- unary handlers ---- */
-
-static void on_unary_fetch(ks_batch_t *b, void *opaque)
+static void on_seek(ks_seek_result_t *r, void *opaque)
 {
-    call_t *c = opaque;
+    call_reply(opaque, r, 0, NULL);
+}
+
+static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
+{
+    call_reply(opaque, res, n, NULL);
+}
+
+/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+ * Returns false (call finished) on a synchronous error. */
+bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                  char **ids, size_t n, bool stream)
+{
+    settle_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        abort();
+    x->c = c;
+    x->stream = stream;
+    x->n = n;
+    x->ids = ids;
+    char err[512];
+    ks_status_t st =
+        ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
+    if (st) {
+        settle_ctx_free(x);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return false;
+    }
+    call_ref(c);
+    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
+                          on_settled, x, err, sizeof(err));
+    if (st) {
+        settle_ctx_free(x);
+        call_unref(c);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        return false;
+    }
+    return true;
+}
+
+/* settle_owned for ids the caller keeps. */
+bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+            char **ids, size_t n, bool stream)
+{
+    return settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
+                        stream);
+}
+
+/* ---- reply encoders ----
+ * Each takes the result call_reply stored (r), answers, frees the result and drops the
+ * command's reference on c. @locality a completion-queue thread */
+
+static void encode_fetch(call_t *c, const reply_t *r)
+{
+    ks_batch_t *b = r->res;
     if (b->status) {
         call_finish(c, grpc_code_of(b->status), "%s", b->message);
     } else {
@@ -268,9 +247,105 @@ static void on_unary_fetch(ks_batch_t *b, void *opaque)
     call_unref(c);
 }
 
-static void on_seek(ks_seek_result_t *r, void *opaque)
+static void encode_settled(call_t *c, const reply_t *r)
 {
-    call_t *c = opaque;
+    ks_ack_result_t *res = r->res;
+    size_t n = r->n;
+    settle_ctx_t *x = r->ctx;
+    Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
+    Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
+    if (!rs || !rp)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        ksidecar__v1__ack_result__init(&rs[i]);
+        rs[i].ack_id = x->ids[i];
+        rs[i].status = ack_status_of(res[i].status);
+        rs[i].message = (char *)(uintptr_t)res[i].reason;
+        rp[i] = &rs[i];
+    }
+    ks_status_t first_bad;
+    const char *first_msg;
+    size_t ok = ack_summary(res, n, &first_bad, &first_msg);
+    if (ok == 0 && first_bad != KS_OK) {
+        call_finish(c, grpc_code_of(first_bad), "%s", first_msg);
+    } else {
+        Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
+        ar.n_results = n;
+        ar.results = rp;
+        ar.accepted = (int32_t)ok;
+        ar.rejected = (int32_t)(n - ok);
+        call_send(c, &ar.base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    free(rs);
+    free(rp);
+    free(res);
+    settle_ctx_free(x);
+    call_unref(c);
+}
+
+static void status_free(ks_group_status_t **groups, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        ks_group_status_free(groups[i]);
+    free(groups);
+}
+
+static void encode_group(call_t *c, const reply_t *r)
+{
+    ks_group_status_t **groups = r->res;
+    /* status_to_pb makes at most 7 allocations a group. */
+    void *allocs[8];
+    size_t na = 0;
+    if (r->n == 0) {
+        call_finish(c, GRPC_STATUS_NOT_FOUND, "the group closed meanwhile");
+    } else {
+        Ksidecar__V1__GroupStatus gs;
+        status_to_pb(groups[0], &gs, allocs, &na);
+        call_send(c, &gs.base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    for (size_t i = 0; i < na; i++)
+        free(allocs[i]);
+    status_free(groups, r->n);
+    call_unref(c);
+}
+
+static void encode_groups(call_t *c, const reply_t *r)
+{
+    ks_group_status_t **groups = r->res;
+    size_t n = r->n;
+    void **allocs = calloc(8 * n + 8, sizeof(*allocs));
+    if (!allocs)
+        abort();
+    size_t na = 0;
+    size_t cnt = 0;
+    Ksidecar__V1__GroupStatus *gs = calloc(n + 1, sizeof(*gs));
+    Ksidecar__V1__GroupStatus **gp = calloc(n + 1, sizeof(*gp));
+    for (size_t i = 0; i < n; i++) {
+        if (!group_visible(c, groups[i]->name))
+            continue;
+        status_to_pb(groups[i], &gs[cnt], allocs, &na);
+        gp[cnt] = &gs[cnt];
+        cnt++;
+    }
+    Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
+    lr.n_groups = cnt;
+    lr.groups = gp;
+    call_send(c, &lr.base);
+    call_finish(c, GRPC_STATUS_OK, "%s", "");
+    free(gs);
+    free(gp);
+    for (size_t i = 0; i < na; i++)
+        free(allocs[i]);
+    free(allocs);
+    status_free(groups, n);
+    call_unref(c);
+}
+
+static void encode_seek(call_t *c, const reply_t *rp)
+{
+    ks_seek_result_t *r = rp->res;
     if (r->status) {
         call_finish(c, grpc_code_of(r->status), "%s", r->message);
     } else {
@@ -284,9 +359,10 @@ static void on_seek(ks_seek_result_t *r, void *opaque)
     call_unref(c);
 }
 
-static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
+static void encode_produced(call_t *c, const reply_t *r)
 {
-    call_t *c = opaque;
+    ks_produce_result_t *res = r->res;
+    size_t n = r->n;
     Ksidecar__V1__ProduceResult *rs = calloc(n + 1, sizeof(*rs));
     Ksidecar__V1__ProduceResult **rp = calloc(n + 1, sizeof(*rp));
     if (!rs || !rp)
@@ -315,234 +391,224 @@ void bad_message(call_t *c, const char *what)
                 what);
 }
 
-void handle_unary(call_t *c, grpc_slice sl)
+/* ---- request decoders ----
+ * Each reads one request message, checks it, and sends its command to the engine (or
+ * finishes the call). @locality a completion-queue thread */
+
+static void decode_fetch(call_t *c, grpc_slice sl)
 {
     ks_grpc_t *s = c->s;
     char err[512];
-    ks_status_t st;
-    switch (c->method) {
-    case M_FETCH: {
-        Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
-        if (!r) {
-            bad_message(c, "FetchRequest");
+    Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
+    if (!r) {
+        bad_message(c, "FetchRequest");
+        return;
+    }
+    if (authorized(c, r->group) &&
+        scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
+        ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
+                             .wait_ms = r->wait_ms,
+                             .deadline_ms = r->deadline_ms,
+                             .subscriber = r->subscriber,
+                             .max_bytes = msg_max_record_bytes(s->cfg)};
+        call_ref(c);
+        submitted(c,
+                  ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
+                                  on_batch, c, err, sizeof(err)),
+                  err);
+    }
+    ksidecar__v1__fetch_request__free_unpacked(r, NULL);
+}
+
+static void decode_ack(call_t *c, grpc_slice sl)
+{
+    Ksidecar__V1__AckRequest *r = UNPACK(x, ksidecar__v1__ack_request, sl);
+    if (!r) {
+        bad_message(c, "AckRequest");
+        return;
+    }
+    if (authorized(c, r->group))
+        settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
+    ksidecar__v1__ack_request__free_unpacked(r, NULL);
+}
+
+static void decode_nack(call_t *c, grpc_slice sl)
+{
+    Ksidecar__V1__NackRequest *r = UNPACK(x, ksidecar__v1__nack_request, sl);
+    if (!r) {
+        bad_message(c, "NackRequest");
+        return;
+    }
+    if (authorized(c, r->group))
+        settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
+               false);
+    ksidecar__v1__nack_request__free_unpacked(r, NULL);
+}
+
+static void decode_modify(call_t *c, grpc_slice sl)
+{
+    Ksidecar__V1__ModifyAckDeadlineRequest *r =
+        UNPACK(x, ksidecar__v1__modify_ack_deadline_request, sl);
+    if (!r) {
+        bad_message(c, "ModifyAckDeadlineRequest");
+        return;
+    }
+    if (authorized(c, r->group))
+        settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
+               false);
+    ksidecar__v1__modify_ack_deadline_request__free_unpacked(r, NULL);
+}
+
+/* The status command for group (NULL: every group). */
+static void submit_status(call_t *c, const char *group)
+{
+    char err[512];
+    if (authorized(c, group)) {
+        call_ref(c);
+        submitted(c, ks_engine_status(c->s->eng, group, on_status, c, err, sizeof(err)), err);
+    }
+}
+
+static void decode_get_group(call_t *c, grpc_slice sl)
+{
+    Ksidecar__V1__GetGroupRequest *r = UNPACK(x, ksidecar__v1__get_group_request, sl);
+    if (!r) {
+        bad_message(c, "GetGroupRequest");
+        return;
+    }
+    submit_status(c, r->group);
+    ksidecar__v1__get_group_request__free_unpacked(r, NULL);
+}
+
+static void decode_list_groups(call_t *c, grpc_slice sl)
+{
+    Ksidecar__V1__ListGroupsRequest *lr = UNPACK(x, ksidecar__v1__list_groups_request, sl);
+    if (!lr) {
+        bad_message(c, "ListGroupsRequest");
+        return;
+    }
+    ksidecar__v1__list_groups_request__free_unpacked(lr, NULL);
+    submit_status(c, NULL);
+}
+
+static void decode_seek(call_t *c, grpc_slice sl)
+{
+    ks_grpc_t *s = c->s;
+    char err[512];
+    Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
+    if (!r) {
+        bad_message(c, "SeekRequest");
+        return;
+    }
+    if (authorized(c, r->group) &&
+        scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
+        ks_seek_kind_t kind;
+        int64_t v = 0;
+        switch (r->target_case) {
+        case KSIDECAR__V1__SEEK_REQUEST__TARGET_OFFSET:
+            kind = KS_SEEK_OFFSET;
+            v = r->offset;
+            break;
+        case KSIDECAR__V1__SEEK_REQUEST__TARGET_TIMESTAMP_MS:
+            kind = KS_SEEK_TIMESTAMP;
+            v = r->timestamp_ms;
+            break;
+        case KSIDECAR__V1__SEEK_REQUEST__TARGET_EARLIEST:
+            kind = KS_SEEK_EARLIEST;
+            break;
+        case KSIDECAR__V1__SEEK_REQUEST__TARGET_LATEST:
+            kind = KS_SEEK_LATEST;
+            break;
+        default:
+            call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
+                        "set one target: offset, timestamp_ms, earliest or latest");
+            ksidecar__v1__seek_request__free_unpacked(r, NULL);
             return;
         }
-        if (authorized(c, r->group) &&
-            scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
-            ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
-                                 .wait_ms = r->wait_ms,
-                                 .deadline_ms = r->deadline_ms,
-                                 .subscriber = r->subscriber,
-                                 .max_bytes = msg_max_record_bytes(s->cfg)};
-            call_ref(c);
-            st = ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
-                                 on_unary_fetch, c, err, sizeof(err));
-            if (st) {
-                call_unref(c);
-                call_finish(c, grpc_code_of(st), "%s", err);
-            }
-        }
-        ksidecar__v1__fetch_request__free_unpacked(r, NULL);
+        call_ref(c);
+        submitted(c,
+                  ks_engine_seek(s->eng, r->group, r->topic, r->partition, kind, v, on_seek, c, err,
+                                 sizeof(err)),
+                  err);
+    }
+    ksidecar__v1__seek_request__free_unpacked(r, NULL);
+}
+
+static void decode_produce(call_t *c, grpc_slice sl)
+{
+    ks_grpc_t *s = c->s;
+    char err[512];
+    Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
+    if (!r) {
+        bad_message(c, "ProduceRequest");
         return;
     }
-    case M_ACK: {
-        Ksidecar__V1__AckRequest *r = UNPACK(x, ksidecar__v1__ack_request, sl);
-        if (!r) {
-            bad_message(c, "AckRequest");
-            return;
-        }
-        if (authorized(c, r->group))
-            settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
-        ksidecar__v1__ack_request__free_unpacked(r, NULL);
-        return;
-    }
-    case M_NACK: {
-        Ksidecar__V1__NackRequest *r = UNPACK(x, ksidecar__v1__nack_request, sl);
-        if (!r) {
-            bad_message(c, "NackRequest");
-            return;
-        }
-        if (authorized(c, r->group))
-            settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
-                   false);
-        ksidecar__v1__nack_request__free_unpacked(r, NULL);
-        return;
-    }
-    case M_MODIFY: {
-        Ksidecar__V1__ModifyAckDeadlineRequest *r =
-            UNPACK(x, ksidecar__v1__modify_ack_deadline_request, sl);
-        if (!r) {
-            bad_message(c, "ModifyAckDeadlineRequest");
-            return;
-        }
-        if (authorized(c, r->group))
-            settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
-                   false);
-        ksidecar__v1__modify_ack_deadline_request__free_unpacked(r, NULL);
-        return;
-    }
-    case M_GET_GROUP:
-    case M_LIST_GROUPS: {
-        char *group = NULL;
-        Ksidecar__V1__GetGroupRequest *r = NULL;
-        if (c->method == M_GET_GROUP) {
-            r = UNPACK(x, ksidecar__v1__get_group_request, sl);
-            if (!r) {
-                bad_message(c, "GetGroupRequest");
-                return;
-            }
-            group = r->group;
-        } else {
-            Ksidecar__V1__ListGroupsRequest *lr = UNPACK(x, ksidecar__v1__list_groups_request, sl);
-            if (!lr) {
-                bad_message(c, "ListGroupsRequest");
-                return;
-            }
-            ksidecar__v1__list_groups_request__free_unpacked(lr, NULL);
-        }
-        if (authorized(c, group)) {
-            status_ctx_t *x = calloc(1, sizeof(*x));
-            if (!x)
-                abort();
-            x->c = c;
-            x->one = group != NULL;
-            call_ref(c);
-            st = ks_engine_status(s->eng, group, on_status, x, err, sizeof(err));
-            if (st) {
-                free(x);
-                call_unref(c);
-                call_finish(c, grpc_code_of(st), "%s", err);
+    bool ok = authorized(c, NULL);
+    for (size_t i = 0; ok && i < r->n_records; i++)
+        ok = scoped(c, KS_SCOPE_PRODUCE, "produce to", (const char *const *)&r->records[i]->topic,
+                    1);
+    if (ok) {
+        size_t nh = 0;
+        for (size_t i = 0; i < r->n_records; i++)
+            nh += r->records[i]->n_headers;
+        ks_produce_rec_t *recs = calloc(r->n_records + 1, sizeof(*recs));
+        ks_header_t *hs = calloc(nh + 1, sizeof(*hs));
+        if (!recs || !hs)
+            abort();
+        size_t h = 0;
+        for (size_t i = 0; i < r->n_records; i++) {
+            Ksidecar__V1__ProduceRecord *p = r->records[i];
+            recs[i].topic = p->topic;
+            recs[i].partition = p->has_partition ? p->partition : -1;
+            recs[i].key = p->key_null ? NULL : p->key.data ? p->key.data : (const void *)"";
+            recs[i].key_len = p->key.len;
+            recs[i].value = p->value_null ? NULL : p->value.data ? p->value.data : (const void *)"";
+            recs[i].value_len = p->value.len;
+            recs[i].headers = &hs[h];
+            recs[i].header_cnt = p->n_headers;
+            for (size_t k = 0; k < p->n_headers; k++, h++) {
+                hs[h].name = p->headers[k]->key;
+                hs[h].value =
+                    p->headers[k]->value.data ? p->headers[k]->value.data : (const void *)"";
+                hs[h].value_len = p->headers[k]->value.len;
             }
         }
-        if (r)
-            ksidecar__v1__get_group_request__free_unpacked(r, NULL);
-        return;
+        call_ref(c);
+        submitted(c,
+                  ks_engine_produce(s->eng, recs, r->n_records, on_produced, c, err, sizeof(err)),
+                  err);
+        free(recs);
+        free(hs);
     }
-    case M_SEEK: {
-        Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
-        if (!r) {
-            bad_message(c, "SeekRequest");
-            return;
-        }
-        if (authorized(c, r->group) &&
-            scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
-            ks_seek_kind_t kind;
-            int64_t v = 0;
-            switch (r->target_case) {
-            case KSIDECAR__V1__SEEK_REQUEST__TARGET_OFFSET:
-                kind = KS_SEEK_OFFSET;
-                v = r->offset;
-                break;
-            case KSIDECAR__V1__SEEK_REQUEST__TARGET_TIMESTAMP_MS:
-                kind = KS_SEEK_TIMESTAMP;
-                v = r->timestamp_ms;
-                break;
-            case KSIDECAR__V1__SEEK_REQUEST__TARGET_EARLIEST:
-                kind = KS_SEEK_EARLIEST;
-                break;
-            case KSIDECAR__V1__SEEK_REQUEST__TARGET_LATEST:
-                kind = KS_SEEK_LATEST;
-                break;
-            default:
-                call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
-                            "set one target: offset, timestamp_ms, earliest or latest");
-                ksidecar__v1__seek_request__free_unpacked(r, NULL);
-                return;
-            }
-            call_ref(c);
-            st = ks_engine_seek(s->eng, r->group, r->topic, r->partition, kind, v, on_seek, c, err,
-                                sizeof(err));
-            if (st) {
-                call_unref(c);
-                call_finish(c, grpc_code_of(st), "%s", err);
-            }
-        }
-        ksidecar__v1__seek_request__free_unpacked(r, NULL);
-        return;
-    }
-    case M_PRODUCE: {
-        Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
-        if (!r) {
-            bad_message(c, "ProduceRequest");
-            return;
-        }
-        bool ok = authorized(c, NULL);
-        for (size_t i = 0; ok && i < r->n_records; i++)
-            ok = scoped(c, KS_SCOPE_PRODUCE, "produce to",
-                        (const char *const *)&r->records[i]->topic, 1);
-        if (ok) {
-            size_t nh = 0;
-            for (size_t i = 0; i < r->n_records; i++)
-                nh += r->records[i]->n_headers;
-            ks_produce_rec_t *recs = calloc(r->n_records + 1, sizeof(*recs));
-            ks_header_t *hs = calloc(nh + 1, sizeof(*hs));
-            if (!recs || !hs)
-                abort();
-            size_t h = 0;
-            for (size_t i = 0; i < r->n_records; i++) {
-                Ksidecar__V1__ProduceRecord *p = r->records[i];
-                recs[i].topic = p->topic;
-                recs[i].partition = p->has_partition ? p->partition : -1;
-                recs[i].key = p->key_null ? NULL : p->key.data ? p->key.data : (const void *)"";
-                recs[i].key_len = p->key.len;
-                recs[i].value = p->value_null   ? NULL
-                                : p->value.data ? p->value.data
-                                                : (const void *)"";
-                recs[i].value_len = p->value.len;
-                recs[i].headers = &hs[h];
-                recs[i].header_cnt = p->n_headers;
-                for (size_t k = 0; k < p->n_headers; k++, h++) {
-                    hs[h].name = p->headers[k]->key;
-                    hs[h].value =
-                        p->headers[k]->value.data ? p->headers[k]->value.data : (const void *)"";
-                    hs[h].value_len = p->headers[k]->value.len;
-                }
-            }
-            call_ref(c);
-            st = ks_engine_produce(s->eng, recs, r->n_records, on_produced, c, err, sizeof(err));
-            if (st) {
-                call_unref(c);
-                call_finish(c, grpc_code_of(st), "%s", err);
-            }
-            free(recs);
-            free(hs);
-        }
-        ksidecar__v1__produce_request__free_unpacked(r, NULL);
-        return;
-    }
-    case M_HEALTH_CHECK:
-    case M_HEALTH_WATCH: {
-        Grpc__Health__V1__HealthCheckRequest *r =
-            UNPACK(x, grpc__health__v1__health_check_request, sl);
-        if (!r) {
-            bad_message(c, "HealthCheckRequest");
-            return;
-        }
-        if (!known_service(r->service)) {
-            if (c->method == M_HEALTH_CHECK)
-                call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
-            else {
-                Grpc__Health__V1__HealthCheckResponse hr =
-                    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-                hr.status =
-                    GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
-                call_send(c, &hr.base);
-            }
-        } else {
-            Grpc__Health__V1__HealthCheckResponse hr =
-                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-            hr.status = health_status(s);
-            pthread_mutex_lock(&c->lock);
-            c->last_health = hr.status;
-            pthread_mutex_unlock(&c->lock);
-            call_send(c, &hr.base);
-            if (c->method == M_HEALTH_CHECK)
-                call_finish(c, GRPC_STATUS_OK, "%s", "");
-        }
-        grpc__health__v1__health_check_request__free_unpacked(r, NULL);
-        return;
-    }
-    default:
-        call_finish(c, GRPC_STATUS_UNIMPLEMENTED, "not implemented");
-    }
+    ksidecar__v1__produce_request__free_unpacked(r, NULL);
+}
+
+/* ---- the method table ----
+ * A new method for an existing command: one row, a decoder and an encoder. */
+static const method_row_t methods[] = {
+    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, true, true, handle_subscribe_msg, NULL},
+    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, false, true, decode_fetch, encode_fetch},
+    {"/ksidecar.v1.Consumer/Ack", M_ACK, false, true, decode_ack, encode_settled},
+    {"/ksidecar.v1.Consumer/Nack", M_NACK, false, true, decode_nack, encode_settled},
+    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, false, true, decode_modify,
+     encode_settled},
+    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, false, true, decode_get_group, encode_group},
+    {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, false, true, decode_list_groups,
+     encode_groups},
+    {"/ksidecar.v1.Consumer/Seek", M_SEEK, false, true, decode_seek, encode_seek},
+    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, false, true, decode_produce, encode_produced},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false, false, decode_health, NULL},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false, false, decode_health, NULL},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, true, false,
+     handle_reflection_msg, NULL},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA, true,
+     false, handle_reflection_msg, NULL},
+};
+
+const method_row_t *method_find(const char *path, size_t len)
+{
+    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
+        if (strlen(methods[i].path) == len && !memcmp(methods[i].path, path, len))
+            return &methods[i];
+    return NULL;
 }

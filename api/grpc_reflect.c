@@ -2,6 +2,7 @@
  * and server reflection from the descriptor set embedded at build time. */
 #include "grpc_int.h"
 
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -33,6 +34,38 @@ bool known_service(const char *name)
         if (!strcmp(service_names[i], name))
             return true;
     return false;
+}
+
+/* Health Check and Watch: the request, then the status now (Watch: and each change, from
+ * the health thread). @locality a completion-queue thread */
+void decode_health(call_t *c, grpc_slice sl)
+{
+    ks_grpc_t *s = c->s;
+    Grpc__Health__V1__HealthCheckRequest *r = UNPACK(x, grpc__health__v1__health_check_request, sl);
+    if (!r) {
+        bad_message(c, "HealthCheckRequest");
+        return;
+    }
+    if (!known_service(r->service)) {
+        if (c->method == M_HEALTH_CHECK)
+            call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
+        else {
+            Grpc__Health__V1__HealthCheckResponse hr =
+                GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+            hr.status = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+            call_send(c, &hr.base);
+        }
+    } else {
+        Grpc__Health__V1__HealthCheckResponse hr = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
+        hr.status = health_status(s);
+        pthread_mutex_lock(&c->lock);
+        c->last_health = hr.status;
+        pthread_mutex_unlock(&c->lock);
+        call_send(c, &hr.base);
+        if (c->method == M_HEALTH_CHECK)
+            call_finish(c, GRPC_STATUS_OK, "%s", "");
+    }
+    grpc__health__v1__health_check_request__free_unpacked(r, NULL);
 }
 
 /* ---- reflection ---- */

@@ -12,28 +12,6 @@
 #include "log.h"
 #include "util.h"
 
-static const struct {
-    const char *path;
-    method_t m;
-    bool stream_in; /* the client streams messages */
-    bool needs_auth;
-} methods[] = {
-    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, true, true},
-    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, false, true},
-    {"/ksidecar.v1.Consumer/Ack", M_ACK, false, true},
-    {"/ksidecar.v1.Consumer/Nack", M_NACK, false, true},
-    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, false, true},
-    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, false, true},
-    {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, false, true},
-    {"/ksidecar.v1.Consumer/Seek", M_SEEK, false, true},
-    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, false, true},
-    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false, false},
-    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false, false},
-    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, true, false},
-    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA, true,
-     false},
-};
-
 /* ---- call lifecycle ---- */
 
 static void on_recv(void *ctx, bool ok)
@@ -63,14 +41,8 @@ static void on_recv(void *ctx, bool ok)
     }
     grpc_slice sl = flatten(bb);
     grpc_byte_buffer_destroy(bb);
-    if (!done) {
-        if (c->method == M_SUBSCRIBE)
-            handle_subscribe_msg(c, sl);
-        else if (c->method == M_REFLECT_V1 || c->method == M_REFLECT_V1ALPHA)
-            handle_reflection_msg(c, sl);
-        else
-            handle_unary(c, sl);
-    }
+    if (!done)
+        c->row->decode(c, sl);
     grpc_slice_unref(sl);
     /* Streams keep reading; unary and server-streaming calls read once (then the
      * half-close). */
@@ -135,12 +107,9 @@ static void on_accept(void *ctx, bool ok)
     arm_request(s);
     size_t ml = GRPC_SLICE_LENGTH(c->details.method);
     const char *mp = (const char *)GRPC_SLICE_START_PTR(c->details.method);
-    c->method = M_UNKNOWN;
-    for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-        if (strlen(methods[i].path) == ml && !memcmp(methods[i].path, mp, ml)) {
-            c->method = methods[i].m;
-            c->stream_in = methods[i].stream_in;
-        }
+    c->row = method_find(mp, ml);
+    c->method = c->row ? c->row->m : M_UNKNOWN;
+    c->stream_in = c->row && c->row->stream_in;
     /* Track the call; watch for its end. */
     pthread_mutex_lock(&s->lock);
     c->next = s->calls;
@@ -161,12 +130,8 @@ static void on_accept(void *ctx, bool ok)
     if (c->method == M_UNKNOWN) {
         call_finish(c, GRPC_STATUS_UNIMPLEMENTED, "unknown method %.*s", (int)ml, mp);
     } else {
-        bool needs_auth = false;
-        for (size_t i = 0; i < sizeof(methods) / sizeof(methods[0]); i++)
-            if (methods[i].m == c->method)
-                needs_auth = methods[i].needs_auth;
         /* A token must be valid before anything is read; group checks come later. */
-        if (!needs_auth || authorized(c, NULL))
+        if (!c->row->needs_auth || authorized(c, NULL))
             start_recv(c);
     }
     call_unref(c); /* the accept's reference */
@@ -188,6 +153,7 @@ static void arm_request(ks_grpc_t *s)
     c->ev_close = (ev_t){on_close, c};
     c->ev_status = (ev_t){on_status_done, c};
     c->ev_kick = (ev_t){on_kick, c};
+    c->ev_reply = (ev_t){on_reply, c};
     c->last_health = -1;
     if (grpc_server_request_call(s->server, &c->call, &c->details, &c->req_md, s->cq, s->cq,
                                  &c->ev_accept) != GRPC_CALL_OK) {
