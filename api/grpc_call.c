@@ -69,6 +69,7 @@ void call_free(call_t *c)
         free(c->topics[i]);
     free(c->topics);
     free(c->snap);
+    free(c->arrived); /* empty: each arrived batch held a reference */
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -234,10 +235,10 @@ void call_send_item(call_t *c, send_item_t it)
     c->q[(c->qh + c->qn) % c->qcap] = it;
     c->qn++;
     if (!c->sending) {
-        if (it.batch || it.acks) {
+        if ((it.batch || it.acks) && !on_cq_thread()) {
             /* Encoding is per record: leave it to a completion-queue thread, not the
-             * caller's (the group loop's). An empty batch posts on_kick there at once;
-             * `sending` holds the slot until then. */
+             * caller's (the group loop's; a completion-queue thread encodes at once). An
+             * empty batch posts on_kick there at once; `sending` holds the slot until then. */
             c->sending = true;
             c->refs++;
             if (grpc_call_start_batch(c->call, NULL, 0, &c->ev_kick, NULL) != GRPC_CALL_OK) {

@@ -139,7 +139,7 @@ struct call {
     grpc_call *call;
     grpc_call_details details;
     grpc_metadata_array req_md;
-    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick, ev_reply;
+    ev_t ev_accept, ev_recv, ev_send, ev_close, ev_status, ev_kick, ev_reply, ev_arrive;
     method_t method;
     const method_row_t *row; /* NULL: an unknown method */
     bool stream_in;
@@ -180,6 +180,12 @@ struct call {
     int64_t credit_records, credit_bytes;
     int deadline_ms;
     int fetches_out;
+    /* Batches the engine answered the stream's fetches with, oldest first (arrived_h),
+     * each with its fetch's reference, waiting for ev_arrive on a completion-queue thread;
+     * arrive_posted: ev_arrive is on its way or running (one thread takes them, in order). */
+    ks_batch_t **arrived;
+    size_t arrived_h, arrived_n, arrived_cap;
+    bool arrive_posted;
     ks_tp_t *snap; /* the assignment the stream was last told */
     size_t snap_cnt;
     char peer_host[264];       /* what its streams count against: identity, else host */
@@ -227,6 +233,8 @@ void on_send_done(void *ctx, bool ok);
 void on_status_done(void *ctx, bool ok);
 void on_kick(void *ctx, bool ok);
 void on_reply(void *ctx, bool ok);
+/* True on a completion-queue thread (set by grpc_server.c's cq_main). */
+bool on_cq_thread(void);
 /* Stores an engine command's result with c and wakes a completion-queue thread, where
  * the method's reply encoder takes it (and the command's reference on c). Encodes
  * nothing itself. @locality any thread; the engine's callbacks */
@@ -276,6 +284,8 @@ const method_row_t *method_find(const char *path, size_t len);
 
 /* ---- grpc_stream.c: Subscribe ---- */
 
+/* The stream's arrived batches (ev_arrive). */
+void on_arrive(void *ctx, bool ok);
 /* Parks fetches up to the pipeline depth, unless the send queue is at its bound. */
 void stream_refill(call_t *c);
 /* One message of a Subscribe stream. */

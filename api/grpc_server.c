@@ -154,6 +154,7 @@ static void arm_request(ks_grpc_t *s)
     c->ev_status = (ev_t){on_status_done, c};
     c->ev_kick = (ev_t){on_kick, c};
     c->ev_reply = (ev_t){on_reply, c};
+    c->ev_arrive = (ev_t){on_arrive, c};
     c->last_health = -1;
     if (grpc_server_request_call(s->server, &c->call, &c->details, &c->req_md, s->cq, s->cq,
                                  &c->ev_accept) != GRPC_CALL_OK) {
@@ -162,9 +163,17 @@ static void arm_request(ks_grpc_t *s)
     }
 }
 
+static _Thread_local bool cq_thread;
+
+bool on_cq_thread(void)
+{
+    return cq_thread;
+}
+
 static void *cq_main(void *arg)
 {
     ks_grpc_t *s = arg;
+    cq_thread = true;
     for (;;) {
         grpc_event e = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
         if (e.type == GRPC_QUEUE_SHUTDOWN)

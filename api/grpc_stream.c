@@ -84,9 +84,11 @@ static void send_assignment_diff(call_t *c, const ks_batch_t *b)
     c->snap_cnt = b->assign_cnt;
 }
 
-static void on_stream_fetch(ks_batch_t *b, void *opaque)
+/* What a batch that answered one of the stream's fetches does: records queued for the
+ * stream, assignment news, the next fetches; or the leases back, when the stream ended.
+ * Drops the fetch's reference. @locality a completion-queue thread (from on_arrive) */
+static void stream_batch(call_t *c, ks_batch_t *b)
 {
-    call_t *c = opaque;
     pthread_mutex_lock(&c->lock);
     c->fetches_out--;
     bool gone = c->closed || c->want_status || c->status_started || c->stalled;
@@ -111,6 +113,55 @@ static void on_stream_fetch(ks_batch_t *b, void *opaque)
     }
     ks_batch_free(b);
     call_unref(c);
+}
+
+void on_arrive(void *ctx, bool ok)
+{
+    call_t *c = ctx;
+    for (;;) {
+        pthread_mutex_lock(&c->lock);
+        if (c->arrived_n == 0) {
+            c->arrive_posted = false;
+            pthread_mutex_unlock(&c->lock);
+            break;
+        }
+        ks_batch_t *b = c->arrived[c->arrived_h++];
+        if (--c->arrived_n == 0)
+            c->arrived_h = 0;
+        pthread_mutex_unlock(&c->lock);
+        stream_batch(c, b);
+    }
+    call_unref(c); /* ev_arrive's */
+}
+
+/* The engine's answer to a stream's fetch: stored with the call, for on_arrive on a
+ * completion-queue thread (woken by an empty batch unless it is on its way already).
+ * @locality the group loop */
+static void on_stream_fetch(ks_batch_t *b, void *opaque)
+{
+    call_t *c = opaque;
+    pthread_mutex_lock(&c->lock);
+    if (c->arrived_h + c->arrived_n == c->arrived_cap) {
+        if (c->arrived_h) { /* room at the front: move the waiting ones down */
+            memmove(c->arrived, c->arrived + c->arrived_h, c->arrived_n * sizeof(*c->arrived));
+            c->arrived_h = 0;
+        } else {
+            c->arrived_cap = c->arrived_cap ? 2 * c->arrived_cap : 4;
+            c->arrived = realloc(c->arrived, c->arrived_cap * sizeof(*c->arrived));
+            if (!c->arrived)
+                abort();
+        }
+    }
+    c->arrived[c->arrived_h + c->arrived_n++] = b;
+    bool here = false;
+    if (!c->arrive_posted) {
+        c->arrive_posted = true;
+        c->refs++; /* ev_arrive's, dropped by on_arrive */
+        here = grpc_call_start_batch(c->call, NULL, 0, &c->ev_arrive, NULL) != GRPC_CALL_OK;
+    }
+    pthread_mutex_unlock(&c->lock);
+    if (here)
+        on_arrive(c, false); /* cannot happen on a live call; serve them here rather than never */
 }
 
 /* Parks fetches until STREAM_PIPELINE are out, unless the send queue is at its bound
