@@ -1,5 +1,6 @@
 /* grpc_call.c: the gRPC edge's calls: their references, the send queue behind the one
  * SEND_MESSAGE in flight, the final status, and who the caller is. */
+#include "edge.h"
 #include "grpc_int.h"
 
 #include <stdarg.h>
@@ -390,10 +391,8 @@ bool authorized(call_t *c, const char *group)
         return true;
     char hdr[1024], subj[1024], err[512];
     const char *a = md_get(c, "authorization", hdr, sizeof(hdr));
-    ks_status_t st = ks_auth_identify(c->s->auth, a, cert_subject(c, subj, sizeof(subj)), &c->who,
-                                      err, sizeof(err));
-    if (st == KS_OK && group)
-        st = ks_auth_allow(c->s->auth, c->who, KS_SCOPE_GROUPS, &group, 1, err, sizeof(err));
+    ks_status_t st = ks_edge_authorize(c->s->auth, a, cert_subject(c, subj, sizeof(subj)), group,
+                                       &c->who, err, sizeof(err));
     if (st == KS_OK)
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);
@@ -406,9 +405,8 @@ bool authorized(call_t *c, const char *group)
 bool scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n)
 {
     char err[512];
-    ks_status_t st = ks_engine_check_topics(c->s->eng, names, n, verb, err, sizeof(err));
-    if (st == KS_OK)
-        st = ks_auth_allow(c->s->auth, c->who, scope, names, n, err, sizeof(err));
+    ks_status_t st = ks_edge_check_topics(c->s->eng, c->s->auth, c->who, scope, verb, names, n, err,
+                                          sizeof(err));
     if (st == KS_OK)
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);

@@ -2,6 +2,7 @@
  * decoder (which sends the engine command) and its reply encoder. The engine's callbacks
  * only store their result with the call and wake a completion-queue thread (call_reply);
  * the encoder runs there. */
+#include "edge.h"
 #include "grpc_int.h"
 
 #include <stdio.h>
@@ -26,37 +27,10 @@ static void submitted(call_t *c, ks_status_t st, const char *err)
     }
 }
 
-/* ---- edge policy: the gRPC edge's copies (api/edge.c is to hold the shared ones) ---- */
+/* ---- replies: the shared policy (ack summary, visibility, status walk) is api/edge.c ---- */
 
-/* The ack summary rule: a request whose every id was refused fails with the first
- * refusal; once one id is accepted the request succeeds, each id with its own result.
- * Returns how many were accepted; *first_bad (KS_OK: none) and *first_msg: the first
- * refusal. */
-static size_t ack_summary(const ks_ack_result_t *res, size_t n, ks_status_t *first_bad,
-                          const char **first_msg)
-{
-    size_t ok = 0;
-    *first_bad = KS_OK;
-    *first_msg = "";
-    for (size_t i = 0; i < n; i++) {
-        if (res[i].status == KS_OK)
-            ok++;
-        else if (*first_bad == KS_OK) {
-            *first_bad = res[i].status;
-            *first_msg = res[i].reason;
-        }
-    }
-    return ok;
-}
-
-/* The groups a caller may see in a listing: those its groups scope covers. */
-static bool group_visible(const call_t *c, const char *group)
-{
-    return ks_auth_covers(c->s->auth, c->who, KS_SCOPE_GROUPS, group);
-}
-
-/* Status iteration: one group's status as a GroupStatus (its pieces, at most 7, into
- * allocs); encode_groups walks the groups with group_visible. */
+/* One group's status as a GroupStatus (its pieces, at most 7, into allocs); the encoders
+ * walk the groups with ks_edge_status_walk. */
 static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *o, void **allocs,
                          size_t *na)
 {
@@ -73,18 +47,19 @@ static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *
     o->acked = g->acked;
     o->dead_lettered = g->dead_lettered;
     o->acks_lost_to_move = g->acks_lost_to_move;
-    /* topics: split the comma list into a copy */
+    /* topics: each name of the subscription NUL-terminated in one copy */
+    size_t nt = ks_edge_topic_count(g->topics);
     char *tcopy = ks_xstrdup(g->topics);
     allocs[(*na)++] = tcopy;
-    size_t nt = 0;
-    for (char *p = tcopy; *p; p++)
-        nt += *p == ',';
-    char **tv = calloc(nt + 2, sizeof(char *));
+    char **tv = calloc(nt + 1, sizeof(char *));
     allocs[(*na)++] = tv;
-    size_t ti = 0;
-    char *save = NULL;
-    for (char *t = strtok_r(tcopy, ",", &save); t; t = strtok_r(NULL, ",", &save))
+    size_t ti = 0, len;
+    const char *cur = g->topics, *name;
+    while (ks_edge_topic_next(&cur, &name, &len)) {
+        char *t = tcopy + (name - g->topics);
+        t[len] = '\0';
         tv[ti++] = t;
+    }
     o->n_topics = ti;
     o->topics = tv;
     /* The memory status rides in the partitions' block: one allocation less to track. */
@@ -263,17 +238,16 @@ static void encode_settled(call_t *c, const reply_t *r)
         rs[i].message = (char *)(uintptr_t)res[i].reason;
         rp[i] = &rs[i];
     }
-    ks_status_t first_bad;
-    const char *first_msg;
-    size_t ok = ack_summary(res, n, &first_bad, &first_msg);
-    if (ok == 0 && first_bad != KS_OK) {
-        call_finish(c, grpc_code_of(first_bad), "%s", first_msg);
+    ks_edge_ack_summary_t sum;
+    ks_edge_ack_summarize(res, n, &sum);
+    if (sum.status != KS_OK) {
+        call_finish(c, grpc_code_of(sum.status), "%s", sum.message);
     } else {
         Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
         ar.n_results = n;
         ar.results = rp;
-        ar.accepted = (int32_t)ok;
-        ar.rejected = (int32_t)(n - ok);
+        ar.accepted = (int32_t)sum.accepted;
+        ar.rejected = (int32_t)sum.rejected;
         call_send(c, &ar.base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
@@ -291,56 +265,64 @@ static void status_free(ks_group_status_t **groups, size_t n)
     free(groups);
 }
 
-static void encode_group(call_t *c, const reply_t *r)
+/* The protobufs of a status walk (ks_edge_status_walk): filled one group at a time. */
+typedef struct {
+    Ksidecar__V1__GroupStatus *gs;
+    Ksidecar__V1__GroupStatus **gp;
+    void **allocs;
+    size_t na, cnt;
+} pb_walk_t;
+
+static void walk_to_pb(const ks_group_status_t *g, void *ctx)
+{
+    pb_walk_t *w = ctx;
+    status_to_pb(g, &w->gs[w->cnt], w->allocs, &w->na);
+    w->gp[w->cnt] = &w->gs[w->cnt];
+    w->cnt++;
+}
+
+/* GetGroup's and ListGroups' reply: the walk's groups, on this completion-queue thread. */
+static void encode_status(call_t *c, const reply_t *r, bool one)
 {
     ks_group_status_t **groups = r->res;
+    size_t n = r->n;
     /* status_to_pb makes at most 7 allocations a group. */
-    void *allocs[8];
-    size_t na = 0;
-    if (r->n == 0) {
-        call_finish(c, GRPC_STATUS_NOT_FOUND, "the group closed meanwhile");
+    pb_walk_t w = {.gs = calloc(n + 1, sizeof(*w.gs)),
+                   .gp = calloc(n + 1, sizeof(*w.gp)),
+                   .allocs = calloc(8 * n + 8, sizeof(void *))};
+    if (!w.gs || !w.gp || !w.allocs)
+        abort();
+    const char *msg = NULL;
+    ks_status_t st = ks_edge_status_walk(groups, n, one, c->s->auth, c->who, walk_to_pb, &w, &msg);
+    if (st != KS_OK) {
+        call_finish(c, grpc_code_of(st), "%s", msg);
+    } else if (one) {
+        call_send(c, &w.gs[0].base);
+        call_finish(c, GRPC_STATUS_OK, "%s", "");
     } else {
-        Ksidecar__V1__GroupStatus gs;
-        status_to_pb(groups[0], &gs, allocs, &na);
-        call_send(c, &gs.base);
+        Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
+        lr.n_groups = w.cnt;
+        lr.groups = w.gp;
+        call_send(c, &lr.base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
-    for (size_t i = 0; i < na; i++)
-        free(allocs[i]);
-    status_free(groups, r->n);
+    for (size_t i = 0; i < w.na; i++)
+        free(w.allocs[i]);
+    free(w.allocs);
+    free(w.gs);
+    free(w.gp);
+    status_free(groups, n);
     call_unref(c);
+}
+
+static void encode_group(call_t *c, const reply_t *r)
+{
+    encode_status(c, r, true);
 }
 
 static void encode_groups(call_t *c, const reply_t *r)
 {
-    ks_group_status_t **groups = r->res;
-    size_t n = r->n;
-    void **allocs = calloc(8 * n + 8, sizeof(*allocs));
-    if (!allocs)
-        abort();
-    size_t na = 0;
-    size_t cnt = 0;
-    Ksidecar__V1__GroupStatus *gs = calloc(n + 1, sizeof(*gs));
-    Ksidecar__V1__GroupStatus **gp = calloc(n + 1, sizeof(*gp));
-    for (size_t i = 0; i < n; i++) {
-        if (!group_visible(c, groups[i]->name))
-            continue;
-        status_to_pb(groups[i], &gs[cnt], allocs, &na);
-        gp[cnt] = &gs[cnt];
-        cnt++;
-    }
-    Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
-    lr.n_groups = cnt;
-    lr.groups = gp;
-    call_send(c, &lr.base);
-    call_finish(c, GRPC_STATUS_OK, "%s", "");
-    free(gs);
-    free(gp);
-    for (size_t i = 0; i < na; i++)
-        free(allocs[i]);
-    free(allocs);
-    status_free(groups, n);
-    call_unref(c);
+    encode_status(c, r, false);
 }
 
 static void encode_seek(call_t *c, const reply_t *rp)
