@@ -1,0 +1,620 @@
+// Subscriber: one Subscribe stream with batched acks, lease extension, flow control and reconnect.
+'use strict';
+// Model: Pub/Sub's StreamingPull subscriber. State lives on the event loop (one thread):
+// - _leases: the current stream's unsettled messages (extended by the lease timer);
+// - _acks/_nacks: settles queued for the next flush (every flushMs or flushIds ids);
+// - _awaiting: ids sent whose AckResult has not come yet (per message: a FIFO of ack
+//   waiters, and a count of extensions in flight, whose results come first).
+// Results come back in the order the stream's requests were sent (the group loop
+// settles them in order), which is what lets an extension's result be told apart
+// from a later ack's result for the same id.
+// A stream generation (_gen) tags each message; when a stream ends, _gen moves on, and
+// acks of older messages resolve STALE here without being sent: their leases ended with
+// the stream, and ksidecar delivers those records again.
+//
+// @locality the Node event loop (no locks: nothing here runs on another thread)
+const { EventEmitter } = require('events');
+const grpc = require('@grpc/grpc-js');
+const codec = require('./codec');
+const conn = require('./connect');
+const E = require('./errors');
+
+const DEFAULTS = {
+  maxMessages: 1000,
+  maxBytes: 10 * 1024 * 1024,
+  ackDeadlineMs: 30000,
+  maxExtensionMs: 60 * 60 * 1000,
+  flushMs: 5,
+  flushIds: 500,
+  closeTimeoutMs: 30000,
+  connectTimeoutMs: 10000,
+  reconnectTimeoutMs: Infinity,
+  backoffInitialMs: 100,
+  backoffMaxMs: 5000,
+  backoffMultiplier: 2,
+  subscriber: '',
+};
+
+// Codes after which a new stream would fail the same way: reported, never retried.
+const FATAL = new Set([
+  grpc.status.UNAUTHENTICATED,
+  grpc.status.PERMISSION_DENIED,
+  grpc.status.INVALID_ARGUMENT,
+  grpc.status.NOT_FOUND,
+  grpc.status.FAILED_PRECONDITION,
+  grpc.status.RESOURCE_EXHAUSTED,
+  grpc.status.UNIMPLEMENTED,
+]);
+
+const ACK = 1;
+const NACK = 2;
+const identity = (b) => b;
+
+/** One delivered record. key/value are Buffers (views of the received message) or null. */
+class Message {
+  constructor(sub, topic, partition, offset, ts, key, value, headers, ackId, attempt, size) {
+    this.topic = topic;
+    this.partition = partition;
+    this.offset = offset;
+    this.timestampMs = ts;
+    this.key = key;
+    this.value = value;
+    this.headers = headers;
+    this.ackId = ackId;
+    this.attempt = attempt;
+    this.size = size;
+    this.receivedAt = sub._now;
+    this._sub = sub;
+    this._gen = sub._gen;
+    this._deadlineAt = this.receivedAt + sub._o.ackDeadlineMs;
+    this._settled = false;
+    this._waiters = null; // FIFO of result callbacks (null entries: results nobody awaits)
+    this._extends = 0; // extensions whose results have not come yet
+  }
+
+  /** Acks it (batched). */
+  ack() {
+    this._sub._settle(this, ACK, 0, '', null);
+  }
+
+  /** Nacks it: delivered again after delayMs (batched). */
+  nack(delayMs = 0, reason = '') {
+    this._sub._settle(this, NACK, delayMs, reason, null);
+  }
+
+  /** Acks it; resolves with 'ACCEPTED', 'STALE', 'INVALID' or 'NOT_FOUND'. */
+  ackWithResult() {
+    return new Promise((resolve, reject) => this._sub._settle(this, ACK, 0, '', [resolve, reject]));
+  }
+
+  /** nack() with a future, as ackWithResult(). */
+  nackWithResult(delayMs = 0, reason = '') {
+    return new Promise((resolve, reject) =>
+      this._sub._settle(this, NACK, delayMs, reason, [resolve, reject]));
+  }
+}
+
+function checkOptions(o) {
+  if (typeof o.group !== 'string' || !o.group)
+    throw new E.KsidecarConfigError('options.group: name the consumer group');
+  if (!Array.isArray(o.topics) || !o.topics.length || o.topics.some((t) => typeof t !== 'string' || !t))
+    throw new E.KsidecarConfigError('options.topics: give a non-empty array of topic names');
+  for (const k of ['maxMessages', 'maxBytes', 'ackDeadlineMs', 'maxExtensionMs', 'flushMs', 'flushIds',
+    'closeTimeoutMs', 'connectTimeoutMs', 'backoffInitialMs', 'backoffMaxMs']) {
+    if (!(typeof o[k] === 'number' && o[k] >= 0))
+      throw new E.KsidecarConfigError(`options.${k} must be a number >= 0 (got ${o[k]})`);
+  }
+  if (o.maxMessages < 1 || o.flushIds < 1 || o.ackDeadlineMs < 1)
+    throw new E.KsidecarConfigError('options.maxMessages, flushIds and ackDeadlineMs must be >= 1');
+}
+
+/**
+ * new Subscriber(target, {group, topics, ...options}); see index.d.ts for every option.
+ * Use either `for await (const msg of sub)` or sub.on('message', fn), not both.
+ * Events: 'message', 'error' (fatal: the subscriber stopped), 'warning', 'assignment',
+ * 'revocation', 'reconnecting', 'connected', 'close'.
+ */
+class Subscriber extends EventEmitter {
+  constructor(target, options = {}) {
+    super();
+    conn.checkTarget(target);
+    this._o = { ...DEFAULTS, ...options };
+    checkOptions(this._o);
+    this.target = target;
+    this._logger = this._o.logger || console;
+    this._md = conn.callMetadata(this._o);
+    const chOpts = {
+      'grpc.initial_reconnect_backoff_ms': this._o.backoffInitialMs,
+      'grpc.max_reconnect_backoff_ms': Math.max(this._o.backoffMaxMs, this._o.backoffInitialMs),
+      ...conn.channelOptions(this._o),
+    };
+    try {
+      this._client = new grpc.Client(target, conn.channelCredentials(this._o), chOpts);
+    } catch (e) {
+      if (e instanceof E.KsidecarError) throw e;
+      throw new E.KsidecarConfigError(`bad target ${JSON.stringify(target)}: ${e.message}`, { cause: e });
+    }
+    this._gen = 0;
+    this._now = Date.now();
+    this._call = null;
+    this._started = false;
+    this._mode = null; // 'iterator' | 'events'
+    this._closing = false;
+    this._closed = false;
+    this._error = null;
+    this._everConnected = false;
+    this._leases = new Map();
+    this._awaiting = new Map();
+    this._pendingResults = 0;
+    this._acks = [];
+    this._nacks = new Map();
+    this._queued = 0;
+    this._flushTimer = null;
+    this._leaseTimer = null;
+    this._queue = [];
+    this._qhead = 0;
+    this._pull = null; // the iterator's pending next(): [resolve, reject]
+    this._idleWaiters = [];
+    this._staleWarnedGen = -1;
+    this.stats = {
+      delivered: 0,
+      outstandingMessages: 0,
+      outstandingBytes: 0,
+      maxOutstandingMessages: 0,
+      maxOutstandingBytes: 0,
+      acksSent: 0,
+      nacksSent: 0,
+      extensionsSent: 0,
+      writes: 0,
+      staleLocal: 0,
+      reconnects: 0,
+    };
+    this.on('newListener', (ev) => {
+      if (ev === 'message') this._useMode('events');
+    });
+  }
+
+  _useMode(m) {
+    if (this._mode && this._mode !== m)
+      throw new E.KsidecarConfigError('use either the async iterator or the message event, not both');
+    this._mode = m;
+    if (!this._started) process.nextTick(() => this.start());
+  }
+
+  /** Opens the stream (done for you by the iterator or the first 'message' listener). */
+  start() {
+    if (this._started || this._closing) return;
+    this._started = true;
+    const tick = Math.max(20, Math.min(1000, Math.floor(this._o.ackDeadlineMs / 4)));
+    this._leaseTimer = setInterval(() => this._extendLeases(), tick);
+    this._leaseMargin = Math.max(2 * tick, Math.floor(this._o.ackDeadlineMs / 3));
+    this._connect(Date.now(), 0);
+  }
+
+  // ---- the stream ----
+
+  _backoff(attempt) {
+    const o = this._o;
+    const cap = Math.min(o.backoffMaxMs, o.backoffInitialMs * o.backoffMultiplier ** attempt);
+    return cap / 2 + Math.random() * (cap / 2); // jitter: half fixed, half random
+  }
+
+  // Waits for the channel, then opens a stream; on failure retries with backoff until
+  // connectTimeoutMs (never connected yet) or reconnectTimeoutMs (after a break) ran out.
+  _connect(since, attempt) {
+    if (this._closing) return;
+    const o = this._o;
+    const limit = this._everConnected ? o.reconnectTimeoutMs : o.connectTimeoutMs;
+    const left = since + limit - Date.now();
+    const wait = Math.max(1, Math.min(left, 60000));
+    this._client.waitForReady(Date.now() + wait, (err) => {
+      if (this._closing) return;
+      if (!err) {
+        this._open();
+        return;
+      }
+      if (Date.now() - since >= limit) {
+        const what = this._everConnected ? `reconnecting for ${limit} ms` : `within ${limit} ms`;
+        this._fail(new E.KsidecarConnectError(
+          `cannot reach ksidecar at ${this.target} ${what} (connectTimeoutMs/reconnectTimeoutMs): ` +
+            `${err.message}; check the address and that ksidecar's grpc.listen (and TLS) match`,
+          { code: 'UNAVAILABLE', cause: err }));
+        return;
+      }
+      setTimeout(() => this._connect(since, attempt + 1), this._backoff(attempt));
+    });
+  }
+
+  _open() {
+    const o = this._o;
+    const call = this._client.makeBidiStreamRequest('/ksidecar.v1.Consumer/Subscribe', identity,
+      identity, this._md.clone(), {});
+    this._call = call;
+    this._callDone = false;
+    call.on('data', (buf) => {
+      if (call === this._call) this._onData(buf);
+    });
+    call.on('error', () => {}); // reported through 'status'
+    call.on('status', (st) => this._onStatus(call, st));
+    call.write(codec.encodeOpen({
+      group: o.group, topics: o.topics, records: o.maxMessages, bytes: o.maxBytes,
+      deadlineMs: o.ackDeadlineMs, subscriber: o.subscriber,
+    }));
+    this.stats.writes++;
+    if (this._gen > 0) this.stats.reconnects++;
+    this._everConnected = true;
+    this.emit('connected', { generation: this._gen });
+  }
+
+  _onStatus(call, st) {
+    if (call !== this._call) {
+      this._settleIdle();
+      return;
+    }
+    this._call = null;
+    if (this._closing) {
+      this._broken(null);
+      this._settleIdle();
+      return;
+    }
+    const err = Object.assign(new Error(st.details), { code: st.code, details: st.details });
+    if (FATAL.has(st.code)) {
+      this._fail(E.fromGrpc(err, this.target, `Subscribe (group ${this._o.group})`));
+      return;
+    }
+    const why = `${E.codeName(st.code)}: ${st.details || 'stream ended'}`;
+    this._broken(why);
+    this.emit('reconnecting', { reason: why });
+    const since = Date.now();
+    setTimeout(() => this._connect(since, 1), this._backoff(0));
+  }
+
+  // The stream ended: everything of its generation ends with it.
+  _broken(why) {
+    const gen = this._gen++;
+    let unconfirmed = 0;
+    for (const m of this._awaiting.values()) {
+      const n = m._waiters ? m._waiters.length : 0;
+      unconfirmed += n;
+      this._resolveAll(m, 'STALE');
+    }
+    this._awaiting.clear();
+    const unsent = this._queued;
+    this._pendingResults = 0;
+    this._acks = [];
+    this._nacks = new Map();
+    this._queued = 0;
+    if (this._flushTimer) clearTimeout(this._flushTimer);
+    this._flushTimer = null;
+    this._leases.clear();
+    const dropped = this._queue.length - this._qhead;
+    this._queue = [];
+    this._qhead = 0;
+    this.stats.outstandingMessages = 0;
+    this.stats.outstandingBytes = 0;
+    if (why)
+      this._warn(`Subscribe stream to ${this.target} (group ${this._o.group}, stream ${gen}) ended ` +
+        `(${why}); reconnecting with backoff. ${unconfirmed} ack/nack results not yet received ` +
+        `(${unsent} not yet sent) resolve STALE and ${dropped} buffered messages were dropped: ` +
+        'their leases ended with the stream, and ksidecar delivers those records again');
+  }
+
+  _fail(err) {
+    if (this._error || this._closed) return;
+    this._error = err;
+    this._closing = true;
+    this._teardown();
+    if (this._pull) {
+      const [, reject] = this._pull;
+      this._pull = null;
+      reject(err);
+    }
+    if (this.listenerCount('error')) this.emit('error', err);
+    else if (this._mode !== 'iterator') this._warn(`stopped: ${err.message}`);
+    this._closed = true;
+    this.emit('close');
+  }
+
+  _teardown() {
+    clearInterval(this._leaseTimer);
+    const call = this._call;
+    this._call = null;
+    this._broken(null);
+    if (call) call.cancel();
+    this._client.close();
+  }
+
+  _warn(msg) {
+    if (this.listenerCount('warning')) this.emit('warning', msg);
+    else this._logger.warn(`ksidecar: ${msg}`);
+  }
+
+  // ---- receiving ----
+
+  _onData(buf) {
+    this._now = Date.now();
+    let resp;
+    try {
+      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, id, a, sz) =>
+        new Message(this, t, p, off, ts, k, v, h, id, a, sz));
+    } catch (e) {
+      this._warn(`a malformed SubscribeResponse (${e.message}); opening a new stream`);
+      if (this._call) this._call.cancel();
+      return;
+    }
+    if (resp.batch) this._onBatch(resp.batch);
+    if (resp.ackResults) this._onResults(resp.ackResults);
+    if (resp.assignment) this.emit('assignment', resp.assignment);
+    if (resp.revocation) this.emit('revocation', resp.revocation);
+  }
+
+  _onBatch(msgs) {
+    const st = this.stats;
+    for (let i = 0; i < msgs.length; i++) {
+      const m = msgs[i];
+      this._leases.set(m.ackId, m);
+      st.outstandingBytes += m.size;
+    }
+    st.delivered += msgs.length;
+    st.outstandingMessages += msgs.length;
+    if (st.outstandingMessages > st.maxOutstandingMessages) st.maxOutstandingMessages = st.outstandingMessages;
+    if (st.outstandingBytes > st.maxOutstandingBytes) st.maxOutstandingBytes = st.outstandingBytes;
+    if (this._closing) return; // they stay leased until the stream ends, then go back
+    if (this._mode === 'events') {
+      for (let i = 0; i < msgs.length; i++) {
+        const m = msgs[i];
+        try {
+          this.emit('message', m);
+        } catch (e) {
+          this._warn(`the message handler threw (${e && e.message}); nacking ${m.ackId}`);
+          if (!m._settled) m.nack();
+        }
+      }
+      return;
+    }
+    for (let i = 0; i < msgs.length; i++) this._queue.push(msgs[i]);
+    if (this._pull) {
+      const [resolve] = this._pull;
+      this._pull = null;
+      resolve({ value: this._shift(), done: false });
+    }
+  }
+
+  _shift() {
+    const m = this._queue[this._qhead++];
+    if (this._qhead > 1024 && this._qhead * 2 > this._queue.length) {
+      this._queue = this._queue.slice(this._qhead);
+      this._qhead = 0;
+    }
+    return m;
+  }
+
+  _onResults(results) {
+    for (let i = 0; i < results.length; i++) {
+      const r = results[i];
+      const m = this._awaiting.get(r.ackId);
+      if (!m) continue;
+      if (m._extends > 0) {
+        m._extends--;
+        if (r.status !== 'ACCEPTED' && !m._settled)
+          this._warn(`extending the lease of ${r.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
+            `failed: ${r.status} ${r.message}; it may be delivered again`);
+      } else if (m._waiters && m._waiters.length) {
+        const w = m._waiters.shift();
+        this._pendingResults--;
+        if (w) w[0](r.status);
+      }
+      if (m._extends === 0 && !(m._waiters && m._waiters.length)) this._awaiting.delete(r.ackId);
+    }
+    if (this._pendingResults === 0 && this._queued === 0) this._settleIdle();
+  }
+
+  _resolveAll(m, status) {
+    if (m._waiters) {
+      for (const w of m._waiters) if (w) w[0](status);
+      m._waiters = null;
+    }
+    m._extends = 0;
+  }
+
+  // ---- settling ----
+
+  _settle(m, kind, delayMs, reason, waiter) {
+    if (kind === NACK && !(typeof delayMs === 'number' && delayMs >= 0))
+      throw new E.KsidecarConfigError(`nack delay must be a number of ms >= 0 (got ${delayMs})`);
+    if (m._gen !== this._gen || !this._call) {
+      // Its lease ended with an earlier stream (or the subscriber closed): not sent.
+      this.stats.staleLocal++;
+      if (this._staleWarnedGen !== m._gen) {
+        this._staleWarnedGen = m._gen;
+        this._warn(`${kind === ACK ? 'ack' : 'nack'} of ${m.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
+          `is STALE: its lease ended with ${this._closed || this._closing ? 'the closed' : 'an earlier'} ` +
+          'stream, and ksidecar delivers the record again (further ones from that stream are not logged)');
+      }
+      m._settled = true;
+      if (waiter) waiter[0]('STALE');
+      return;
+    }
+    if (!m._settled) {
+      m._settled = true;
+      this._leases.delete(m.ackId);
+      this.stats.outstandingMessages--;
+      this.stats.outstandingBytes -= m.size;
+    }
+    (m._waiters || (m._waiters = [])).push(waiter);
+    this._awaiting.set(m.ackId, m);
+    this._pendingResults++;
+    if (kind === ACK) this._acks.push(m.ackId);
+    else {
+      const k = `${delayMs}\0${reason}`;
+      let n = this._nacks.get(k);
+      if (!n) this._nacks.set(k, (n = { delayMs, reason, ids: [] }));
+      n.ids.push(m.ackId);
+    }
+    if (++this._queued >= this._o.flushIds) this.flush();
+    else if (!this._flushTimer) this._flushTimer = setTimeout(() => this.flush(), this._o.flushMs);
+  }
+
+  /** Sends the queued acks and nacks now. */
+  flush() {
+    if (this._flushTimer) clearTimeout(this._flushTimer);
+    this._flushTimer = null;
+    const call = this._call;
+    if (!call || this._queued === 0) return;
+    const max = this._o.flushIds;
+    for (let i = 0; i < this._acks.length; i += max) {
+      call.write(codec.encodeAck(this._acks.length <= max ? this._acks : this._acks.slice(i, i + max)));
+      this.stats.writes++;
+    }
+    this.stats.acksSent += this._acks.length;
+    for (const n of this._nacks.values()) {
+      for (let i = 0; i < n.ids.length; i += max) {
+        call.write(codec.encodeNack(n.ids.slice(i, i + max), n.delayMs, n.reason));
+        this.stats.writes++;
+      }
+      this.stats.nacksSent += n.ids.length;
+    }
+    this._acks = [];
+    this._nacks = new Map();
+    this._queued = 0;
+  }
+
+  // Extends the leases that end within the margin, while the message is still unsettled
+  // and for at most maxExtensionMs since it arrived.
+  _extendLeases() {
+    const call = this._call;
+    if (!call || this._leases.size === 0) return;
+    const now = Date.now();
+    const o = this._o;
+    const ids = [];
+    const expired = [];
+    for (const m of this._leases.values()) {
+      if (m._deadlineAt - now > this._leaseMargin) continue;
+      if (now - m.receivedAt >= o.maxExtensionMs) {
+        expired.push(m);
+        continue;
+      }
+      m._deadlineAt = now + o.ackDeadlineMs;
+      m._extends++;
+      this._awaiting.set(m.ackId, m);
+      ids.push(m.ackId);
+    }
+    for (const m of expired) this._leases.delete(m.ackId); // not extended again
+    if (expired.length)
+      this._warn(`${expired.length} messages reached maxExtensionMs (${o.maxExtensionMs} ms) unsettled; ` +
+        'their leases are no longer extended, and ksidecar delivers them again when they expire');
+    for (let i = 0; i < ids.length; i += o.flushIds) {
+      call.write(codec.encodeExtend(ids.slice(i, i + o.flushIds), o.ackDeadlineMs));
+      this.stats.writes++;
+    }
+    this.stats.extensionsSent += ids.length;
+  }
+
+  /** Replaces the flow control limits (sent to ksidecar as the stream's credits). */
+  setFlowControl({ maxMessages = this._o.maxMessages, maxBytes = this._o.maxBytes } = {}) {
+    checkOptions({ ...this._o, maxMessages, maxBytes });
+    this._o.maxMessages = maxMessages;
+    this._o.maxBytes = maxBytes;
+    if (this._call) {
+      this._call.write(codec.encodeCreditsRequest(maxMessages, maxBytes));
+      this.stats.writes++;
+    }
+  }
+
+  // ---- closing ----
+
+  _settleIdle() {
+    const w = this._idleWaiters;
+    this._idleWaiters = [];
+    for (const f of w) f();
+  }
+
+  /**
+   * Stops delivering, sends the queued acks and nacks, waits up to timeoutMs for their
+   * results, then ends the stream (unsettled messages go back to ksidecar's pool).
+   * Rejects with KsidecarTimeoutError naming how many results did not come (their
+   * futures reject with it too); resolves with the stats otherwise.
+   */
+  close(timeoutMs = this._o.closeTimeoutMs) {
+    if (this._closePromise) return this._closePromise;
+    this._closePromise = this._close(timeoutMs);
+    return this._closePromise;
+  }
+
+  async _close(timeoutMs) {
+    if (this._closed) return this.stats;
+    this._closing = true;
+    clearInterval(this._leaseTimer);
+    this.flush();
+    let timedOut = false;
+    if (this._call && this._pendingResults > 0) {
+      await new Promise((resolve) => {
+        const t = setTimeout(() => {
+          timedOut = true;
+          resolve();
+        }, timeoutMs);
+        this._idleWaiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+      });
+    }
+    const pending = this._pendingResults;
+    const err = timedOut
+      ? new E.KsidecarTimeoutError(`close: ${pending} ack/nack results had not come from ${this.target} ` +
+        `after ${timeoutMs} ms; those acks may or may not have been applied`)
+      : null;
+    if (err) for (const m of this._awaiting.values()) {
+      if (m._waiters) for (const w of m._waiters) if (w) w[1](err);
+      m._waiters = null;
+    }
+    this._awaiting.clear();
+    const call = this._call;
+    if (call) {
+      // Half-close, so ksidecar ends the stream; cancel if it does not within 2 s.
+      await new Promise((resolve) => {
+        const t = setTimeout(resolve, 2000);
+        this._idleWaiters.push(() => {
+          clearTimeout(t);
+          resolve();
+        });
+        call.end();
+      });
+    }
+    this._teardown();
+    this._closed = true;
+    if (this._pull) {
+      const [resolve] = this._pull;
+      this._pull = null;
+      resolve({ value: undefined, done: true });
+    }
+    this.emit('close');
+    if (err) throw err;
+    return this.stats;
+  }
+
+  // ---- the async iterator ----
+
+  [Symbol.asyncIterator]() {
+    this._useMode('iterator');
+    return {
+      next: () => {
+        if (this._error) return Promise.reject(this._error);
+        if (this._closing) return Promise.resolve({ value: undefined, done: true });
+        if (this._qhead < this._queue.length) return Promise.resolve({ value: this._shift(), done: false });
+        return new Promise((resolve, reject) => {
+          this._pull = [resolve, reject];
+        });
+      },
+      return: async () => {
+        await this.close();
+        return { value: undefined, done: true };
+      },
+      [Symbol.asyncIterator]() {
+        return this;
+      },
+    };
+  }
+}
+
+module.exports = { Subscriber, Message, DEFAULTS };
