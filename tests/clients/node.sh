@@ -33,5 +33,5 @@ fi
 node scripts/copy-proto.js >/dev/null # the .proto files as they are in this checkout
 
 start=$(date +%s)
-node --test --test-concurrency=1 --test-reporter=spec test/
+node --test --test-concurrency=1 --test-timeout=120000 --test-reporter=spec test/
 echo "node.sh: the Node client's tests passed in $(( $(date +%s) - start )) s"

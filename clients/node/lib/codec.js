@@ -97,8 +97,9 @@ function encodeCreditsRequest(records, bytes) {
 }
 
 // Ack ids are ASCII (the server makes them); encoded with latin1 straight into one
-// buffer: this runs for every few hundred acks.
-function encodeIds(kind, ids, num, reason) {
+// buffer: this runs for every few hundred acks. ids: strings, or objects with .ackId.
+function encodeIds(kind, items, num, reason) {
+  const ids = typeof items[0] === 'string' ? items : items.map((m) => m.ackId);
   let body = 0;
   for (let i = 0; i < ids.length; i++) {
     const l = ids[i].length;
@@ -219,6 +220,7 @@ function decodeHeader(r, end) {
 }
 
 const EMPTY = Buffer.alloc(0);
+const NO_HEADERS = Object.freeze([]);
 
 // Decodes one Record into make(fields...): the caller's constructor.
 function decodeRecord(r, end, make) {
@@ -290,7 +292,7 @@ function decodeRecord(r, end, make) {
     }
   }
   return make(topic, partition, offset, ts, keyNull ? null : key, valueNull ? null : value,
-    headers || [], ackId, attempt, key.length + value.length);
+    headers || NO_HEADERS, ackId, attempt, key.length + value.length);
 }
 
 function decodePartitions(r, end) {

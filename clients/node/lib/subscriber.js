@@ -1,13 +1,16 @@
 // Subscriber: one Subscribe stream with batched acks, lease extension, flow control and reconnect.
 'use strict';
 // Model: Pub/Sub's StreamingPull subscriber. State lives on the event loop (one thread):
-// - _leases: the current stream's unsettled messages (extended by the lease timer);
-// - _acks/_nacks: settles queued for the next flush (every flushMs or flushIds ids);
-// - _awaiting: ids sent whose AckResult has not come yet (per message: a FIFO of ack
-//   waiters, and a count of extensions in flight, whose results come first).
-// Results come back in the order the stream's requests were sent (the group loop
-// settles them in order), which is what lets an extension's result be told apart
-// from a later ack's result for the same id.
+// - _batches: the current stream's received batches with unsettled messages; the lease
+//   timer extends a batch's unsettled messages together (they arrived together);
+// - _ackQ/_nackQ: settles queued for the next flush (every flushMs or flushIds ids);
+// - _sent: a FIFO of the requests sent (acks, nacks, extensions) whose AckResults have
+//   not come. ksidecar answers each request with one AckResults, its ids in the same
+//   order, and answers a stream's requests in the order sent (its group loop settles
+//   them in order). So results match the FIFO's head position by position, with no
+//   per-id map; the ids are still checked, and a mismatch searches the FIFO.
+// No per-message Map or Promise unless asked for (ackWithResult): at 200k messages a
+// second, each allocation per message shows up as garbage-collector time.
 // A stream generation (_gen) tags each message; when a stream ends, _gen moves on, and
 // acks of older messages resolve STALE here without being sent: their leases ended with
 // the stream, and ksidecar delivers those records again.
@@ -63,13 +66,15 @@ class Message {
     this.ackId = ackId;
     this.attempt = attempt;
     this.size = size;
-    this.receivedAt = sub._now;
     this._sub = sub;
     this._gen = sub._gen;
-    this._deadlineAt = this.receivedAt + sub._o.ackDeadlineMs;
+    this._batch = null; // its arrival batch (lease deadline, extension)
     this._settled = false;
-    this._waiters = null; // FIFO of result callbacks (null entries: results nobody awaits)
-    this._extends = 0; // extensions whose results have not come yet
+  }
+
+  /** When it arrived (ms since the epoch). */
+  get receivedAt() {
+    return this._batch ? this._batch.receivedAt : 0;
   }
 
   /** Acks it (batched). */
@@ -93,6 +98,48 @@ class Message {
       this._sub._settle(this, NACK, delayMs, reason, [resolve, reject]));
   }
 }
+
+// Settles queued for one request: messages, and their waiters (null until one is asked).
+class Pending {
+  constructor(kind, delayMs, reason) {
+    this.kind = kind;
+    this.delayMs = delayMs;
+    this.reason = reason;
+    this.msgs = [];
+    this.waiters = null;
+  }
+
+  push(m, waiter) {
+    if (waiter && !this.waiters) this.waiters = new Array(this.msgs.length).fill(null);
+    if (this.waiters) this.waiters.push(waiter);
+    this.msgs.push(m);
+  }
+
+  // Cuts it into requests of at most max ids.
+  chunks(max) {
+    if (this.msgs.length <= max) return [this];
+    const out = [];
+    for (let i = 0; i < this.msgs.length; i += max) {
+      const c = new Pending(this.kind, this.delayMs, this.reason);
+      c.msgs = this.msgs.slice(i, i + max);
+      c.waiters = this.waiters && this.waiters.slice(i, i + max);
+      out.push(c);
+    }
+    return out;
+  }
+
+  resolveAll(status) {
+    if (this.waiters) for (const w of this.waiters) if (w) w[0](status);
+    this.waiters = null;
+  }
+
+  rejectAll(err) {
+    if (this.waiters) for (const w of this.waiters) if (w) w[1](err);
+    this.waiters = null;
+  }
+}
+
+const EXTEND = 3;
 
 function checkOptions(o) {
   if (typeof o.group !== 'string' || !o.group)
@@ -143,12 +190,14 @@ class Subscriber extends EventEmitter {
     this._closed = false;
     this._error = null;
     this._everConnected = false;
-    this._leases = new Map();
-    this._awaiting = new Map();
+    this._batches = [];
+    this._sent = [];
+    this._sentHead = 0;
     this._pendingResults = 0;
-    this._acks = [];
-    this._nacks = new Map();
+    this._ackQ = new Pending(ACK, 0, '');
+    this._nackQ = new Map();
     this._queued = 0;
+    this._orderWarned = false;
     this._flushTimer = null;
     this._leaseTimer = null;
     this._queue = [];
@@ -272,21 +321,20 @@ class Subscriber extends EventEmitter {
   // The stream ended: everything of its generation ends with it.
   _broken(why) {
     const gen = this._gen++;
-    let unconfirmed = 0;
-    for (const m of this._awaiting.values()) {
-      const n = m._waiters ? m._waiters.length : 0;
-      unconfirmed += n;
-      this._resolveAll(m, 'STALE');
-    }
-    this._awaiting.clear();
+    const unconfirmed = this._pendingResults;
     const unsent = this._queued;
+    for (let i = this._sentHead; i < this._sent.length; i++) if (this._sent[i]) this._sent[i].resolveAll('STALE');
+    this._ackQ.resolveAll('STALE');
+    for (const n of this._nackQ.values()) n.resolveAll('STALE');
+    this._sent = [];
+    this._sentHead = 0;
     this._pendingResults = 0;
-    this._acks = [];
-    this._nacks = new Map();
+    this._ackQ = new Pending(ACK, 0, '');
+    this._nackQ = new Map();
     this._queued = 0;
     if (this._flushTimer) clearTimeout(this._flushTimer);
     this._flushTimer = null;
-    this._leases.clear();
+    this._batches = [];
     const dropped = this._queue.length - this._qhead;
     this._queue = [];
     this._qhead = 0;
@@ -295,8 +343,8 @@ class Subscriber extends EventEmitter {
     if (why)
       this._warn(`Subscribe stream to ${this.target} (group ${this._o.group}, stream ${gen}) ended ` +
         `(${why}); reconnecting with backoff. ${unconfirmed} ack/nack results not yet received ` +
-        `(${unsent} not yet sent) resolve STALE and ${dropped} buffered messages were dropped: ` +
-        'their leases ended with the stream, and ksidecar delivers those records again');
+        `(${unsent} of them not yet sent) resolve STALE and ${dropped} buffered messages were ` +
+        'dropped: their leases ended with the stream, and ksidecar delivers those records again');
   }
 
   _fail(err) {
@@ -350,9 +398,11 @@ class Subscriber extends EventEmitter {
 
   _onBatch(msgs) {
     const st = this.stats;
+    const b = { msgs, left: msgs.length, receivedAt: this._now, deadlineAt: this._now + this._o.ackDeadlineMs };
+    this._batches.push(b);
     for (let i = 0; i < msgs.length; i++) {
       const m = msgs[i];
-      this._leases.set(m.ackId, m);
+      m._batch = b;
       st.outstandingBytes += m.size;
     }
     st.delivered += msgs.length;
@@ -389,32 +439,56 @@ class Subscriber extends EventEmitter {
     return m;
   }
 
+  // Finds the sent request these results answer: the FIFO's head, else (not expected)
+  // the first whose ids match.
+  _matchSent(results) {
+    const same = (e) => e.msgs.length === results.length && e.msgs[0].ackId === results[0].ackId &&
+      e.msgs[e.msgs.length - 1].ackId === results[results.length - 1].ackId;
+    const sent = this._sent;
+    if (this._sentHead < sent.length && same(sent[this._sentHead])) {
+      const e = sent[this._sentHead];
+      sent[this._sentHead++] = null;
+      if (this._sentHead > 256 && this._sentHead * 2 > sent.length) {
+        this._sent = sent.slice(this._sentHead);
+        this._sentHead = 0;
+      }
+      return e;
+    }
+    for (let i = this._sentHead + 1; i < sent.length; i++) {
+      if (sent[i] && same(sent[i])) {
+        if (!this._orderWarned) {
+          this._orderWarned = true;
+          this._warn('ack results came in another order than their requests; matching them by id');
+        }
+        const e = sent[i];
+        sent.splice(i, 1);
+        return e;
+      }
+    }
+    return null;
+  }
+
   _onResults(results) {
-    for (let i = 0; i < results.length; i++) {
-      const r = results[i];
-      const m = this._awaiting.get(r.ackId);
-      if (!m) continue;
-      if (m._extends > 0) {
-        m._extends--;
+    if (!results.length) return;
+    const e = this._matchSent(results);
+    if (!e) {
+      this._warn(`${results.length} ack results (first ${results[0].ackId}) match no request sent; ignored`);
+      return;
+    }
+    if (e.kind === EXTEND) {
+      for (let i = 0; i < results.length; i++) {
+        const r = results[i];
+        const m = e.msgs[i];
         if (r.status !== 'ACCEPTED' && !m._settled)
           this._warn(`extending the lease of ${r.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
             `failed: ${r.status} ${r.message}; it may be delivered again`);
-      } else if (m._waiters && m._waiters.length) {
-        const w = m._waiters.shift();
-        this._pendingResults--;
-        if (w) w[0](r.status);
       }
-      if (m._extends === 0 && !(m._waiters && m._waiters.length)) this._awaiting.delete(r.ackId);
+    } else {
+      this._pendingResults -= results.length;
+      const w = e.waiters;
+      if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results[i].status);
     }
     if (this._pendingResults === 0 && this._queued === 0) this._settleIdle();
-  }
-
-  _resolveAll(m, status) {
-    if (m._waiters) {
-      for (const w of m._waiters) if (w) w[0](status);
-      m._waiters = null;
-    }
-    m._extends = 0;
   }
 
   // ---- settling ----
@@ -437,22 +511,29 @@ class Subscriber extends EventEmitter {
     }
     if (!m._settled) {
       m._settled = true;
-      this._leases.delete(m.ackId);
+      m._batch.left--;
       this.stats.outstandingMessages--;
       this.stats.outstandingBytes -= m.size;
     }
-    (m._waiters || (m._waiters = [])).push(waiter);
-    this._awaiting.set(m.ackId, m);
-    this._pendingResults++;
-    if (kind === ACK) this._acks.push(m.ackId);
+    if (kind === ACK) this._ackQ.push(m, waiter);
     else {
       const k = `${delayMs}\0${reason}`;
-      let n = this._nacks.get(k);
-      if (!n) this._nacks.set(k, (n = { delayMs, reason, ids: [] }));
-      n.ids.push(m.ackId);
+      let n = this._nackQ.get(k);
+      if (!n) this._nackQ.set(k, (n = new Pending(NACK, delayMs, reason)));
+      n.push(m, waiter);
     }
+    this._pendingResults++;
     if (++this._queued >= this._o.flushIds) this.flush();
     else if (!this._flushTimer) this._flushTimer = setTimeout(() => this.flush(), this._o.flushMs);
+  }
+
+  _send(call, p) {
+    const enc = p.kind === ACK ? codec.encodeAck(p.msgs)
+      : p.kind === NACK ? codec.encodeNack(p.msgs, p.delayMs, p.reason)
+        : codec.encodeExtend(p.msgs, this._o.ackDeadlineMs);
+    this._sent.push(p);
+    call.write(enc);
+    this.stats.writes++;
   }
 
   /** Sends the queued acks and nacks now. */
@@ -462,52 +543,49 @@ class Subscriber extends EventEmitter {
     const call = this._call;
     if (!call || this._queued === 0) return;
     const max = this._o.flushIds;
-    for (let i = 0; i < this._acks.length; i += max) {
-      call.write(codec.encodeAck(this._acks.length <= max ? this._acks : this._acks.slice(i, i + max)));
-      this.stats.writes++;
-    }
-    this.stats.acksSent += this._acks.length;
-    for (const n of this._nacks.values()) {
-      for (let i = 0; i < n.ids.length; i += max) {
-        call.write(codec.encodeNack(n.ids.slice(i, i + max), n.delayMs, n.reason));
-        this.stats.writes++;
-      }
-      this.stats.nacksSent += n.ids.length;
-    }
-    this._acks = [];
-    this._nacks = new Map();
+    const q = [this._ackQ, ...this._nackQ.values()];
+    this._ackQ = new Pending(ACK, 0, '');
+    this._nackQ = new Map();
     this._queued = 0;
+    for (const p of q) {
+      if (!p.msgs.length) continue;
+      if (p.kind === ACK) this.stats.acksSent += p.msgs.length;
+      else this.stats.nacksSent += p.msgs.length;
+      for (const c of p.chunks(max)) this._send(call, c);
+    }
   }
 
   // Extends the leases that end within the margin, while the message is still unsettled
   // and for at most maxExtensionMs since it arrived.
   _extendLeases() {
     const call = this._call;
-    if (!call || this._leases.size === 0) return;
+    if (!call || this._batches.length === 0) return;
     const now = Date.now();
     const o = this._o;
-    const ids = [];
-    const expired = [];
-    for (const m of this._leases.values()) {
-      if (m._deadlineAt - now > this._leaseMargin) continue;
-      if (now - m.receivedAt >= o.maxExtensionMs) {
-        expired.push(m);
-        continue;
+    const due = new Pending(EXTEND, 0, '');
+    let expired = 0;
+    let keep = 0;
+    const bs = this._batches;
+    for (let i = 0; i < bs.length; i++) {
+      const b = bs[i];
+      if (b.left === 0) continue; // every message settled: dropped
+      if (b.deadlineAt - now <= this._leaseMargin) {
+        if (now - b.receivedAt >= o.maxExtensionMs) {
+          expired += b.left; // not extended again: dropped
+          continue;
+        }
+        b.deadlineAt = now + o.ackDeadlineMs;
+        for (const m of b.msgs) if (!m._settled) due.push(m, null);
       }
-      m._deadlineAt = now + o.ackDeadlineMs;
-      m._extends++;
-      this._awaiting.set(m.ackId, m);
-      ids.push(m.ackId);
+      bs[keep++] = b;
     }
-    for (const m of expired) this._leases.delete(m.ackId); // not extended again
-    if (expired.length)
-      this._warn(`${expired.length} messages reached maxExtensionMs (${o.maxExtensionMs} ms) unsettled; ` +
+    bs.length = keep;
+    if (expired)
+      this._warn(`${expired} messages reached maxExtensionMs (${o.maxExtensionMs} ms) unsettled; ` +
         'their leases are no longer extended, and ksidecar delivers them again when they expire');
-    for (let i = 0; i < ids.length; i += o.flushIds) {
-      call.write(codec.encodeExtend(ids.slice(i, i + o.flushIds), o.ackDeadlineMs));
-      this.stats.writes++;
-    }
-    this.stats.extensionsSent += ids.length;
+    if (!due.msgs.length) return;
+    for (const c of due.chunks(o.flushIds)) this._send(call, c);
+    this.stats.extensionsSent += due.msgs.length;
   }
 
   /** Replaces the flow control limits (sent to ksidecar as the stream's credits). */
@@ -564,11 +642,7 @@ class Subscriber extends EventEmitter {
       ? new E.KsidecarTimeoutError(`close: ${pending} ack/nack results had not come from ${this.target} ` +
         `after ${timeoutMs} ms; those acks may or may not have been applied`)
       : null;
-    if (err) for (const m of this._awaiting.values()) {
-      if (m._waiters) for (const w of m._waiters) if (w) w[1](err);
-      m._waiters = null;
-    }
-    this._awaiting.clear();
+    if (err) for (let i = this._sentHead; i < this._sent.length; i++) if (this._sent[i]) this._sent[i].rejectAll(err);
     const call = this._call;
     if (call) {
       // Half-close, so ksidecar ends the stream; cancel if it does not within 2 s.
