@@ -97,12 +97,14 @@ function encodeCreditsRequest(records, bytes) {
 }
 
 // Ack ids are ASCII (the server makes them); encoded with latin1 straight into one
-// buffer: this runs for every few hundred acks. ids: strings, or objects with .ackId.
-function encodeIds(kind, items, num, reason) {
-  const ids = typeof items[0] === 'string' ? items : items.map((m) => m.ackId);
+// buffer: this runs for every few hundred acks. ids: strings, or received records
+// (objects with _buf/_idStart/_idEnd: their ids are copied from the received bytes, so
+// no id string is made for a record nobody asked the ackId of).
+function encodeIds(kind, ids, num, reason) {
+  const raw = typeof ids[0] !== 'string';
   let body = 0;
   for (let i = 0; i < ids.length; i++) {
-    const l = ids[i].length;
+    const l = raw ? ids[i]._idEnd - ids[i]._idStart : ids[i].length;
     body += 1 + varintLen(l) + l;
   }
   const rb = reason ? Buffer.from(reason, 'utf8') : null;
@@ -115,8 +117,13 @@ function encodeIds(kind, items, num, reason) {
   for (let i = 0; i < ids.length; i++) {
     const id = ids[i];
     buf[pos++] = (1 << 3) | 2;
-    pos = putVarint(buf, pos, id.length);
-    pos += buf.latin1Write(id, pos);
+    if (raw) {
+      pos = putVarint(buf, pos, id._idEnd - id._idStart);
+      pos += id._buf.copy(buf, pos, id._idStart, id._idEnd);
+    } else {
+      pos = putVarint(buf, pos, id.length);
+      pos += buf.latin1Write(id, pos);
+    }
   }
   if (num) {
     buf[pos++] = 2 << 3;
@@ -146,6 +153,9 @@ class Reader {
   constructor(buf) {
     this.buf = buf;
     this.pos = 0;
+    this.lastTopic = undefined;
+    this.lastTopicStart = 0;
+    this.lastTopicLen = 0;
   }
 
   varint() {
@@ -180,6 +190,24 @@ class Reader {
     }
     this.pos = pos;
     return Number(BigInt.asIntN(64, r));
+  }
+
+  // A topic name: the previous record's string when the bytes are the same (records of
+  // one batch mostly share one topic; this saves a string per record).
+  topic(start, end) {
+    const buf = this.buf;
+    const t = this.lastTopic;
+    if (t !== undefined && end - start === this.lastTopicLen) {
+      const ls = this.lastTopicStart;
+      let i = 0;
+      const n = end - start;
+      while (i < n && buf[start + i] === buf[ls + i]) i++;
+      if (i === n) return t;
+    }
+    this.lastTopic = buf.latin1Slice(start, end);
+    this.lastTopicStart = start;
+    this.lastTopicLen = end - start;
+    return this.lastTopic;
   }
 
   end(len) {
@@ -233,7 +261,8 @@ function decodeRecord(r, end, make) {
   let value = EMPTY;
   let valueNull = false;
   let headers = null;
-  let ackId = '';
+  let idStart = 0;
+  let idEnd = 0;
   let attempt = 0;
   const buf = r.buf;
   while (r.pos < end) {
@@ -241,7 +270,7 @@ function decodeRecord(r, end, make) {
     switch (tag) {
       case 0x0a: {
         const e = r.end(r.varint());
-        topic = buf.latin1Slice(r.pos, e);
+        topic = r.topic(r.pos, e);
         r.pos = e;
         break;
       }
@@ -279,9 +308,9 @@ function decodeRecord(r, end, make) {
         break;
       }
       case 0x52: {
-        const e = r.end(r.varint());
-        ackId = buf.latin1Slice(r.pos, e);
-        r.pos = e;
+        idEnd = r.end(r.varint());
+        idStart = r.pos;
+        r.pos = idEnd;
         break;
       }
       case 0x58:
@@ -292,7 +321,7 @@ function decodeRecord(r, end, make) {
     }
   }
   return make(topic, partition, offset, ts, keyNull ? null : key, valueNull ? null : value,
-    headers || NO_HEADERS, ackId, attempt, key.length + value.length);
+    headers || NO_HEADERS, idStart, idEnd, attempt);
 }
 
 function decodePartitions(r, end) {
@@ -319,8 +348,40 @@ function decodePartitions(r, end) {
   return out;
 }
 
+/** A SubscribeResponse's AckResults, kept as offsets into the received bytes. */
+class AckResultList {
+  constructor(buf) {
+    this.buf = buf;
+    this.length = 0;
+    this.statuses = [];
+    this.ids = []; // start, end of each id
+    this.messages = null; // set only when some result has one
+  }
+
+  id(i) {
+    return this.buf.latin1Slice(this.ids[2 * i], this.ids[2 * i + 1]);
+  }
+
+  message(i) {
+    return (this.messages && this.messages[i]) || '';
+  }
+
+  // Its id i equals the received record m's (compared as bytes).
+  idIs(i, m) {
+    const s = this.ids[2 * i];
+    const n = this.ids[2 * i + 1] - s;
+    if (n !== m._idEnd - m._idStart) return false;
+    return this.buf.compare(m._buf, m._idStart, m._idEnd, s, s + n) === 0;
+  }
+
+  /** As plain objects: [{ackId, status, message}]. */
+  toArray() {
+    return this.statuses.map((st, i) => ({ ackId: this.id(i), status: st, message: this.message(i) }));
+  }
+}
+
 function decodeAckResults(r, end) {
-  const out = [];
+  const out = new AckResultList(r.buf);
   while (r.pos < end) {
     const tag = r.varint();
     if (tag !== 0x0a) {
@@ -328,15 +389,16 @@ function decodeAckResults(r, end) {
       continue;
     }
     const e = r.end(r.varint());
-    let ackId = '';
+    let idStart = 0;
+    let idEnd = 0;
     let status = 0;
     let message = '';
     while (r.pos < e) {
       const t = r.varint();
       if (t === 0x0a) {
-        const se = r.end(r.varint());
-        ackId = r.buf.latin1Slice(r.pos, se);
-        r.pos = se;
+        idEnd = r.end(r.varint());
+        idStart = r.pos;
+        r.pos = idEnd;
       } else if (t === 0x10) status = r.varint();
       else if (t === 0x1a) {
         const se = r.end(r.varint());
@@ -344,16 +406,20 @@ function decodeAckResults(r, end) {
         r.pos = se;
       } else r.skip(t & 7);
     }
-    out.push({ ackId, status: STATUS[status] || `ACK_STATUS_${status}`, message });
+    if (message) (out.messages || (out.messages = []))[out.length] = message;
+    out.statuses.push(STATUS[status] || `ACK_STATUS_${status}`);
+    out.ids.push(idStart, idEnd);
+    out.length++;
   }
   return out;
 }
 
 /**
  * Decodes a SubscribeResponse. Returns {batch: [made records]} | {assignment: [tp]} |
- * {revocation: [tp]} | {ackResults: [{ackId, status, message}]} | {} (unknown kind).
- * make(topic, partition, offset, timestampMs, key, value, headers, ackId, attempt, size)
- * builds each record; key/value are null for Kafka nulls, else views into buf.
+ * {revocation: [tp]} | {ackResults: AckResultList} | {} (unknown kind).
+ * make(topic, partition, offset, timestampMs, key, value, headers, idStart, idEnd, attempt)
+ * builds each record; key/value are null for Kafka nulls, else views into buf; the ack
+ * id is buf's bytes idStart..idEnd (ASCII).
  * Throws on malformed input.
  */
 function decodeResponse(buf, make) {

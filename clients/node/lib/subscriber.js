@@ -55,7 +55,7 @@ const identity = (b) => b;
 
 /** One delivered record. key/value are Buffers (views of the received message) or null. */
 class Message {
-  constructor(sub, topic, partition, offset, ts, key, value, headers, ackId, attempt, size) {
+  constructor(sub, buf, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt) {
     this.topic = topic;
     this.partition = partition;
     this.offset = offset;
@@ -63,13 +63,25 @@ class Message {
     this.key = key;
     this.value = value;
     this.headers = headers;
-    this.ackId = ackId;
     this.attempt = attempt;
-    this.size = size;
+    this._buf = buf; // the ack id is its bytes _idStart.._idEnd, made a string when asked
+    this._idStart = idStart;
+    this._idEnd = idEnd;
+    this._id = null;
     this._sub = sub;
     this._gen = sub._gen;
     this._batch = null; // its arrival batch (lease deadline, extension)
     this._settled = false;
+  }
+
+  /** The id ksidecar gave this delivery (for the unary Ack/Nack calls, or logs). */
+  get ackId() {
+    return this._id || (this._id = this._buf.latin1Slice(this._idStart, this._idEnd));
+  }
+
+  /** Its key and value bytes (what flow control counts here). */
+  get size() {
+    return (this.key ? this.key.length : 0) + (this.value ? this.value.length : 0);
   }
 
   /** When it arrived (ms since the epoch). */
@@ -383,8 +395,8 @@ class Subscriber extends EventEmitter {
     this._now = Date.now();
     let resp;
     try {
-      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, id, a, sz) =>
-        new Message(this, t, p, off, ts, k, v, h, id, a, sz));
+      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a) =>
+        new Message(this, buf, t, p, off, ts, k, v, h, is, ie, a));
     } catch (e) {
       this._warn(`a malformed SubscribeResponse (${e.message}); opening a new stream`);
       if (this._call) this._call.cancel();
@@ -442,8 +454,8 @@ class Subscriber extends EventEmitter {
   // Finds the sent request these results answer: the FIFO's head, else (not expected)
   // the first whose ids match.
   _matchSent(results) {
-    const same = (e) => e.msgs.length === results.length && e.msgs[0].ackId === results[0].ackId &&
-      e.msgs[e.msgs.length - 1].ackId === results[results.length - 1].ackId;
+    const n = results.length;
+    const same = (e) => e.msgs.length === n && results.idIs(0, e.msgs[0]) && results.idIs(n - 1, e.msgs[n - 1]);
     const sent = this._sent;
     if (this._sentHead < sent.length && same(sent[this._sentHead])) {
       const e = sent[this._sentHead];
@@ -472,21 +484,21 @@ class Subscriber extends EventEmitter {
     if (!results.length) return;
     const e = this._matchSent(results);
     if (!e) {
-      this._warn(`${results.length} ack results (first ${results[0].ackId}) match no request sent; ignored`);
+      this._warn(`${results.length} ack results (first ${results.id(0)}) match no request sent; ignored`);
       return;
     }
     if (e.kind === EXTEND) {
       for (let i = 0; i < results.length; i++) {
-        const r = results[i];
         const m = e.msgs[i];
-        if (r.status !== 'ACCEPTED' && !m._settled)
-          this._warn(`extending the lease of ${r.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
-            `failed: ${r.status} ${r.message}; it may be delivered again`);
+        const st = results.statuses[i];
+        if (st !== 'ACCEPTED' && !m._settled)
+          this._warn(`extending the lease of ${m.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
+            `failed: ${st} ${results.message(i)}; it may be delivered again`);
       }
     } else {
       this._pendingResults -= results.length;
       const w = e.waiters;
-      if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results[i].status);
+      if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results.statuses[i]);
     }
     if (this._pendingResults === 0 && this._queued === 0) this._settleIdle();
   }
