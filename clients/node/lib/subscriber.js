@@ -55,7 +55,7 @@ const identity = (b) => b;
 
 /** One delivered record. key/value are Buffers (views of the received message) or null. */
 class Message {
-  constructor(sub, buf, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt) {
+  constructor(batch, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt) {
     this.topic = topic;
     this.partition = partition;
     this.offset = offset;
@@ -64,14 +64,23 @@ class Message {
     this.value = value;
     this.headers = headers;
     this.attempt = attempt;
-    this._buf = buf; // the ack id is its bytes _idStart.._idEnd, made a string when asked
-    this._idStart = idStart;
+    this._batch = batch; // its arrival: subscriber, stream, bytes, lease deadline
+    this._idStart = idStart; // the ack id is the bytes _idStart.._idEnd, made a string when asked
     this._idEnd = idEnd;
     this._id = null;
-    this._sub = sub;
-    this._gen = sub._gen;
-    this._batch = null; // its arrival batch (lease deadline, extension)
     this._settled = false;
+  }
+
+  get _buf() {
+    return this._batch.buf;
+  }
+
+  get _sub() {
+    return this._batch.sub;
+  }
+
+  get _gen() {
+    return this._batch.gen;
   }
 
   /** The id ksidecar gave this delivery (for the unary Ack/Nack calls, or logs). */
@@ -86,7 +95,7 @@ class Message {
 
   /** When it arrived (ms since the epoch). */
   get receivedAt() {
-    return this._batch ? this._batch.receivedAt : 0;
+    return this._batch.receivedAt;
   }
 
   /** Acks it (batched). */
@@ -185,6 +194,10 @@ class Subscriber extends EventEmitter {
     const chOpts = {
       'grpc.initial_reconnect_backoff_ms': this._o.backoffInitialMs,
       'grpc.max_reconnect_backoff_ms': Math.max(this._o.backoffMaxMs, this._o.backoffInitialMs),
+      // HTTP/2's default 64 KB receive window holds less than one record batch (1,000
+      // records of 100 B is ~150 KB): each batch waited for window updates. grpc-js does
+      // no BDP probing, so the window is set here; user channelOptions override it.
+      'grpc-node.flow_control_window': 4 * 1024 * 1024,
       ...conn.channelOptions(this._o),
     };
     try {
@@ -394,29 +407,32 @@ class Subscriber extends EventEmitter {
   _onData(buf) {
     this._now = Date.now();
     let resp;
+    // One arrival: the messages of a batch share it (and are extended together).
+    const b = { sub: this, gen: this._gen, buf, msgs: null, left: 0, receivedAt: this._now,
+      deadlineAt: this._now + this._o.ackDeadlineMs };
     try {
       resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a) =>
-        new Message(this, buf, t, p, off, ts, k, v, h, is, ie, a));
+        new Message(b, t, p, off, ts, k, v, h, is, ie, a));
     } catch (e) {
       this._warn(`a malformed SubscribeResponse (${e.message}); opening a new stream`);
       if (this._call) this._call.cancel();
       return;
     }
-    if (resp.batch) this._onBatch(resp.batch);
+    if (resp.batch) {
+      b.msgs = resp.batch;
+      b.left = resp.batch.length;
+      this._onBatch(b);
+    }
     if (resp.ackResults) this._onResults(resp.ackResults);
     if (resp.assignment) this.emit('assignment', resp.assignment);
     if (resp.revocation) this.emit('revocation', resp.revocation);
   }
 
-  _onBatch(msgs) {
+  _onBatch(b) {
     const st = this.stats;
-    const b = { msgs, left: msgs.length, receivedAt: this._now, deadlineAt: this._now + this._o.ackDeadlineMs };
+    const msgs = b.msgs;
     this._batches.push(b);
-    for (let i = 0; i < msgs.length; i++) {
-      const m = msgs[i];
-      m._batch = b;
-      st.outstandingBytes += m.size;
-    }
+    for (let i = 0; i < msgs.length; i++) st.outstandingBytes += msgs[i].size;
     st.delivered += msgs.length;
     st.outstandingMessages += msgs.length;
     if (st.outstandingMessages > st.maxOutstandingMessages) st.maxOutstandingMessages = st.outstandingMessages;
