@@ -14,6 +14,7 @@ const net = require('net');
 const os = require('os');
 const path = require('path');
 const http = require('http');
+const { performance } = require('perf_hooks');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..', '..');
 const BOOT = process.env.KSIDECAR_TEST_BOOTSTRAP;
@@ -109,10 +110,12 @@ async function runKafkajs(topic, n, tuned) {
 async function child() {
   const [kind, topic, n, target] = process.argv.slice(4);
   const c0 = process.cpuUsage();
+  const e0 = performance.eventLoopUtilization();
   const r = kind.startsWith('ksidecar')
     ? await runKsidecar(target, topic, Number(n), kind === 'ksidecar-events')
     : await runKafkajs(topic, Number(n), kind === 'kafkajs-tuned');
   const cpu = process.cpuUsage(c0);
+  r.elu = Number(performance.eventLoopUtilization(e0).utilization.toFixed(2));
   const out = { ...r, cpuMs: Math.round((cpu.user + cpu.system) / 1000) };
   if (process.send) process.send(out);
   else console.log(JSON.stringify(out));
@@ -211,14 +214,14 @@ async function main() {
           sidecarCpuMs: kind.startsWith('ksidecar') ? procCpuMs(sc.pid) - sc0 : null };
         rows.push(row);
         console.log(`round ${row.round} ${kind}: ${row.rate} rec/s (${res.ms} ms after a ${res.join} ms join), ` +
-          `node CPU ${res.cpuMs} ms${row.sidecarCpuMs != null ? `, ksidecar CPU ${row.sidecarCpuMs} ms` : ''}, ` +
+          `node CPU ${res.cpuMs} ms (event loop busy ${Math.round(res.elu * 100)}%)${row.sidecarCpuMs != null ? `, ksidecar CPU ${row.sidecarCpuMs} ms` : ''}, ` +
           `${res.writes} ${kind.startsWith('ksidecar') ? 'stream writes' : 'commits'}, committed == end +${commitLag} ms`);
       }
     }
     console.log('\nrec/s A: first record to the last ack result (ksidecar) or commit (KafkaJS); ' +
       'B: from the start, group join included');
     console.log('| round | client | rec/s A | A vs KafkaJS defaults | A vs KafkaJS tuned | rec/s B | ' +
-      'B vs KafkaJS defaults | B vs KafkaJS tuned | join ms | Node CPU ms | ksidecar CPU ms |');
+      'B vs KafkaJS defaults | B vs KafkaJS tuned | join ms | Node CPU ms (event loop busy) | ksidecar CPU ms |');
     console.log('| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |');
     for (const row of rows) {
       const base = (k, f) => rows.find((x) => x.round === row.round && x.kind === k)[f];
@@ -226,7 +229,7 @@ async function main() {
       console.log(`| ${row.round} | ${row.kind} | ${row.rate.toLocaleString('en')} | ` +
         `${x('rate', 'kafkajs-defaults')} | ${x('rate', 'kafkajs-tuned')} | ${row.rateAll.toLocaleString('en')} | ` +
         `${x('rateAll', 'kafkajs-defaults')} | ${x('rateAll', 'kafkajs-tuned')} | ` +
-        `${row.join} | ${row.cpuMs} | ${row.sidecarCpuMs ?? '-'} |`);
+        `${row.join} | ${row.cpuMs} (${Math.round(row.elu * 100)}%) | ${row.sidecarCpuMs ?? '-'} |`);
     }
     console.log(`\nnode ${process.version}, ${os.cpus().length} cpus, load average ${os.loadavg().map((x) => x.toFixed(2)).join(' ')}`);
     console.log('commands:');
