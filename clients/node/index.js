@@ -15,3 +15,4 @@ module.exports = {
 };
 delete module.exports.fromGrpc;
 delete module.exports.codeName;
+delete module.exports.tidy;

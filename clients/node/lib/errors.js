@@ -32,13 +32,16 @@ const codeName = (code) => {
   return String(code);
 };
 
+/** grpc-js details without its empty trailer ("... Resolution note: "). */
+const tidy = (d) => String(d).replace(/[.\s]*Resolution note:\s*$/, '');
+
 /**
  * Turns a grpc-js error from a call to `what` at `target` into a typed error.
  * Returns a KsidecarError whose cause is the grpc error.
  */
 function fromGrpc(err, target, what) {
   const code = codeName(err.code);
-  const detail = err.details || err.message;
+  const detail = tidy(err.details || err.message);
   const opts = { code, cause: err };
   switch (err.code) {
     case grpc.status.UNAUTHENTICATED:
@@ -72,4 +75,5 @@ module.exports = {
   KsidecarProduceError,
   fromGrpc,
   codeName,
+  tidy,
 };

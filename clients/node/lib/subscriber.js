@@ -289,14 +289,22 @@ class Subscriber extends EventEmitter {
       }
       if (Date.now() - since >= limit) {
         const what = this._everConnected ? `reconnecting for ${limit} ms` : `within ${limit} ms`;
-        this._fail(new E.KsidecarConnectError(
+        this._lastError((why) => this._fail(new E.KsidecarConnectError(
           `cannot reach ksidecar at ${this.target} ${what} (connectTimeoutMs/reconnectTimeoutMs): ` +
-            `${err.message}; check the address and that ksidecar's grpc.listen (and TLS) match`,
-          { code: 'UNAVAILABLE', cause: err }));
+            `${why || err.message}; check the address and that ksidecar's grpc.listen (and TLS) match`,
+          { code: 'UNAVAILABLE', cause: err })));
         return;
       }
       setTimeout(() => this._connect(since, attempt + 1), this._backoff(attempt));
     });
+  }
+
+  // waitForReady says only that the deadline passed: one fail-fast call (health Check)
+  // gets grpc-js's account of the last connection attempt (refused, TLS handshake, DNS).
+  _lastError(cb) {
+    if (this._closing) return;
+    this._client.makeUnaryRequest('/grpc.health.v1.Health/Check', identity, identity, Buffer.alloc(0),
+      this._md.clone(), { deadline: Date.now() + 2000 }, (e) => cb(e ? E.tidy(e.details || e.message) : ''));
   }
 
   _open() {

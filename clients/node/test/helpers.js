@@ -6,6 +6,7 @@ const net = require('net');
 const os = require('os');
 const path = require('path');
 const http = require('http');
+const https = require('https');
 const crypto = require('crypto');
 
 const ROOT = path.resolve(__dirname, '..', '..', '..');
@@ -85,9 +86,13 @@ async function waitCommitted(group, topic, partitions, timeoutMs = 30000) {
   return { end, got };
 }
 
-function httpGet(port, p) {
+// tls: null (plain HTTP) or {cert, key} (HTTPS, a client certificate for mTLS).
+function httpGet(port, p, tls) {
   return new Promise((resolve) => {
-    const req = http.get({ host: '127.0.0.1', port, path: p, timeout: 2000 }, (res) => {
+    const get = tls ? https.get : http.get; // with tls.cert_file, HTTP is HTTPS too
+    const o = { host: '127.0.0.1', port, path: p, timeout: 2000, rejectUnauthorized: false };
+    if (tls && tls.cert) Object.assign(o, { cert: fs.readFileSync(tls.cert), key: fs.readFileSync(tls.key) });
+    const req = get(o, (res) => {
       let body = '';
       res.on('data', (d) => (body += d));
       res.on('end', () => resolve({ status: res.statusCode, body }));
@@ -99,8 +104,9 @@ function httpGet(port, p) {
 
 /** One real ksidecar process. start() again after kill() reuses the same ports. */
 class Sidecar {
-  constructor(args = []) {
+  constructor(args = [], healthTls = null) {
     this.args = args;
+    this.healthTls = healthTls || (args.some((a) => a.startsWith('--tls.cert_file')) ? {} : null);
     this.proc = null;
     this.logPath = path.join(os.tmpdir(), `ksidecar-node-${process.pid}-${crypto.randomBytes(3).toString('hex')}.log`);
   }
@@ -127,7 +133,7 @@ class Sidecar {
     proc.once('exit', (code, sig) => (exited = `${code}/${sig}`));
     await waitFor(async () => {
       if (exited) throw new Error(`ksidecar exited (${exited}):\n${this.logs()}`);
-      const r = await httpGet(this.httpPort, '/healthz');
+      const r = await httpGet(this.httpPort, '/healthz', this.healthTls);
       return r && (r.status === 200 || (r.status === 503 && !r.body.includes('not been probed')));
     }, 20000, 'ksidecar /healthz', 100);
     return this;
@@ -157,8 +163,8 @@ function sidecars(t) {
   t.after(async () => {
     for (const s of all) await s.kill();
   });
-  return async (args) => {
-    const s = new Sidecar(args);
+  return async (args, healthTls) => {
+    const s = new Sidecar(args, healthTls);
     all.push(s);
     return s.start();
   };
@@ -179,7 +185,26 @@ function topicWith(t, prefix, partitions, n, opts = {}) {
   return topic;
 }
 
+/** A CA, a server certificate for 127.0.0.1 and a client certificate (CN=node-client), in a temp dir. */
+function makeCerts(t) {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'ksidecar-node-tls-'));
+  t.after(() => fs.rmSync(dir, { recursive: true, force: true }));
+  const f = (n) => path.join(dir, n);
+  const ssl = (...a) => execFileSync('openssl', a, { stdio: 'pipe' });
+  ssl('req', '-x509', '-newkey', 'rsa:2048', '-nodes', '-keyout', f('ca.key'), '-out', f('ca.pem'), '-days', '2',
+    '-subj', '/CN=ksidecar-test-ca');
+  fs.writeFileSync(f('san.ext'), 'subjectAltName=IP:127.0.0.1,DNS:localhost\n');
+  for (const [name, subj, ext] of [['server', '/CN=127.0.0.1', true], ['client', '/O=Acme/CN=node-client', false]]) {
+    ssl('req', '-newkey', 'rsa:2048', '-nodes', '-keyout', f(`${name}.key`), '-out', f(`${name}.csr`), '-subj', subj);
+    ssl('x509', '-req', '-in', f(`${name}.csr`), '-CA', f('ca.pem'), '-CAkey', f('ca.key'), '-CAcreateserial',
+      '-out', f(`${name}.pem`), '-days', '2', ...(ext ? ['-extfile', f('san.ext')] : []));
+  }
+  return { ca: f('ca.pem'), serverCert: f('server.pem'), serverKey: f('server.key'), clientCert: f('client.pem'),
+    clientKey: f('client.key') };
+}
+
 module.exports = {
+  makeCerts,
   BOOTSTRAP, BIN, KSTOOL, unique, sleep, freePort, kstool, createTopic, produce, endOffsets, committed,
   waitFor, waitCommitted, Sidecar, sidecars, topicWith,
 };

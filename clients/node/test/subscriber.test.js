@@ -344,3 +344,34 @@ test('Publisher: records land where it says, with keys and headers', async (t) =
     if (++n === 50) break;
   }
 });
+
+test('TLS with a client certificate (mTLS) works; no certificate or plaintext give a clear error', async (t) => {
+  const c = h.makeCerts(t);
+  const start = h.sidecars(t);
+  const topic = h.topicWith(t, 'node-tls', 1, 3);
+  const sc = await start([`--tls.cert_file=${c.serverCert}`, `--tls.key_file=${c.serverKey}`,
+    `--tls.client_ca_file=${c.ca}`], { cert: c.clientCert, key: c.clientKey });
+  const group = h.unique('g-tls');
+  const tls = { rootCerts: c.ca, certChain: c.clientCert, privateKey: c.clientKey };
+  const pub = new Publisher(sc.target, { tls });
+  const r = await pub.publish(topic, 'over-tls');
+  await pub.close();
+  const sub = new Subscriber(sc.target, { group, topics: [topic], tls, logger: quiet });
+  let seen = 0;
+  for await (const m of sub) {
+    assert.strictEqual(await m.ackWithResult(), 'ACCEPTED');
+    if (m.offset === r.offset) assert.strictEqual(m.value.toString(), 'over-tls');
+    if (++seen === 4) break;
+  }
+  await h.waitCommitted(group, topic, 1);
+  for (const [what, opts] of [['no client certificate', { tls: { rootCerts: c.ca } }], ['plaintext', {}]]) {
+    const bad = new Subscriber(sc.target, { group, topics: [topic], connectTimeoutMs: 2000, logger: quiet, ...opts });
+    const err = await new Promise((resolve) => {
+      bad.on('error', resolve);
+      bad.on('message', () => resolve(null));
+    });
+    console.log(`${what}: ${err && err.name}: ${err && err.message}`);
+    assert.ok(err instanceof KsidecarConnectError || err instanceof KsidecarAuthError, `${what}: got ${err}`);
+    assert.ok(err.message.includes(sc.target), err.message);
+  }
+});
