@@ -447,14 +447,21 @@ class Subscriber extends EventEmitter {
     if (st.outstandingBytes > st.maxOutstandingBytes) st.maxOutstandingBytes = st.outstandingBytes;
     if (this._closing) return; // they stay leased until the stream ends, then go back
     if (this._mode === 'events') {
+      // Called here rather than by emit(): a handler that throws or returns a rejected
+      // promise gets its message nacked (delivered again at once) and a warning, instead
+      // of an uncaught error that would end the process.
+      const ls = this.listeners('message');
       for (let i = 0; i < msgs.length; i++) {
         const m = msgs[i];
-        try {
-          this.emit('message', m);
-        } catch (e) {
-          this._warn(`the message handler threw (${e && e.message}); nacking ${m.ackId}`);
-          if (!m._settled) m.nack();
+        for (let j = 0; j < ls.length; j++) {
+          try {
+            const r = ls[j].call(this, m);
+            if (r && typeof r.then === 'function') r.then(undefined, (e) => this._handlerFailed(m, e));
+          } catch (e) {
+            this._handlerFailed(m, e);
+          }
         }
+        if (this._closing) return;
       }
       return;
     }
@@ -464,6 +471,12 @@ class Subscriber extends EventEmitter {
       this._pull = null;
       resolve({ value: this._shift(), done: false });
     }
+  }
+
+  _handlerFailed(m, e) {
+    this._warn(`the message handler failed (${e && e.message ? e.message : e}) on ` +
+      `${m.topic}[${m.partition}]@${m.offset}; ${m._settled ? 'it was already settled' : 'nacked'}`);
+    if (!m._settled) m.nack();
   }
 
   _shift() {

@@ -147,6 +147,35 @@ test('a nack with a delay: the message comes back after the delay, with attempt 
   await h.waitCommitted(group, topic, 1);
 });
 
+test('a handler that throws or rejects: its message is nacked, comes back, and a warning says so', async (t) => {
+  const start = h.sidecars(t);
+  const topic = h.topicWith(t, 'node-throw', 1, 2);
+  const sc = await start();
+  const group = h.unique('g-throw');
+  const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
+  const warnings = [];
+  sub.on('warning', (w) => warnings.push(w));
+  const seen = [];
+  await new Promise((resolve, reject) => {
+    sub.on('error', reject);
+    sub.on('message', async (m) => {
+      seen.push([m.offset, m.attempt]);
+      if (m.attempt === 1 && m.offset === 0) throw new Error('sync boom');
+      if (m.attempt === 1 && m.offset === 1) {
+        await h.sleep(10);
+        throw new Error('async boom');
+      }
+      await m.ackWithResult();
+      if (seen.filter((x) => x[1] === 2).length === 2) resolve();
+    });
+  });
+  await sub.close();
+  console.log(`deliveries (offset, attempt): ${JSON.stringify(seen)}`);
+  assert.deepStrictEqual(seen.map((x) => x[1]).sort(), [1, 1, 2, 2]);
+  assert.ok(warnings.some((w) => w.includes('sync boom')) && warnings.some((w) => w.includes('async boom')), warnings);
+  await h.waitCommitted(group, topic, 1);
+});
+
 test('kill -9 of ksidecar mid-stream, then a restart: reconnects by itself, nothing lost', async (t) => {
   const start = h.sidecars(t);
   const N = 20000;
