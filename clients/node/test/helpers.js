@@ -203,7 +203,16 @@ function makeCerts(t) {
     clientKey: f('client.key') };
 }
 
+/** The usual start of a test: one ksidecar, a topic with n records, a group name. */
+async function fixture(t, prefix, partitions, n, topicOpts = {}) {
+  const start = sidecars(t);
+  const topic = topicWith(t, `node-${prefix}`, partitions, n, topicOpts);
+  const sc = await start();
+  return { sc, topic, group: unique(`g-${prefix}`), start };
+}
+
 module.exports = {
+  fixture,
   makeCerts,
   BOOTSTRAP, BIN, KSTOOL, unique, sleep, freePort, kstool, createTopic, produce, endOffsets, committed,
   waitFor, waitCommitted, Sidecar, sidecars, topicWith,

@@ -22,11 +22,8 @@ function tracker() {
 }
 
 test('every record is delivered and acked once; committed offsets == end offsets (iterator)', async (t) => {
-  const start = h.sidecars(t);
   const N = 6000;
-  const topic = h.topicWith(t, 'node-once', 4, N, { size: 100 });
-  const sc = await start();
-  const group = h.unique('g-once');
+  const { sc, topic, group } = await h.fixture(t, 'once', 4, N, { size: 100 });
   const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
   const tr = tracker();
   const results = [];
@@ -48,11 +45,8 @@ test('every record is delivered and acked once; committed offsets == end offsets
 });
 
 test('every record is delivered and acked once (event form)', async (t) => {
-  const start = h.sidecars(t);
   const N = 3000;
-  const topic = h.topicWith(t, 'node-ev', 3, N);
-  const sc = await start();
-  const group = h.unique('g-ev');
+  const { sc, topic, group } = await h.fixture(t, 'ev', 3, N);
   const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
   const tr = tracker();
   await new Promise((resolve, reject) => {
@@ -70,11 +64,8 @@ test('every record is delivered and acked once (event form)', async (t) => {
 });
 
 test('a handler slower than the lease deadline: its leases are extended, not redelivered', async (t) => {
-  const start = h.sidecars(t);
   const N = 6;
-  const topic = h.topicWith(t, 'node-slow', 2, N);
-  const sc = await start();
-  const group = h.unique('g-slow');
+  const { sc, topic, group } = await h.fixture(t, 'slow', 2, N);
   const deadline = 1500;
   const hold = 6000; // four deadlines
   const sub = new Subscriber(sc.target, { group, topics: [topic], ackDeadlineMs: deadline, logger: quiet });
@@ -123,10 +114,7 @@ test('extension stops at maxExtensionMs: the message then comes back', async (t)
 });
 
 test('a nack with a delay: the message comes back after the delay, with attempt 2', async (t) => {
-  const start = h.sidecars(t);
-  const topic = h.topicWith(t, 'node-nack', 1, 3);
-  const sc = await start();
-  const group = h.unique('g-nack');
+  const { sc, topic, group } = await h.fixture(t, 'nack', 1, 3);
   const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
   const delay = 2500;
   const nackedAt = new Map();
@@ -148,10 +136,7 @@ test('a nack with a delay: the message comes back after the delay, with attempt 
 });
 
 test('a handler that throws or rejects: its message is nacked, comes back, and a warning says so', async (t) => {
-  const start = h.sidecars(t);
-  const topic = h.topicWith(t, 'node-throw', 1, 2);
-  const sc = await start();
-  const group = h.unique('g-throw');
+  const { sc, topic, group } = await h.fixture(t, 'throw', 1, 2);
   const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
   const warnings = [];
   sub.on('warning', (w) => warnings.push(w));
@@ -177,12 +162,9 @@ test('a handler that throws or rejects: its message is nacked, comes back, and a
 });
 
 test('kill -9 of ksidecar mid-stream, then a restart: reconnects by itself, nothing lost', async (t) => {
-  const start = h.sidecars(t);
   const N = 20000;
   const P = 4;
-  const topic = h.topicWith(t, 'node-kill', P, N, { size: 100 });
-  const sc = await start();
-  const group = h.unique('g-kill');
+  const { sc, topic, group } = await h.fixture(t, 'kill', P, N, { size: 100 });
   const warnings = [];
   const sub = new Subscriber(sc.target, { group, topics: [topic], maxMessages: 200, logger: quiet });
   sub.on('warning', (w) => warnings.push(w));
@@ -225,11 +207,8 @@ test('kill -9 of ksidecar mid-stream, then a restart: reconnects by itself, noth
 });
 
 test('close with acks pending: all of them arrive', async (t) => {
-  const start = h.sidecars(t);
   const N = 2000;
-  const topic = h.topicWith(t, 'node-close', 2, N);
-  const sc = await start();
-  const group = h.unique('g-close');
+  const { sc, topic, group } = await h.fixture(t, 'close', 2, N);
   // Nothing is flushed before close(): a flush timer of a minute and no id bound.
   const sub = new Subscriber(sc.target, {
     group, topics: [topic], flushMs: 60000, flushIds: 100000, maxMessages: N, logger: quiet,
