@@ -215,6 +215,7 @@ class Subscriber extends EventEmitter {
     this._closed = false;
     this._error = null;
     this._everConnected = false;
+    this._breaks = 0;
     this._batches = [];
     this._sent = [];
     this._sentHead = 0;
@@ -348,7 +349,10 @@ class Subscriber extends EventEmitter {
     this._broken(why);
     this.emit('reconnecting', { reason: why });
     const since = Date.now();
-    setTimeout(() => this._connect(since, 1), this._backoff(0));
+    // Breaks in a row (a stream that ends before it delivered anything counts on) back
+    // off further each time; a stream that received something starts again from 0.
+    const n = this._breaks++;
+    setTimeout(() => this._connect(since, n + 1), this._backoff(n));
   }
 
   // The stream ended: everything of its generation ends with it.
@@ -414,6 +418,7 @@ class Subscriber extends EventEmitter {
 
   _onData(buf) {
     this._now = Date.now();
+    this._breaks = 0;
     let resp;
     // One arrival: the messages of a batch share it (and are extended together).
     const b = { sub: this, gen: this._gen, buf, msgs: null, left: 0, receivedAt: this._now,
