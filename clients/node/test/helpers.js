@@ -102,6 +102,14 @@ function httpGet(port, p, tls) {
   });
 }
 
+// Every ksidecar this process started, killed when it exits however it ends (a test that
+// timed out skips its after hooks): no sidecar outlives the suite.
+const live = new Set();
+process.on('exit', () => {
+  for (const p of live) p.kill('SIGKILL');
+});
+for (const sig of ['SIGINT', 'SIGTERM']) process.on(sig, () => process.exit(1));
+
 /** One real ksidecar process. start() again after kill() reuses the same ports. */
 class Sidecar {
   constructor(args = [], healthTls = null) {
@@ -129,6 +137,8 @@ class Sidecar {
     ], { stdio: ['ignore', log, log] });
     fs.closeSync(log);
     const proc = this.proc;
+    live.add(proc);
+    proc.once('exit', () => live.delete(proc));
     let exited = null;
     proc.once('exit', (code, sig) => (exited = `${code}/${sig}`));
     await waitFor(async () => {
