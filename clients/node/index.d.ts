@@ -1,0 +1,164 @@
+// TypeScript declarations of the ksidecar Node client (index.js).
+import { EventEmitter } from 'events';
+import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js';
+
+export type AckStatus = 'ACCEPTED' | 'STALE' | 'INVALID' | 'NOT_FOUND';
+
+export interface TlsOptions {
+  /** CA certificates to trust (Buffer, PEM text or a file path); the system's when left out. */
+  rootCerts?: Buffer | string;
+  /** Client certificate chain and key, for mTLS (give both). */
+  certChain?: Buffer | string;
+  privateKey?: Buffer | string;
+  /** The name to check the server certificate against, when it differs from the target's host. */
+  serverName?: string;
+}
+
+export interface ConnectionOptions {
+  /** Sent as `authorization: Bearer <token>` on every call. */
+  token?: string;
+  /** true (system roots) or TlsOptions; plaintext when left out. */
+  tls?: boolean | TlsOptions;
+  /** grpc-js channel credentials, used as given (instead of tls). */
+  credentials?: ChannelCredentials;
+  /** Extra grpc-js channel options. */
+  channelOptions?: ChannelOptions;
+}
+
+export interface SubscriberOptions extends ConnectionOptions {
+  group: string;
+  topics: string[];
+  /** Optional subscriber name, shown in ksidecar's group status. */
+  subscriber?: string;
+  /** Most messages delivered and not yet acked or nacked (the stream's record credits). Default 1000. */
+  maxMessages?: number;
+  /** Most key+value bytes delivered and not yet settled (byte credits). Default 10 MiB. */
+  maxBytes?: number;
+  /** The lease deadline asked for each message, and each extension's length. Default 30000. */
+  ackDeadlineMs?: number;
+  /** Longest time a message's lease is extended while it is unsettled. Default 3600000. */
+  maxExtensionMs?: number;
+  /** Acks and nacks are sent at most this long after the first one queued. Default 5. */
+  flushMs?: number;
+  /** ...or as soon as this many are queued. Default 500. */
+  flushIds?: number;
+  /** close()'s wait for the ack results. Default 30000. */
+  closeTimeoutMs?: number;
+  /** Give up (a KsidecarConnectError) when the first stream cannot be opened within this. Default 10000. */
+  connectTimeoutMs?: number;
+  /** Give up when a broken stream cannot be reopened within this. Default Infinity. */
+  reconnectTimeoutMs?: number;
+  /** Reconnect backoff: initial delay, cap and multiplier, with jitter (half of each delay random). */
+  backoffInitialMs?: number;
+  backoffMaxMs?: number;
+  backoffMultiplier?: number;
+  /** Where warnings go when nobody listens to 'warning'. Default console. */
+  logger?: { warn(msg: string): void };
+}
+
+export interface Header {
+  key: string;
+  value: Buffer | null;
+}
+
+export interface TopicPartition {
+  topic: string;
+  partition: number;
+}
+
+export class Message {
+  readonly topic: string;
+  readonly partition: number;
+  readonly offset: number;
+  /** -1 when unknown. */
+  readonly timestampMs: number;
+  /** null for a Kafka null key; otherwise a view of the received bytes. */
+  readonly key: Buffer | null;
+  readonly value: Buffer | null;
+  readonly headers: readonly Header[];
+  readonly ackId: string;
+  /** 1 on first delivery. */
+  readonly attempt: number;
+  readonly size: number;
+  readonly receivedAt: number;
+  ack(): void;
+  nack(delayMs?: number, reason?: string): void;
+  ackWithResult(): Promise<AckStatus>;
+  nackWithResult(delayMs?: number, reason?: string): Promise<AckStatus>;
+}
+
+export interface SubscriberStats {
+  delivered: number;
+  outstandingMessages: number;
+  outstandingBytes: number;
+  maxOutstandingMessages: number;
+  maxOutstandingBytes: number;
+  acksSent: number;
+  nacksSent: number;
+  extensionsSent: number;
+  writes: number;
+  staleLocal: number;
+  reconnects: number;
+}
+
+export class Subscriber extends EventEmitter implements AsyncIterable<Message> {
+  constructor(target: string, options: SubscriberOptions);
+  readonly target: string;
+  readonly stats: SubscriberStats;
+  start(): void;
+  flush(): void;
+  setFlowControl(limits: { maxMessages?: number; maxBytes?: number }): void;
+  /** Flushes the acks and nacks, waits for their results (rejects with KsidecarTimeoutError), ends the stream. */
+  close(timeoutMs?: number): Promise<SubscriberStats>;
+  [Symbol.asyncIterator](): AsyncIterator<Message>;
+  on(event: 'message', listener: (msg: Message) => void): this;
+  on(event: 'error', listener: (err: KsidecarError) => void): this;
+  on(event: 'warning', listener: (msg: string) => void): this;
+  on(event: 'assignment' | 'revocation', listener: (partitions: TopicPartition[]) => void): this;
+  on(event: 'connected', listener: (info: { generation: number }) => void): this;
+  on(event: 'reconnecting', listener: (info: { reason: string }) => void): this;
+  on(event: 'close', listener: () => void): this;
+}
+
+export interface PublisherOptions extends ConnectionOptions {
+  /** A batch goes out this long after its first record. Default 1. */
+  flushMs?: number;
+  /** ...or when it holds this many records. Default 500. */
+  maxBatch?: number;
+  /** Each Produce call's deadline. Default 30000. */
+  timeoutMs?: number;
+}
+
+export interface PublishOptions {
+  key?: string | Buffer | Uint8Array | null;
+  headers?: Record<string, string | Buffer> | { key: string; value: string | Buffer | null }[];
+  /** By key when left out. */
+  partition?: number;
+}
+
+export class Publisher {
+  constructor(target: string, options?: PublisherOptions);
+  readonly target: string;
+  publish(topic: string, value: string | Buffer | Uint8Array | null, options?: PublishOptions):
+    Promise<{ topic: string; partition: number; offset: number }>;
+  flush(): Promise<void>;
+  close(): Promise<void>;
+}
+
+export class KsidecarError extends Error {
+  /** The gRPC status name when a call failed (e.g. 'UNAUTHENTICATED'), else null. */
+  readonly code: string | null;
+}
+export class KsidecarConfigError extends KsidecarError {}
+export class KsidecarConnectError extends KsidecarError {}
+export class KsidecarAuthError extends KsidecarError {}
+export class KsidecarPermissionError extends KsidecarError {}
+export class KsidecarRequestError extends KsidecarError {}
+export class KsidecarTimeoutError extends KsidecarError {}
+export class KsidecarClosedError extends KsidecarError {}
+export class KsidecarProduceError extends KsidecarError {}
+
+/** The directory the .proto files are loaded from. */
+export function protoDir(): string;
+/** The ksidecar.v1 grpc-js service constructors (Consumer, Producer), for the unary calls. */
+export function services(): any;

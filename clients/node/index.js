@@ -1,0 +1,18 @@
+// The ksidecar Node client: Subscriber (Consumer.Subscribe) and Publisher (Producer.Produce).
+'use strict';
+const { Subscriber, Message } = require('./lib/subscriber');
+const { Publisher } = require('./lib/publisher');
+const errors = require('./lib/errors');
+const { protoDir, services } = require('./lib/connect');
+
+module.exports = {
+  Subscriber,
+  Message,
+  Publisher,
+  protoDir,
+  services,
+  ...errors,
+};
+delete module.exports.fromGrpc;
+delete module.exports.codeName;
+delete module.exports.tidy;

@@ -1,0 +1,477 @@
+// The Subscribe stream's wire codec: SubscribeRequest encoders and a SubscribeResponse decoder.
+'use strict';
+// Written by hand, as the server's C does, because this is the hot path: a generic
+// protobuf decode builds an object per record and per field, then the library would
+// build its own Message from it. Here one pass over the bytes builds the Message
+// directly, and key/value are views into the received buffer (no copy). The field
+// numbers are proto/ksidecar/v1/consumer.proto's; test/codec.test.js checks both
+// directions against protobufjs loaded from that file, so a drift fails a test.
+//
+// @locality any (pure functions)
+
+// ---- encoding ----
+
+function varintLen(v) {
+  if (v < 0) return 10; // int64/int32 negatives are 10 bytes on the wire
+  let n = 1;
+  while (v >= 128) {
+    v = Math.floor(v / 128);
+    n++;
+  }
+  return n;
+}
+
+function putVarint(buf, pos, v) {
+  if (v < 0) {
+    let b = BigInt.asUintN(64, BigInt(v));
+    while (b >= 128n) {
+      buf[pos++] = Number(b & 127n) | 128;
+      b >>= 7n;
+    }
+    buf[pos++] = Number(b);
+    return pos;
+  }
+  while (v >= 128) {
+    buf[pos++] = (v % 128) | 128;
+    v = Math.floor(v / 128);
+  }
+  buf[pos++] = v;
+  return pos;
+}
+
+// A field list is [[fieldNo, kind, value], ...] with kind 'v' (varint), 's' (string),
+// 'm' (an already encoded sub-message Buffer). Zero/empty values are left out (proto3).
+function encodeFields(fields) {
+  let size = 0;
+  const parts = [];
+  for (const [no, kind, val] of fields) {
+    if (kind === 'v') {
+      if (!val) continue;
+      size += varintLen(no << 3) + varintLen(val);
+      parts.push([no, kind, val]);
+    } else {
+      const b = kind === 's' ? Buffer.from(val, 'utf8') : val;
+      if (kind === 's' && b.length === 0) continue;
+      size += varintLen((no << 3) | 2) + varintLen(b.length) + b.length;
+      parts.push([no, kind, b]);
+    }
+  }
+  const buf = Buffer.allocUnsafe(size);
+  let pos = 0;
+  for (const [no, kind, val] of parts) {
+    if (kind === 'v') {
+      pos = putVarint(buf, pos, no << 3);
+      pos = putVarint(buf, pos, val);
+    } else {
+      pos = putVarint(buf, pos, (no << 3) | 2);
+      pos = putVarint(buf, pos, val.length);
+      val.copy(buf, pos);
+      pos += val.length;
+    }
+  }
+  return buf;
+}
+
+function encodeCredits(records, bytes) {
+  return encodeFields([
+    [1, 'v', records || 0],
+    [2, 'v', bytes || 0],
+  ]);
+}
+
+/** SubscribeRequest{open}. */
+function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber }) {
+  const open = encodeFields([
+    [1, 's', group],
+    ...topics.map((t) => [2, 's', t]),
+    [3, 'm', encodeCredits(records, bytes)],
+    [4, 'v', deadlineMs || 0],
+    [5, 's', subscriber || ''],
+  ]);
+  return encodeFields([[1, 'm', open]]);
+}
+
+/** SubscribeRequest{credits}. */
+function encodeCreditsRequest(records, bytes) {
+  return encodeFields([[5, 'm', encodeCredits(records, bytes)]]);
+}
+
+// Ack ids are ASCII (the server makes them); encoded with latin1 straight into one
+// buffer: this runs for every few hundred acks. ids: strings, or received records
+// (objects with _buf/_idStart/_idEnd: their ids are copied from the received bytes, so
+// no id string is made for a record nobody asked the ackId of).
+function encodeIds(kind, ids, num, reason) {
+  const raw = typeof ids[0] !== 'string';
+  let body = 0;
+  for (let i = 0; i < ids.length; i++) {
+    const l = raw ? ids[i]._idEnd - ids[i]._idStart : ids[i].length;
+    body += 1 + varintLen(l) + l;
+  }
+  const rb = reason ? Buffer.from(reason, 'utf8') : null;
+  if (num) body += 1 + varintLen(num);
+  if (rb && rb.length) body += 1 + varintLen(rb.length) + rb.length;
+  const buf = Buffer.allocUnsafe(1 + varintLen(body) + body);
+  let pos = 0;
+  buf[pos++] = (kind << 3) | 2;
+  pos = putVarint(buf, pos, body);
+  for (let i = 0; i < ids.length; i++) {
+    const id = ids[i];
+    buf[pos++] = (1 << 3) | 2;
+    if (raw) {
+      pos = putVarint(buf, pos, id._idEnd - id._idStart);
+      pos += id._buf.copy(buf, pos, id._idStart, id._idEnd);
+    } else {
+      pos = putVarint(buf, pos, id.length);
+      pos += buf.latin1Write(id, pos);
+    }
+  }
+  if (num) {
+    buf[pos++] = 2 << 3;
+    pos = putVarint(buf, pos, num);
+  }
+  if (rb && rb.length) {
+    buf[pos++] = (3 << 3) | 2;
+    pos = putVarint(buf, pos, rb.length);
+    rb.copy(buf, pos);
+    pos += rb.length;
+  }
+  return buf;
+}
+
+/** SubscribeRequest{ack}. */
+const encodeAck = (ids) => encodeIds(2, ids, 0, null);
+/** SubscribeRequest{nack}. */
+const encodeNack = (ids, delayMs, reason) => encodeIds(3, ids, delayMs, reason);
+/** SubscribeRequest{modify_deadline}. */
+const encodeExtend = (ids, deadlineMs) => encodeIds(4, ids, deadlineMs, null);
+
+// ---- decoding ----
+
+const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE'];
+
+class Reader {
+  constructor(buf) {
+    this.buf = buf;
+    this.pos = 0;
+    this.lastTopic = undefined;
+    this.lastTopicStart = 0;
+    this.lastTopicLen = 0;
+  }
+
+  varint() {
+    const buf = this.buf;
+    let b = buf[this.pos++];
+    if (b < 128) return b;
+    let v = b & 127;
+    let mul = 128;
+    const start = this.pos - 1;
+    for (let i = 1; i < 10; i++) {
+      b = buf[this.pos++];
+      if (b === undefined) throw new Error('truncated varint');
+      if (i >= 7) return this.bigVarint(start); // past 2^49: exact, rare (negatives)
+      v += (b & 127) * mul;
+      if (b < 128) return v;
+      mul *= 128;
+    }
+    throw new Error('varint longer than 10 bytes');
+  }
+
+  // An int64 varint past 49 bits, read exactly (timestamp -1 comes as 10 bytes).
+  bigVarint(start) {
+    let r = 0n;
+    let shift = 0n;
+    let pos = start;
+    for (;;) {
+      const b = this.buf[pos++];
+      if (b === undefined) throw new Error('truncated varint');
+      r |= BigInt(b & 127) << shift;
+      shift += 7n;
+      if (b < 128) break;
+    }
+    this.pos = pos;
+    return Number(BigInt.asIntN(64, r));
+  }
+
+  // A topic name: the previous record's string when the bytes are the same (records of
+  // one batch mostly share one topic; this saves a string per record).
+  topic(start, end) {
+    const buf = this.buf;
+    const t = this.lastTopic;
+    if (t !== undefined && end - start === this.lastTopicLen) {
+      const ls = this.lastTopicStart;
+      let i = 0;
+      const n = end - start;
+      while (i < n && buf[start + i] === buf[ls + i]) i++;
+      if (i === n) return t;
+    }
+    this.lastTopic = buf.latin1Slice(start, end);
+    this.lastTopicStart = start;
+    this.lastTopicLen = end - start;
+    return this.lastTopic;
+  }
+
+  end(len) {
+    const e = this.pos + len;
+    if (e > this.buf.length) throw new Error('truncated message');
+    return e;
+  }
+
+  skip(wire) {
+    if (wire === 0) this.varint();
+    else if (wire === 2) this.pos = this.end(this.varint());
+    else if (wire === 1) this.pos += 8;
+    else if (wire === 5) this.pos += 4;
+    else throw new Error(`unsupported wire type ${wire}`);
+  }
+}
+
+function decodeHeader(r, end) {
+  const h = { key: '', value: null };
+  let vnull = false;
+  let value = null;
+  while (r.pos < end) {
+    const tag = r.varint();
+    const no = tag >>> 3;
+    if (no === 1 && (tag & 7) === 2) {
+      const e = r.end(r.varint());
+      h.key = r.buf.toString('utf8', r.pos, e);
+      r.pos = e;
+    } else if (no === 2 && (tag & 7) === 2) {
+      const e = r.end(r.varint());
+      value = r.buf.subarray(r.pos, e);
+      r.pos = e;
+    } else if (no === 3 && (tag & 7) === 0) vnull = r.varint() !== 0;
+    else r.skip(tag & 7);
+  }
+  h.value = vnull ? null : value || Buffer.alloc(0);
+  return h;
+}
+
+const EMPTY = Buffer.alloc(0);
+const NO_HEADERS = Object.freeze([]);
+
+// Decodes one Record into make(fields...): the caller's constructor.
+function decodeRecord(r, end, make) {
+  let topic = '';
+  let partition = 0;
+  let offset = 0;
+  let ts = 0;
+  let key = EMPTY;
+  let keyNull = false;
+  let value = EMPTY;
+  let valueNull = false;
+  let headers = null;
+  let idStart = 0;
+  let idEnd = 0;
+  let attempt = 0;
+  const buf = r.buf;
+  while (r.pos < end) {
+    const tag = buf[r.pos] < 128 ? buf[r.pos++] : r.varint();
+    switch (tag) {
+      case 0x0a: {
+        const e = r.end(r.varint());
+        topic = r.topic(r.pos, e);
+        r.pos = e;
+        break;
+      }
+      case 0x10:
+        partition = r.varint() | 0;
+        break;
+      case 0x18:
+        offset = r.varint();
+        break;
+      case 0x20:
+        ts = r.varint();
+        break;
+      case 0x2a: {
+        const e = r.end(r.varint());
+        key = buf.subarray(r.pos, e);
+        r.pos = e;
+        break;
+      }
+      case 0x30:
+        keyNull = r.varint() !== 0;
+        break;
+      case 0x3a: {
+        const e = r.end(r.varint());
+        value = buf.subarray(r.pos, e);
+        r.pos = e;
+        break;
+      }
+      case 0x40:
+        valueNull = r.varint() !== 0;
+        break;
+      case 0x4a: {
+        const e = r.end(r.varint());
+        (headers || (headers = [])).push(decodeHeader(r, e));
+        r.pos = e;
+        break;
+      }
+      case 0x52: {
+        idEnd = r.end(r.varint());
+        idStart = r.pos;
+        r.pos = idEnd;
+        break;
+      }
+      case 0x58:
+        attempt = r.varint() | 0;
+        break;
+      default:
+        r.skip(tag & 7);
+    }
+  }
+  return make(topic, partition, offset, ts, keyNull ? null : key, valueNull ? null : value,
+    headers || NO_HEADERS, idStart, idEnd, attempt);
+}
+
+function decodePartitions(r, end) {
+  const out = [];
+  while (r.pos < end) {
+    const tag = r.varint();
+    if (tag !== 0x0a) {
+      r.skip(tag & 7);
+      continue;
+    }
+    const e = r.end(r.varint());
+    const tp = { topic: '', partition: 0 };
+    while (r.pos < e) {
+      const t = r.varint();
+      if (t === 0x0a) {
+        const se = r.end(r.varint());
+        tp.topic = r.buf.toString('utf8', r.pos, se);
+        r.pos = se;
+      } else if (t === 0x10) tp.partition = r.varint() | 0;
+      else r.skip(t & 7);
+    }
+    out.push(tp);
+  }
+  return out;
+}
+
+/** A SubscribeResponse's AckResults, kept as offsets into the received bytes. */
+class AckResultList {
+  constructor(buf) {
+    this.buf = buf;
+    this.length = 0;
+    this.statuses = [];
+    this.ids = []; // start, end of each id
+    this.messages = null; // set only when some result has one
+  }
+
+  id(i) {
+    return this.buf.latin1Slice(this.ids[2 * i], this.ids[2 * i + 1]);
+  }
+
+  message(i) {
+    return (this.messages && this.messages[i]) || '';
+  }
+
+  // Its id i equals the received record m's (compared as bytes).
+  idIs(i, m) {
+    const s = this.ids[2 * i];
+    const n = this.ids[2 * i + 1] - s;
+    if (n !== m._idEnd - m._idStart) return false;
+    return this.buf.compare(m._buf, m._idStart, m._idEnd, s, s + n) === 0;
+  }
+
+  /** As plain objects: [{ackId, status, message}]. */
+  toArray() {
+    return this.statuses.map((st, i) => ({ ackId: this.id(i), status: st, message: this.message(i) }));
+  }
+}
+
+function decodeAckResults(r, end) {
+  const out = new AckResultList(r.buf);
+  while (r.pos < end) {
+    const tag = r.varint();
+    if (tag !== 0x0a) {
+      r.skip(tag & 7);
+      continue;
+    }
+    const e = r.end(r.varint());
+    let idStart = 0;
+    let idEnd = 0;
+    let status = 0;
+    let message = '';
+    while (r.pos < e) {
+      const t = r.varint();
+      if (t === 0x0a) {
+        idEnd = r.end(r.varint());
+        idStart = r.pos;
+        r.pos = idEnd;
+      } else if (t === 0x10) status = r.varint();
+      else if (t === 0x1a) {
+        const se = r.end(r.varint());
+        message = r.buf.toString('utf8', r.pos, se);
+        r.pos = se;
+      } else r.skip(t & 7);
+    }
+    if (message) (out.messages || (out.messages = []))[out.length] = message;
+    out.statuses.push(STATUS[status] || `ACK_STATUS_${status}`);
+    out.ids.push(idStart, idEnd);
+    out.length++;
+  }
+  return out;
+}
+
+/**
+ * Decodes a SubscribeResponse. Returns {batch: [made records]} | {assignment: [tp]} |
+ * {revocation: [tp]} | {ackResults: AckResultList} | {} (unknown kind).
+ * make(topic, partition, offset, timestampMs, key, value, headers, idStart, idEnd, attempt)
+ * builds each record; key/value are null for Kafka nulls, else views into buf; the ack
+ * id is buf's bytes idStart..idEnd (ASCII).
+ * Throws on malformed input.
+ */
+function decodeResponse(buf, make) {
+  const r = new Reader(buf);
+  const out = {};
+  while (r.pos < buf.length) {
+    const tag = r.varint();
+    if ((tag & 7) !== 2) {
+      r.skip(tag & 7);
+      continue;
+    }
+    const end = r.end(r.varint());
+    switch (tag >>> 3) {
+      case 1: {
+        const recs = [];
+        while (r.pos < end) {
+          const t = r.varint();
+          if (t !== 0x0a) {
+            r.skip(t & 7);
+            continue;
+          }
+          const len = r.varint();
+          const e = r.end(len);
+          recs.push(decodeRecord(r, e, make));
+          r.pos = e;
+        }
+        out.batch = recs;
+        break;
+      }
+      case 2:
+        out.assignment = decodePartitions(r, end);
+        break;
+      case 3:
+        out.revocation = decodePartitions(r, end);
+        break;
+      case 4:
+        out.ackResults = decodeAckResults(r, end);
+        break;
+      default:
+        r.pos = end;
+    }
+    r.pos = end;
+  }
+  return out;
+}
+
+module.exports = {
+  encodeOpen,
+  encodeCreditsRequest,
+  encodeAck,
+  encodeNack,
+  encodeExtend,
+  decodeResponse,
+  STATUS,
+};
