@@ -154,6 +154,9 @@ func (s *sidecar) target() string { return fmt.Sprintf("127.0.0.1:%d", s.grpcPor
 func startSidecar(t *testing.T, extra ...string) *sidecar {
 	t.Helper()
 	s := &sidecar{t: t, httpPort: freePort(t), grpcPort: freePort(t)}
+	for s.grpcPort == s.httpPort {
+		s.grpcPort = freePort(t)
+	}
 	s.args = append([]string{
 		"--kafka.bootstrap.servers=" + bootstrap(t),
 		fmt.Sprintf("--http.listen=127.0.0.1:%d", s.httpPort),
@@ -192,9 +195,13 @@ func (s *sidecar) run() {
 			body := make([]byte, 4096)
 			n, _ := resp.Body.Read(body)
 			resp.Body.Close()
-			if resp.StatusCode == 200 || (resp.StatusCode == 503 &&
-				!strings.Contains(string(body[:n]), "not been probed")) {
-				return
+			up := resp.StatusCode == 200 || (resp.StatusCode == 503 &&
+				!strings.Contains(string(body[:n]), "not been probed"))
+			if up {
+				if c, err := net.Dial("tcp", s.target()); err == nil { // and gRPC listens
+					c.Close()
+					return
+				}
 			}
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -241,12 +248,12 @@ func (w testWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func dial(t *testing.T, target string, opts ...ksidecar.Option) *ksidecar.Client {
+func (s *sidecar) dial(t *testing.T, opts ...ksidecar.Option) *ksidecar.Client {
 	t.Helper()
 	opts = append([]ksidecar.Option{ksidecar.WithLogger(testLogger(t))}, opts...)
-	c, err := ksidecar.Dial(context.Background(), target, opts...)
+	c, err := ksidecar.Dial(context.Background(), s.target(), opts...)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v\nksidecar's log:\n%s", err, s.logs())
 	}
 	t.Cleanup(func() { c.Close() })
 	return c

@@ -76,7 +76,7 @@ func setup(t *testing.T, parts, n, keys, size int, cfg ksidecar.SubscriberConfig
 	string, *sidecar, *ksidecar.Client, string, *ksidecar.Subscriber) {
 	tp := topic(t, parts, n, keys, size)
 	sc := startSidecar(t)
-	c := dial(t, sc.target())
+	c := sc.dial(t)
 	cfg.Group, cfg.Topics = unique("g"), []string{tp}
 	sub, err := c.Subscriber(cfg)
 	if err != nil {
@@ -418,7 +418,7 @@ func TestBadTokenAndBadTargetGiveClearErrors(t *testing.T) {
 	sc := startSidecar(t, "--auth.tokens_file="+tokens)
 
 	for _, tok := range []string{"wrong-token", ""} {
-		c := dial(t, sc.target(), ksidecar.WithToken(tok))
+		c := sc.dial(t, ksidecar.WithToken(tok))
 		sub, _ := c.Subscriber(ksidecar.SubscriberConfig{Group: unique("g"), Topics: []string{tp}})
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		start := time.Now()
@@ -431,7 +431,7 @@ func TestBadTokenAndBadTargetGiveClearErrors(t *testing.T) {
 		}
 	}
 	// The good token works.
-	c := dial(t, sc.target(), ksidecar.WithToken("good-token"))
+	c := sc.dial(t, ksidecar.WithToken("good-token"))
 	sub, _ := c.Subscriber(ksidecar.SubscriberConfig{Group: unique("g"), Topics: []string{tp}})
 	got := make(chan struct{}, 1)
 	stop := receive(t, sub, func(_ context.Context, m *ksidecar.Message) {
@@ -484,7 +484,7 @@ func TestBadTokenAndBadTargetGiveClearErrors(t *testing.T) {
 func TestPublisherRoundTrip(t *testing.T) {
 	tp := topic(t, 2, 0, 0, 0)
 	sc := startSidecar(t)
-	c := dial(t, sc.target())
+	c := sc.dial(t)
 	var recs []ksidecar.ProducerRecord
 	for i := 0; i < 10; i++ {
 		recs = append(recs, ksidecar.ProducerRecord{Topic: tp, Key: []byte(fmt.Sprintf("k%d", i)),
