@@ -139,40 +139,4 @@ func (m *Message) settle(op int, delay time.Duration, fut *AckResult) {
 	m.st.queue(op, m.AckID, delay.Milliseconds(), fut)
 }
 
-func newMessages(st *stream, b *leaseBatch, recs []*kspb.Record) []Message {
-	msgs := make([]Message, len(recs))
-	for i, r := range recs {
-		m := &msgs[i]
-		m.Topic, m.Partition, m.Offset, m.AckID = r.Topic, r.Partition, r.Offset, r.AckId
-		m.Attempt = int(r.Attempt)
-		if !r.KeyNull {
-			m.Key = r.Key
-			if m.Key == nil {
-				m.Key = []byte{}
-			}
-		}
-		if !r.ValueNull {
-			m.Value = r.Value
-			if m.Value == nil {
-				m.Value = []byte{}
-			}
-		}
-		if r.TimestampMs >= 0 {
-			m.Timestamp = time.UnixMilli(r.TimestampMs)
-		}
-		if len(r.Headers) > 0 {
-			m.Headers = make([]Header, len(r.Headers))
-			for j, h := range r.Headers {
-				m.Headers[j] = Header{Key: h.Key, Value: h.Value}
-				if h.ValueNull {
-					m.Headers[j].Value = nil
-				} else if h.Value == nil {
-					m.Headers[j].Value = []byte{}
-				}
-			}
-		}
-		m.st, m.b = st, b
-		m.size = int64(len(r.Key) + len(r.Value))
-	}
-	return msgs
-}
+func timeUnixMilli(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"google.golang.org/grpc"
+
 	"ksidecar/clients/go/kspb"
 )
 
@@ -24,9 +26,9 @@ type SubscriberConfig struct {
 
 	// Flow control, sent to ksidecar as the stream's credits: the most records and
 	// key+value bytes delivered and not yet acked (nor nacked) at once.
-	MaxOutstandingMessages int   // default 1000
+	MaxOutstandingMessages int   // default 10,000
 	MaxOutstandingBytes    int64 // default 64 MiB
-	// MaxConcurrentHandlers bounds the handler calls running at once (default 16).
+	// MaxConcurrentHandlers bounds the handler calls running at once (default 8).
 	MaxConcurrentHandlers int
 
 	// AckDeadline is the lease each delivery gets (default 30 s). While a handler still
@@ -37,7 +39,7 @@ type SubscriberConfig struct {
 	MaxExtension time.Duration
 
 	// Acks and nacks go out in one message every AckFlushInterval (default 5 ms) or
-	// every AckBatchSize ids (default 500), whichever comes first.
+	// every AckBatchSize ids (default 1000), whichever comes first.
 	AckFlushInterval time.Duration
 	AckBatchSize     int
 
@@ -63,16 +65,16 @@ func (c *SubscriberConfig) defaults() error {
 		}
 	}
 	if c.MaxOutstandingMessages <= 0 {
-		c.MaxOutstandingMessages = 1000
+		c.MaxOutstandingMessages = 10000
 	}
 	if c.MaxOutstandingBytes <= 0 {
 		c.MaxOutstandingBytes = 64 << 20
 	}
 	if c.MaxConcurrentHandlers <= 0 {
-		c.MaxConcurrentHandlers = 16
+		c.MaxConcurrentHandlers = 8
 	}
 	if c.AckBatchSize <= 0 {
-		c.AckBatchSize = 500
+		c.AckBatchSize = 1000
 	}
 	setDur(&c.AckDeadline, 30*time.Second)
 	setDur(&c.MaxExtension, 60*time.Minute)
@@ -126,7 +128,7 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 		return &Error{Kind: KindInvalidArgument, Op: "receive", Msg: "Receive is already running"}
 	}
 	defer s.running.Store(false)
-	work := make(chan *Message, s.cfg.MaxOutstandingMessages)
+	work := make(chan chunk, s.cfg.MaxOutstandingMessages)
 	quit := make(chan struct{})
 	var workers sync.WaitGroup
 	for i := 0; i < s.cfg.MaxConcurrentHandlers; i++ {
@@ -137,15 +139,18 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 				select {
 				case <-quit:
 					return
-				case m := <-work:
-					if m.st.dead.Load() && m.state.Load() == 0 {
-						// Its stream ended: the record went back to the pool, so it
-						// is delivered again on the next stream. No handler call.
+				case c := <-work:
+					for i := c.lo; i < c.hi; i++ {
+						m := &c.b.msgs[i]
+						if m.st.dead.Load() && m.state.Load() == 0 {
+							// Its stream ended: the record went back to the pool and
+							// is delivered again on the next stream. No handler call.
+							m.end(msgReturned)
+							continue
+						}
+						f(ctx, m)
 						m.end(msgReturned)
-						continue
 					}
-					f(ctx, m)
-					m.end(msgReturned)
 				}
 			}
 		}()
@@ -351,7 +356,7 @@ type inflight struct {
 
 type stream struct {
 	s      *Subscriber
-	work   chan *Message
+	work   chan chunk
 	quit   chan struct{}
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -367,7 +372,7 @@ type stream struct {
 	nacks   map[int64]*pendingList
 	closing bool
 	kick    chan struct{} // first pending id
-	full    chan struct{} // AckBatchSize pending ids
+	sendMu  sync.Mutex    // one sender at a time: takes pending ids and sends them in order
 	stopped chan struct{} // sender gone
 	extend  chan []string
 	stopReq chan struct{}
@@ -379,11 +384,10 @@ type stream struct {
 	batches []*leaseBatch
 }
 
-func newStream(s *Subscriber, work chan *Message, quit chan struct{}) *stream {
+func newStream(s *Subscriber, work chan chunk, quit chan struct{}) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &stream{s: s, work: work, quit: quit, ctx: ctx, cancel: cancel,
-		done: make(chan struct{}), kick: make(chan struct{}, 1), full: make(chan struct{}, 1),
-		stopped: make(chan struct{}), extend: make(chan []string, 4),
+		done: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{}), extend: make(chan []string, 4),
 		stopReq: make(chan struct{})}
 }
 
@@ -397,7 +401,7 @@ func (st *stream) start() {
 	cfg := &st.s.cfg
 	go func() {
 		defer close(st.done)
-		cs, err := st.s.c.consumer.Subscribe(st.ctx)
+		cs, err := st.s.c.consumer.Subscribe(st.ctx, grpc.ForceCodecV2(streamCodec{}))
 		if err != nil {
 			st.err = err
 			close(st.stopped)
@@ -420,41 +424,62 @@ func (st *stream) start() {
 }
 
 func (st *stream) recvLoop() error {
+	var results []ackResult
 	for {
-		resp := new(kspb.SubscribeResponse)
-		if err := st.cs.RecvMsg(resp); err != nil {
+		var resp rawResponse
+		if err := st.cs.RecvMsg(&resp); err != nil {
 			if err == io.EOF {
 				return errors.New("ksidecar ended the stream")
 			}
 			return err
 		}
 		st.gotAny.Store(true)
-		switch k := resp.Kind.(type) {
-		case *kspb.SubscribeResponse_Batch:
-			recs := k.Batch.Records
-			if len(recs) == 0 {
-				continue
-			}
+		kind, body, err := respKind(resp.buf)
+		if err != nil {
+			return err
+		}
+		switch kind {
+		case 1:
 			b := &leaseBatch{recvAt: time.Now()}
 			b.lastExt = b.recvAt
-			b.live.Store(int32(len(recs)))
-			b.msgs = newMessages(st, b, recs)
+			if err := decodeBatch(st, b, body); err != nil {
+				return err
+			}
+			if len(b.msgs) == 0 {
+				continue
+			}
+			b.live.Store(int32(len(b.msgs)))
 			st.bmu.Lock()
 			st.batches = append(st.batches, b)
 			st.bmu.Unlock()
-			for i := range b.msgs {
-				select {
-				case st.work <- &b.msgs[i]:
-				case <-st.quit:
-					// Closing: the rest stay leased until the stream ends.
-				}
+			st.dispatch(b)
+		case 4:
+			if results, err = decodeAckResults(body, results); err != nil {
+				return err
 			}
-		case *kspb.SubscribeResponse_AckResults:
-			st.onResults(k.AckResults.Results)
-		case *kspb.SubscribeResponse_Assignment:
-			st.s.log.Debug("ksidecar: assigned", "partitions", len(k.Assignment.Partitions))
-		case *kspb.SubscribeResponse_Revocation:
-			st.s.log.Debug("ksidecar: revoked", "partitions", len(k.Revocation.Partitions))
+			st.onResults(results)
+		case 2, 3:
+			st.s.log.Debug("ksidecar: assignment or revocation", "kind", kind)
+		}
+	}
+}
+
+// chunk is a run of one batch's messages that one handler goroutine takes in turn:
+// handing out runs, not single messages, keeps goroutine wake-ups off the per-record path.
+type chunk struct {
+	b      *leaseBatch
+	lo, hi int
+}
+
+// dispatch splits a batch into runs, about one per handler goroutine, of at most 64.
+func (st *stream) dispatch(b *leaseBatch) {
+	n := len(b.msgs)
+	per := min(max(n/st.s.cfg.MaxConcurrentHandlers, 1), 64)
+	for lo := 0; lo < n; lo += per {
+		select {
+		case st.work <- chunk{b, lo, min(lo+per, n)}:
+		case <-st.quit:
+			return // closing: the rest stay leased until the stream ends
 		}
 	}
 }
@@ -495,10 +520,8 @@ func (st *stream) queue(op int, id string, delayMs int64, fut *AckResult) {
 		}
 	}
 	if n >= st.s.cfg.AckBatchSize {
-		select {
-		case st.full <- struct{}{}:
-		default:
-		}
+		// A full batch goes out from here: no wake-up of the sender on the way.
+		st.flush()
 	}
 }
 
@@ -515,15 +538,15 @@ func (st *stream) sender() {
 				t.Reset(st.s.cfg.AckFlushInterval)
 				tc = t.C
 			}
-		case <-st.full:
-			st.flush()
 		case <-tc:
 			tc = nil
 			st.flush()
 		case ids := <-st.extend:
+			st.sendMu.Lock()
 			st.send(opExtend, ids, nil, &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_ModifyDeadline{
 				ModifyDeadline: &kspb.ExtendIds{AckIds: ids,
 					DeadlineMs: st.s.cfg.AckDeadline.Milliseconds()}}})
+			st.sendMu.Unlock()
 		case <-st.stopReq:
 			st.flush()
 			return
@@ -536,15 +559,15 @@ func (st *stream) sender() {
 const maxIdsPerMessage = 20000 // well under the server's 4 MiB message limit
 
 func (st *stream) flush() {
+	st.sendMu.Lock()
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	acks, nacks := st.acks, st.nacks
 	st.acks, st.nacks = pendingList{ids: make([]string, 0, min(st.s.cfg.AckBatchSize, 4096))}, nil
 	st.mu.Unlock()
-	st.sendChunks(opAck, acks, func(ids []string) *kspb.SubscribeRequest {
-		return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{Ack: &kspb.AckIds{AckIds: ids}}}
-	})
+	st.sendChunks(opAck, acks, func(ids []string) any { return ackRequest(ids) })
 	for delay, p := range nacks {
-		st.sendChunks(opNack, *p, func(ids []string) *kspb.SubscribeRequest {
+		st.sendChunks(opNack, *p, func(ids []string) any {
 			return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Nack{
 				Nack: &kspb.NackIds{AckIds: ids, DelayMs: delay}}}
 		})
@@ -552,7 +575,7 @@ func (st *stream) flush() {
 }
 
 // sendChunks sends p's ids in messages of at most maxIdsPerMessage.
-func (st *stream) sendChunks(op int, p pendingList, mk func([]string) *kspb.SubscribeRequest) {
+func (st *stream) sendChunks(op int, p pendingList, mk func([]string) any) {
 	for len(p.ids) > 0 {
 		n := min(len(p.ids), maxIdsPerMessage)
 		var futs []*AckResult
@@ -567,31 +590,31 @@ func (st *stream) sendChunks(op int, p pendingList, mk func([]string) *kspb.Subs
 }
 
 // send registers the request as in flight, then sends it. A failed send leaves it
-// there: die answers it STALE.
-func (st *stream) send(op int, ids []string, futs []*AckResult, req *kspb.SubscribeRequest) {
+// there: die answers it STALE. The caller holds sendMu.
+func (st *stream) send(op int, ids []string, futs []*AckResult, req any) {
 	st.imu.Lock()
 	st.in = append(st.in, inflight{op: op, first: ids[0], n: len(ids), futs: futs})
 	st.imu.Unlock()
-	if err := st.cs.Send(req); err != nil {
+	if err := st.cs.SendMsg(req); err != nil {
 		st.s.log.Debug("ksidecar: send failed", "err", err)
 	}
 }
 
-func (st *stream) onResults(rs []*kspb.AckResult) {
+func (st *stream) onResults(rs []ackResult) {
 	if len(rs) == 0 {
 		return
 	}
 	st.imu.Lock()
 	idx := -1
 	for i := range st.in {
-		if st.in[i].n == len(rs) && st.in[i].first == rs[0].AckId {
+		if st.in[i].n == len(rs) && st.in[i].first == string(rs[0].id) {
 			idx = i
 			break
 		}
 	}
 	if idx < 0 {
 		st.imu.Unlock()
-		st.s.log.Warn("ksidecar: ack results that match no request sent", "first", rs[0].AckId)
+		st.s.log.Warn("ksidecar: ack results that match no request sent", "first", string(rs[0].id))
 		return
 	}
 	e := st.in[idx]
@@ -602,23 +625,27 @@ func (st *stream) onResults(rs []*kspb.AckResult) {
 		st.in = append(st.in[:idx], st.in[idx+1:]...)
 	}
 	st.imu.Unlock()
-	var bad int
-	var firstBad *kspb.AckResult
-	for i, r := range rs {
-		status := AckStatus(r.Status)
+	var bad, stale int
+	var firstBad, firstStale *ackResult
+	for i := range rs {
+		r := &rs[i]
 		if e.futs != nil && e.futs[i] != nil {
-			e.futs[i].resolve(status, r.Message)
+			e.futs[i].resolve(r.status, string(r.msg))
 		}
-		if status != AckAccepted {
-			if status == AckStale && e.op != opExtend {
-				st.s.stale.add(1, r.Message)
-				continue
+		switch {
+		case r.status == AckAccepted:
+		case r.status == AckStale && e.op != opExtend:
+			if stale++; firstStale == nil {
+				firstStale = r
 			}
-			bad++
-			if firstBad == nil {
+		default:
+			if bad++; firstBad == nil {
 				firstBad = r
 			}
 		}
+	}
+	if stale > 0 {
+		st.s.stale.add(stale, string(firstStale.msg))
 	}
 	if bad > 0 {
 		what := map[int]string{opAck: "acks", opNack: "nacks", opExtend: "lease extensions"}[e.op]
@@ -627,8 +654,8 @@ func (st *stream) onResults(rs []*kspb.AckResult) {
 			lvl = slog.LevelDebug // a lease that moved on is not extended: nothing to do
 		}
 		st.s.log.Log(context.Background(), lvl, "ksidecar: "+what+" refused", "count", bad,
-			"first", firstBad.AckId, "status", AckStatus(firstBad.Status).String(),
-			"reason", firstBad.Message)
+			"first", string(firstBad.id), "status", firstBad.status.String(),
+			"reason", string(firstBad.msg))
 	}
 }
 
@@ -682,6 +709,9 @@ func (st *stream) drain(deadline time.Time) int {
 	st.mu.Lock()
 	st.closing = true
 	st.mu.Unlock()
+	if st.cs != nil {
+		st.flush() // what came in between
+	}
 	for {
 		st.imu.Lock()
 		n := 0
@@ -705,6 +735,8 @@ func (st *stream) die(why string) {
 	st.dead.Store(true)
 	st.cancel()
 	<-st.stopped
+	st.sendMu.Lock() // a flush from a handler finishes (its sends fail) before we look
+	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	st.closing = true
 	acks, nacks := st.acks, st.nacks
@@ -737,3 +769,6 @@ func (st *stream) die(why string) {
 		st.s.stale.add(n, why)
 	}
 }
+
+// Config is the configuration in force, defaults filled in.
+func (s *Subscriber) Config() SubscriberConfig { return s.cfg }
