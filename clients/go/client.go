@@ -91,10 +91,7 @@ func WithDialOptions(opts ...grpc.DialOption) Option {
 	return func(o *clientOpts) { o.extra = append(o.extra, opts...) }
 }
 
-type bearer struct {
-	md     map[string]string
-	secure bool
-}
+type bearer struct{ md map[string]string }
 
 func (b bearer) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
 	return b.md, nil
@@ -127,7 +124,7 @@ func Dial(ctx context.Context, target string, opts ...Option) (*Client, error) {
 	}
 	if o.token != "" {
 		dopts = append(dopts, grpc.WithPerRPCCredentials(bearer{
-			md: map[string]string{"authorization": "Bearer " + o.token}, secure: o.tls != nil}))
+			md: map[string]string{"authorization": "Bearer " + o.token}}))
 	}
 	dopts = append(dopts, o.extra...)
 	conn, err := grpc.NewClient(target, dopts...)

@@ -5,6 +5,8 @@ package ksidecar_test
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
+	"crypto/tls"
 	"encoding/hex"
 	"fmt"
 	"log/slog"
@@ -139,6 +141,7 @@ func waitCommitted(t *testing.T, tp, group string, parts int, timeout time.Durat
 }
 
 type sidecar struct {
+	httpsCfg *tls.Config // for /healthz over HTTPS, when ksidecar has TLS on
 	t        *testing.T
 	cmd      *exec.Cmd
 	args     []string
@@ -153,7 +156,19 @@ func (s *sidecar) target() string { return fmt.Sprintf("127.0.0.1:%d", s.grpcPor
 // startSidecar runs ksidecar on free ports with short test timeouts and waits for /healthz.
 func startSidecar(t *testing.T, extra ...string) *sidecar {
 	t.Helper()
-	s := &sidecar{t: t, httpPort: freePort(t), grpcPort: freePort(t)}
+	return launch(t, nil, extra)
+}
+
+// startSidecarTLS is startSidecar for a ksidecar given tls.* flags; cfg is how its
+// /healthz is asked over HTTPS.
+func startSidecarTLS(t *testing.T, cfg *tls.Config, extra ...string) *sidecar {
+	t.Helper()
+	return launch(t, cfg, extra)
+}
+
+func launch(t *testing.T, httpsCfg *tls.Config, extra []string) *sidecar {
+	t.Helper()
+	s := &sidecar{t: t, httpsCfg: httpsCfg, httpPort: freePort(t), grpcPort: freePort(t)}
 	for s.grpcPort == s.httpPort {
 		s.grpcPort = freePort(t)
 	}
@@ -190,7 +205,7 @@ func (s *sidecar) run() {
 			t.Fatalf("ksidecar exited at start:\n%s", s.logs())
 		default:
 		}
-		resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", s.httpPort))
+		resp, err := s.healthz()
 		if err == nil {
 			body := make([]byte, 4096)
 			n, _ := resp.Body.Read(body)
@@ -207,6 +222,19 @@ func (s *sidecar) run() {
 		time.Sleep(100 * time.Millisecond)
 	}
 	t.Fatalf("ksidecar /healthz did not answer within 30 s:\n%s", s.logs())
+}
+
+func (s *sidecar) healthz() (*http.Response, error) {
+	if s.httpsCfg == nil {
+		return http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", s.httpPort))
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: s.httpsCfg}}
+	return c.Get(fmt.Sprintf("https://127.0.0.1:%d/healthz", s.httpPort))
+}
+
+func sha256hex(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
 }
 
 // kill signals this test's own ksidecar process (never the broker) and waits for it.

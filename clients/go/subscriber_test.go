@@ -3,8 +3,6 @@ package ksidecar_test
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -411,10 +409,9 @@ func TestFlowControlNeverMoreOutstandingThanAsked(t *testing.T) {
 // A bad token and a bad target each give a clear, typed error.
 func TestBadTokenAndBadTargetGiveClearErrors(t *testing.T) {
 	tp := topic(t, 1, 1, 0, 10)
-	sum := sha256.Sum256([]byte("good-token"))
 	tokens := filepath.Join(t.TempDir(), "tokens.json")
 	os.WriteFile(tokens, []byte(fmt.Sprintf(`{"tokens": [{"sha256": "%s", "groups": ["*"], "consume": ["*"], "produce": ["*"]}]}`,
-		hex.EncodeToString(sum[:]))), 0o600)
+		sha256hex("good-token"))), 0o600)
 	sc := startSidecar(t, "--auth.tokens_file="+tokens)
 
 	for _, tok := range []string{"wrong-token", ""} {

@@ -35,16 +35,16 @@ func TestDecodeMatchesProtoUnmarshal(t *testing.T) {
 	if err := decodeBatch(nil, b, body); err != nil || len(b.msgs) != 3 {
 		t.Fatalf("decodeBatch: %v, %d messages", err, len(b.msgs))
 	}
-	m := b.msgs[0]
+	m := &b.msgs[0]
 	if m.Topic != "t" || m.Partition != 3 || m.Offset != 1<<40 || m.Timestamp.UnixMilli() != 1796001086491 ||
 		string(m.Key) != "k" || string(m.Value) != "v" || m.AckID != "id1" || m.Attempt != 2 ||
 		len(m.Headers) != 2 || string(m.Headers[0].Value) != "hv" || m.Headers[1].Value != nil {
 		t.Fatalf("record 0: %+v", m)
 	}
-	if m := b.msgs[1]; m.Key != nil || m.Value != nil || !m.Timestamp.IsZero() || m.AckID != "id2" {
+	if m := &b.msgs[1]; m.Key != nil || m.Value != nil || !m.Timestamp.IsZero() || m.AckID != "id2" {
 		t.Fatalf("record 1 (nulls): %+v", m)
 	}
-	if m := b.msgs[2]; m.Key == nil || m.Value == nil || len(m.Key) != 0 || m.Topic != "u" {
+	if m := &b.msgs[2]; m.Key == nil || m.Value == nil || len(m.Key) != 0 || m.Topic != "u" {
 		t.Fatalf("record 2 (empty, not null): %+v", m)
 	}
 	if cap(b.msgs[0].Key) != 1 {
