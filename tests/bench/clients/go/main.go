@@ -32,16 +32,26 @@ var (
 	size       = flag.Int("size", 100, "value bytes")
 	rounds     = flag.Int("rounds", 1, "rounds of every run over the same records")
 	only       = flag.String("only", "", "comma-separated runs to do (franz-default,franz-tuned,ks-default,ks-tuned)")
+	ksbench    = flag.String("ksbench", os.Getenv("KSIDECAR_TEST_KSBENCH"), "ksidecar's C benchmark client (build/ksbench): runs as the server's ceiling when given")
 	tCredits   = flag.Int("tuned-credits", 20000, "tuned run: MaxOutstandingMessages")
 	tBatch     = flag.Int("tuned-ack-batch", 2000, "tuned run: AckBatchSize")
 	tHandlers  = flag.Int("tuned-handlers", 4, "tuned run: MaxConcurrentHandlers")
 	cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the ks runs here")
 )
 
-var commands []string
+var (
+	commands  []string
+	recording = true // the first round's commands are printed; later rounds repeat them
+)
+
+func record(cmd string) {
+	if recording {
+		commands = append(commands, cmd)
+	}
+}
 
 func run(name string, args ...string) string {
-	commands = append(commands, name+" "+strings.Join(args, " "))
+	record(name + " " + strings.Join(args, " "))
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "%s %v: %v\n%s", name, args, err, out)
@@ -183,7 +193,7 @@ func startSidecar() (target string, pid int, stop func()) {
 	args := []string{"--kafka.bootstrap.servers=" + *bootstrap, fmt.Sprintf("--http.listen=127.0.0.1:%d", hp),
 		fmt.Sprintf("--grpc.listen=127.0.0.1:%d", gp), "--log.level=warn",
 		"--subscriber.max_credit_records=100000"}
-	commands = append(commands, *ksBin+" "+strings.Join(args, " "))
+	record(*ksBin + " " + strings.Join(args, " "))
 	cmd := exec.Command(*ksBin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
@@ -252,6 +262,26 @@ func native(topic string, end map[int32]int64, tuned bool) result {
 		sub.Config().AckBatchSize, sub.Config().AckFlushInterval, sub.Config().MaxConcurrentHandlers, check), float64(want) / secs}
 }
 
+// cClient runs ksidecar's own C gRPC client (tests/bench/ksbench.c) on the same records:
+// what the server gives a client with no library cost, acking 2000 ids per message.
+func cClient(topic string, end map[int32]int64) result {
+	target, pid, stop := startSidecar()
+	defer stop()
+	group := fmt.Sprintf("ksbench-%d", time.Now().UnixNano())
+	ks0 := cpuSecs(pid)
+	out := run(*ksbench, "grpc", "--addr", target, "--topic", topic, "--group", group,
+		"--count", strconv.Itoa(*records), "--credits", "20000", "--ack-batch", "2000")
+	ks := cpuSecs(pid) - ks0
+	rate := 0.0
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "rate="); ok {
+			rate, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return result{"ksidecar C client (ksbench)", fmt.Sprintf("%s; ksidecar CPU %.2f s; %s", strings.TrimSpace(out), ks,
+		checkCommitted(topic, group, end)), rate}
+}
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
@@ -281,12 +311,13 @@ func main() {
 		{"franz-tuned", func() result { return franz(topic, end, true) }},
 		{"ks-default", func() result { return native(topic, end, false) }},
 		{"ks-tuned", func() result { return native(topic, end, true) }},
+		{"c-client", func() result { return cClient(topic, end) }},
 	}
 	rates := map[string][]float64{}
 	names := map[string]string{}
 	for r := 0; r < *rounds; r++ {
 		for _, x := range runs {
-			if *only != "" && !strings.Contains(","+*only+",", ","+x.key+",") {
+			if *only != "" && !strings.Contains(","+*only+",", ","+x.key+",") || x.key == "c-client" && *ksbench == "" {
 				continue
 			}
 			var res result
@@ -299,6 +330,7 @@ func main() {
 			names[x.key] = res.name
 			fmt.Printf("round %d: %-30s %10.0f rec/s  (%s)\n", r+1, res.name, res.rate, res.notes)
 		}
+		recording = false
 	}
 	fmt.Printf("\nmedian of %d round(s), %d x %d B records over %d partitions:\n", *rounds, *records, *size, *partitions)
 	for _, x := range runs {
@@ -307,13 +339,17 @@ func main() {
 		}
 	}
 	for _, k := range []string{"ks-default", "ks-tuned"} {
-		for _, b := range []string{"franz-default", "franz-tuned"} {
+		for _, b := range []string{"franz-default", "franz-tuned", "c-client"} {
 			if len(rates[k]) > 0 && len(rates[b]) > 0 {
-				fmt.Printf("  ratio %-30s / %-18s = %.2fx (target >= 0.5x)\n", names[k], names[b], median(rates[k])/median(rates[b]))
+				target := " (target >= 0.5x)"
+				if b == "c-client" {
+					target = " (the library's cost over the server's ceiling)"
+				}
+				fmt.Printf("  ratio %-30s / %-28s = %.2fx%s\n", names[k], names[b], median(rates[k])/median(rates[b]), target)
 			}
 		}
 	}
-	fmt.Println("\ncommands:")
+	fmt.Println("\ncommands (round 1; later rounds repeat them with new groups and ports):")
 	seen := map[string]bool{}
 	for _, c := range commands {
 		if !seen[c] {
