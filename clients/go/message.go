@@ -103,6 +103,7 @@ func (m *Message) end(bit int32) (alreadySettled bool) {
 		if m.state.CompareAndSwap(old, old|bit) {
 			if old == 0 {
 				m.b.live.Add(-1)
+				m.st.release(m.size)
 			}
 			return false
 		}

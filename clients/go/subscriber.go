@@ -97,8 +97,14 @@ type Subscriber struct {
 
 	running atomic.Bool
 	cur     atomic.Pointer[stream]
-	streams atomic.Int64 // streams opened, for tests and logs
-	stale   staleLog
+	// held, heldBytes: records (and their bytes) delivered on any stream and neither
+	// settled nor returned from their handler. A new stream's credits leave out what
+	// older streams still hold, so the process never holds more than asked.
+	held, heldBytes atomic.Int64
+	omu             sync.Mutex
+	old             []*stream    // ended streams whose records some handler still holds
+	streams         atomic.Int64 // streams opened, for tests and logs
+	stale           staleLog
 }
 
 // Subscriber makes a Subscriber; cfg's zero fields take their defaults.
@@ -167,7 +173,23 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 	everUp := false
 	backoff := s.cfg.MinBackoff
 	for {
+		for s.held.Load() >= int64(s.cfg.MaxOutstandingMessages) ||
+			s.heldBytes.Load() >= s.cfg.MaxOutstandingBytes {
+			// An old stream's records fill the credits: wait for their handlers.
+			select {
+			case <-ctx.Done():
+				close(quit)
+				workers.Wait()
+				s.stale.flush()
+				return nil
+			case <-time.After(10 * time.Millisecond):
+			}
+		}
 		st := newStream(s, work, quit)
+		st.credRecords = int64(s.cfg.MaxOutstandingMessages) - s.held.Load()
+		st.credBytes = s.cfg.MaxOutstandingBytes - s.heldBytes.Load()
+		st.reduced.Store(st.credRecords < int64(s.cfg.MaxOutstandingMessages) ||
+			st.credBytes < s.cfg.MaxOutstandingBytes)
 		s.streams.Add(1)
 		st.start()
 		s.cur.Store(st)
@@ -180,6 +202,9 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 		}
 		s.cur.Store(nil)
 		st.die("the stream ended: " + errText(err))
+		s.omu.Lock()
+		s.old = append(s.old, st)
+		s.omu.Unlock()
 		if st.up() {
 			everUp = true
 			backoff = s.cfg.MinBackoff
@@ -261,6 +286,7 @@ func (s *Subscriber) extender(quit, done chan struct{}) {
 		case now := <-t.C:
 			if st := s.cur.Load(); st != nil {
 				st.extendDue(now)
+				st.restoreCredits()
 			}
 		}
 	}
@@ -375,7 +401,12 @@ type stream struct {
 	sendMu  sync.Mutex    // one sender at a time: takes pending ids and sends them in order
 	stopped chan struct{} // sender gone
 	extend  chan []string
-	stopReq chan struct{}
+	ctrl    chan *kspb.SubscribeRequest // credit updates
+
+	credRecords, credBytes int64       // the credits this stream opened with
+	reduced                atomic.Bool // opened with less than asked (older streams held some)
+	held, heldBytes        atomic.Int64
+	stopReq                chan struct{}
 
 	imu sync.Mutex
 	in  []inflight
@@ -388,7 +419,7 @@ func newStream(s *Subscriber, work chan chunk, quit chan struct{}) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
 	return &stream{s: s, work: work, quit: quit, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{}), extend: make(chan []string, 4),
-		stopReq: make(chan struct{})}
+		stopReq: make(chan struct{}), ctrl: make(chan *kspb.SubscribeRequest, 1)}
 }
 
 // up says whether the stream got as far as working: it got a message, or lived a
@@ -410,7 +441,7 @@ func (st *stream) start() {
 		st.cs = cs
 		err = cs.Send(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Open{Open: &kspb.Open{
 			Group: cfg.Group, Topics: cfg.Topics, Subscriber: cfg.Name,
-			Credits:    &kspb.Credits{Records: int64(cfg.MaxOutstandingMessages), Bytes: cfg.MaxOutstandingBytes},
+			Credits:    &kspb.Credits{Records: st.credRecords, Bytes: st.credBytes},
 			DeadlineMs: int32(cfg.AckDeadline.Milliseconds())}}})
 		if err != nil && err != io.EOF {
 			st.err = err
@@ -449,6 +480,14 @@ func (st *stream) recvLoop() error {
 				continue
 			}
 			b.live.Store(int32(len(b.msgs)))
+			var bytes int64
+			for i := range b.msgs {
+				bytes += b.msgs[i].size
+			}
+			st.held.Add(int64(len(b.msgs)))
+			st.heldBytes.Add(bytes)
+			st.s.held.Add(int64(len(b.msgs)))
+			st.s.heldBytes.Add(bytes)
 			st.bmu.Lock()
 			st.batches = append(st.batches, b)
 			st.bmu.Unlock()
@@ -541,6 +580,10 @@ func (st *stream) sender() {
 		case <-tc:
 			tc = nil
 			st.flush()
+		case req := <-st.ctrl:
+			st.sendMu.Lock()
+			st.cs.SendMsg(req)
+			st.sendMu.Unlock()
 		case ids := <-st.extend:
 			st.sendMu.Lock()
 			st.send(opExtend, ids, nil, &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_ModifyDeadline{
@@ -656,6 +699,43 @@ func (st *stream) onResults(rs []ackResult) {
 		st.s.log.Log(context.Background(), lvl, "ksidecar: "+what+" refused", "count", bad,
 			"first", string(firstBad.id), "status", firstBad.status.String(),
 			"reason", string(firstBad.msg))
+	}
+}
+
+// release takes one ended record (of size bytes) off the held counts.
+func (st *stream) release(size int64) {
+	st.held.Add(-1)
+	st.heldBytes.Add(-size)
+	st.s.held.Add(-1)
+	st.s.heldBytes.Add(-size)
+}
+
+// restoreCredits gives a stream opened with reduced credits the full ones, once the
+// older streams' records are all done.
+func (st *stream) restoreCredits() {
+	s := st.s
+	if !st.reduced.Load() {
+		return
+	}
+	s.omu.Lock()
+	keep := s.old[:0]
+	for _, o := range s.old {
+		if o.held.Load() > 0 || o.heldBytes.Load() > 0 {
+			keep = append(keep, o)
+		}
+	}
+	clear(s.old[len(keep):])
+	s.old = keep
+	s.omu.Unlock()
+	if len(keep) > 0 {
+		return
+	}
+	st.reduced.Store(false)
+	select {
+	case st.ctrl <- &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Credits{Credits: &kspb.Credits{
+		Records: int64(s.cfg.MaxOutstandingMessages), Bytes: s.cfg.MaxOutstandingBytes}}}:
+		s.log.Debug("ksidecar: credits back to full after a reconnect")
+	case <-st.stopped:
 	}
 }
 

@@ -240,41 +240,77 @@ func TestKill9AndRestartReconnects(t *testing.T) {
 	var mu sync.Mutex
 	seen := map[pos]int{}
 	var total atomic.Int64
-	killed := make(chan struct{})
+	killed, restarted := make(chan struct{}), make(chan struct{})
+	var killedAt atomic.Int64
 	var held atomic.Pointer[ksidecar.AckResult]
 	var holdOnce sync.Once
+	// Handlers hand records to an acker that acks what came every 2 ms: the records held
+	// (delivered, not acked) fill the credits.
+	var holding, maxHolding atomic.Int64
+	pending := make(chan *ksidecar.Message, n*2)
+	ackerDone := make(chan struct{})
+	go func() {
+		defer close(ackerDone)
+		for m := range pending {
+			batch := []*ksidecar.Message{m}
+			for more := true; more; {
+				select {
+				case m, ok := <-pending:
+					if !ok {
+						more = false
+						break
+					}
+					batch = append(batch, m)
+				default:
+					more = false
+				}
+			}
+			time.Sleep(2 * time.Millisecond)
+			for _, m := range batch {
+				holding.Add(-1)
+				m.Ack()
+			}
+		}
+	}()
+	t.Cleanup(func() { close(pending); <-ackerDone })
 	stop := receive(t, sub, func(_ context.Context, m *ksidecar.Message) {
+		for h, mx := holding.Add(1), maxHolding.Load(); h > mx && !maxHolding.CompareAndSwap(mx, h); mx = maxHolding.Load() {
+		}
 		mu.Lock()
 		seen[pos{m.Partition, m.Offset}]++
 		mu.Unlock()
 		k := total.Add(1)
 		if k == 3000 {
-			// Hold this one across the kill: its ack must resolve STALE.
+			// Hold this one across the kill and 300 records of the new stream: the new
+			// stream's credits must leave it out, and its ack must resolve STALE.
 			holdOnce.Do(func() {
 				<-killed
-				time.Sleep(200 * time.Millisecond)
+				<-restarted
+				for i := 0; i < 600 && total.Load() < killedAt.Load()+300; i++ {
+					time.Sleep(50 * time.Millisecond)
+				}
+				holding.Add(-1)
 				held.Store(m.AckWithResult())
 			})
 			return
 		}
-		if k > 3000 && k < 6000 {
-			time.Sleep(200 * time.Microsecond) // slow enough that the kill lands mid-stream
-		}
-		m.Ack()
+		pending <- m
 	})
 	waitFor(t, "3000 records", 60*time.Second, func() bool { return total.Load() >= 3000 })
 	sc.kill(syscall.SIGKILL)
-	killedAt := total.Load()
+	killedAt.Store(total.Load())
 	close(killed)
-	t.Logf("killed ksidecar -9 after %d deliveries", killedAt)
-	waitFor(t, "the held ack's result", 30*time.Second, func() bool { return held.Load() != nil })
+	t.Logf("killed ksidecar -9 after %d deliveries", killedAt.Load())
+	time.Sleep(500 * time.Millisecond)
+	sc.run() // same ports
+	close(restarted)
+	waitFor(t, "the held ack's result", 60*time.Second, func() bool { return held.Load() != nil })
 	st, _ := held.Load().Get(context.Background())
-	t.Logf("ack of a lease from the killed stream: %v (%s)", st, held.Load().Reason())
+	t.Logf("ack of a lease from the killed stream: %v (%s); %d delivered after the kill meanwhile",
+		st, held.Load().Reason(), total.Load()-killedAt.Load())
 	if st != ksidecar.AckStale {
 		t.Fatalf("ack of an old stream's lease resolved %v, want STALE", st)
 	}
-	time.Sleep(500 * time.Millisecond)
-	sc.run() // same ports
 	waitFor(t, "every record seen", 120*time.Second, func() bool {
 		mu.Lock()
 		defer mu.Unlock()
@@ -295,8 +331,12 @@ func TestKill9AndRestartReconnects(t *testing.T) {
 	if sub.Streams() < 2 {
 		t.Fatalf("%d streams opened: the Subscriber did not reconnect", sub.Streams())
 	}
-	if total.Load() <= killedAt {
+	if total.Load() <= killedAt.Load() {
 		t.Fatal("nothing was delivered after the restart")
+	}
+	t.Logf("at most %d records held at once (MaxOutstandingMessages 200)", maxHolding.Load())
+	if maxHolding.Load() > 200 {
+		t.Fatalf("%d records held at once across the reconnect, more than the 200 asked", maxHolding.Load())
 	}
 }
 
