@@ -784,6 +784,8 @@ func (st *stream) drain(deadline time.Time) int {
 	select {
 	case st.stopReq <- struct{}{}:
 	case <-st.stopped:
+	case <-time.After(time.Until(deadline)):
+		st.cancel() // still opening (a connect in progress): give up on it
 	}
 	<-st.stopped
 	st.mu.Lock()
