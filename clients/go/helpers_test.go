@@ -179,8 +179,8 @@ func launch(t *testing.T, httpsCfg *tls.Config, extra []string) *sidecar {
 		"--commit.interval_ms=200", "--kafka.session.timeout.ms=6000",
 		"--kafka.heartbeat.interval.ms=500"}, extra...)
 	s.logPath = filepath.Join(t.TempDir(), "ksidecar.log")
+	t.Cleanup(func() { s.kill(syscall.SIGKILL) }) // also when run fails part way
 	s.run()
-	t.Cleanup(func() { s.kill(syscall.SIGKILL) })
 	return s
 }
 
