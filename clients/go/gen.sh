@@ -1,0 +1,32 @@
+#!/bin/sh
+# Generates the protobuf and gRPC stubs in kspb/ from the repository's proto/ (run by go generate).
+# The two protoc plugins are installed (go install, pinned versions) into .bin/ once.
+set -eu
+cd "$(dirname "$0")"
+PROTO_DIR=${KSIDECAR_PROTO_DIR:-../../proto}
+PROTOC_GEN_GO=v1.36.12
+PROTOC_GEN_GO_GRPC=v1.6.2
+BIN=$PWD/.bin
+mkdir -p "$BIN" kspb
+have() { [ -x "$BIN/$1" ] && [ "$(cat "$BIN/$1.version" 2>/dev/null)" = "$2" ]; }
+if ! have protoc-gen-go "$PROTOC_GEN_GO"; then
+    GOBIN=$BIN go install "google.golang.org/protobuf/cmd/protoc-gen-go@$PROTOC_GEN_GO"
+    echo "$PROTOC_GEN_GO" >"$BIN/protoc-gen-go.version"
+fi
+if ! have protoc-gen-go-grpc "$PROTOC_GEN_GO_GRPC"; then
+    GOBIN=$BIN go install "google.golang.org/grpc/cmd/protoc-gen-go-grpc@$PROTOC_GEN_GO_GRPC"
+    echo "$PROTOC_GEN_GO_GRPC" >"$BIN/protoc-gen-go-grpc.version"
+fi
+PROTOC=${PROTOC:-protoc}
+command -v "$PROTOC" >/dev/null || { echo "gen.sh: protoc not found (apt-get install protobuf-compiler)" >&2; exit 1; }
+M=
+for f in consumer producer; do
+    M="$M --go_opt=Mksidecar/v1/$f.proto=ksidecar/clients/go/kspb;kspb"
+    M="$M --go-grpc_opt=Mksidecar/v1/$f.proto=ksidecar/clients/go/kspb;kspb"
+done
+# shellcheck disable=SC2086
+"$PROTOC" -I"$PROTO_DIR" --plugin=protoc-gen-go="$BIN/protoc-gen-go" \
+    --plugin=protoc-gen-go-grpc="$BIN/protoc-gen-go-grpc" \
+    --go_out=kspb --go_opt=module=ksidecar/clients/go/kspb \
+    --go-grpc_out=kspb --go-grpc_opt=module=ksidecar/clients/go/kspb $M \
+    ksidecar/v1/consumer.proto ksidecar/v1/producer.proto

@@ -1,0 +1,143 @@
+// Message: one delivered record with its lease; AckResult: the future of its ack or nack.
+package ksidecar
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"ksidecar/clients/go/kspb"
+)
+
+// AckStatus is the server's answer to an ack or nack.
+type AckStatus int32
+
+const (
+	AckUnspecified AckStatus = 0
+	AckAccepted    AckStatus = AckStatus(kspb.AckStatus_ACCEPTED)
+	AckInvalid     AckStatus = AckStatus(kspb.AckStatus_INVALID)   // malformed, of another group, or settled twice
+	AckNotFound    AckStatus = AckStatus(kspb.AckStatus_NOT_FOUND) // no delivered record has it
+	// AckStale: the lease is gone (revoked, expired and redelivered, from an earlier
+	// stream or process). The record is, or will be, delivered again.
+	AckStale AckStatus = AckStatus(kspb.AckStatus_STALE)
+)
+
+func (s AckStatus) String() string { return kspb.AckStatus(s).String() }
+
+// AckResult resolves once ksidecar answered an ack or nack (or the library knows the
+// answer: STALE for a lease of a stream that ended). Safe for concurrent use.
+type AckResult struct {
+	done   chan struct{}
+	status AckStatus
+	msg    string
+}
+
+func newAckResult() *AckResult { return &AckResult{done: make(chan struct{})} }
+
+func (r *AckResult) resolve(st AckStatus, msg string) {
+	r.status, r.msg = st, msg
+	close(r.done)
+}
+
+// Ready is closed once the result is known.
+func (r *AckResult) Ready() <-chan struct{} { return r.done }
+
+// Get waits for the result. Its error is ctx's, when ctx ends first.
+func (r *AckResult) Get(ctx context.Context) (AckStatus, error) {
+	select {
+	case <-r.done:
+		return r.status, nil
+	case <-ctx.Done():
+		return AckUnspecified, ctx.Err()
+	}
+}
+
+// Reason is the server's words for a status other than ACCEPTED ("" until Ready).
+func (r *AckResult) Reason() string {
+	select {
+	case <-r.done:
+		return r.msg
+	default:
+		return ""
+	}
+}
+
+// Header is one record header; Value is nil for a null value.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// Message is one record, leased to this subscriber until Ack or Nack. Its methods are
+// safe from any goroutine; the first Ack or Nack wins, later ones do nothing (their
+// futures resolve INVALID).
+type Message struct {
+	Topic     string
+	Partition int32
+	Offset    int64
+	Key       []byte // nil for a null key
+	Value     []byte // nil for a null value
+	Headers   []Header
+	Timestamp time.Time // zero when unknown
+	Attempt   int       // 1 on first delivery
+	AckID     string
+
+	st    *stream
+	b     *leaseBatch
+	size  int64
+	state atomic.Int32 // bits: settled, handler returned
+}
+
+const (
+	msgSettled  = 1
+	msgReturned = 2
+)
+
+// end sets bit; the first end of a message takes it off its batch's live count.
+func (m *Message) end(bit int32) (alreadySettled bool) {
+	for {
+		old := m.state.Load()
+		if old&bit != 0 {
+			return old&msgSettled != 0
+		}
+		if m.state.CompareAndSwap(old, old|bit) {
+			if old == 0 {
+				m.b.live.Add(-1)
+				m.st.release(m.size)
+			}
+			return false
+		}
+	}
+}
+
+// Ack acknowledges the record: it is done, and its offset may be committed.
+func (m *Message) Ack() { m.settle(opAck, 0, nil) }
+
+// Nack puts the record back; it is delivered again after delay (0: at once).
+func (m *Message) Nack(delay time.Duration) { m.settle(opNack, delay, nil) }
+
+// AckWithResult is Ack with a future of the server's answer.
+func (m *Message) AckWithResult() *AckResult {
+	r := newAckResult()
+	m.settle(opAck, 0, r)
+	return r
+}
+
+// NackWithResult is Nack with a future of the server's answer.
+func (m *Message) NackWithResult(delay time.Duration) *AckResult {
+	r := newAckResult()
+	m.settle(opNack, delay, r)
+	return r
+}
+
+func (m *Message) settle(op int, delay time.Duration, fut *AckResult) {
+	if m.end(msgSettled) {
+		if fut != nil {
+			fut.resolve(AckInvalid, "this message was already acked or nacked")
+		}
+		return
+	}
+	m.st.queue(op, m.AckID, delay.Milliseconds(), fut)
+}
+
+func timeUnixMilli(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -1,0 +1,282 @@
+// The Subscribe stream's receive side decoded straight from the wire: one buffer per
+// SubscribeResponse, records pointing into it, no per-record allocation.
+package ksidecar
+
+import (
+	"errors"
+	"unsafe"
+
+	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/mem"
+	"google.golang.org/protobuf/encoding/protowire"
+	"google.golang.org/protobuf/proto"
+)
+
+// rawResponse is a SubscribeResponse left undecoded (wire.go decodes it).
+type rawResponse struct{ buf []byte }
+
+// streamCodec is the Subscribe call's codec: protobuf for what we send, the raw
+// bytes for rawResponse. Named "proto", so the wire's content type does not change.
+type streamCodec struct{}
+
+func (streamCodec) Name() string { return "proto" }
+
+func (streamCodec) Marshal(v any) (mem.BufferSlice, error) {
+	if r, ok := v.(*rawRequest); ok {
+		return mem.BufferSlice{mem.SliceBuffer(r.buf)}, nil
+	}
+	m, ok := v.(proto.Message)
+	if !ok {
+		return nil, errors.New("ksidecar: streamCodec cannot marshal a non-proto message")
+	}
+	b, err := proto.Marshal(m)
+	if err != nil {
+		return nil, err
+	}
+	return mem.BufferSlice{mem.SliceBuffer(b)}, nil
+}
+
+func (streamCodec) Unmarshal(data mem.BufferSlice, v any) error {
+	switch m := v.(type) {
+	case *rawResponse:
+		m.buf = data.Materialize() // a copy: the records may outlive grpc's buffers
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data.Materialize(), m)
+	}
+	return errors.New("ksidecar: streamCodec cannot unmarshal into this type")
+}
+
+var _ encoding.CodecV2 = streamCodec{}
+
+// rawRequest is a SubscribeRequest already encoded (ackRequest makes them).
+type rawRequest struct{ buf []byte }
+
+// ackRequest encodes SubscribeRequest{ack: AckIds{ack_ids}} by hand: it is the one
+// message sent per few hundred records, and the generic marshal costs more than this.
+func ackRequest(ids []string) *rawRequest {
+	body := 0
+	for _, id := range ids {
+		body += protowire.SizeTag(1) + protowire.SizeBytes(len(id))
+	}
+	b := make([]byte, 0, protowire.SizeTag(2)+protowire.SizeBytes(body))
+	b = protowire.AppendTag(b, 2, protowire.BytesType) // SubscribeRequest.ack
+	b = protowire.AppendVarint(b, uint64(body))
+	for _, id := range ids {
+		b = protowire.AppendTag(b, 1, protowire.BytesType) // AckIds.ack_ids
+		b = protowire.AppendString(b, id)
+	}
+	return &rawRequest{buf: b}
+}
+
+var errMalformed = errors.New("ksidecar: malformed SubscribeResponse from the server")
+
+// field reads one field's number, type and (for bytes) contents or (for varints) value.
+func field(b []byte) (num protowire.Number, typ protowire.Type, val []byte, v uint64, rest []byte, err error) {
+	num, typ, n := protowire.ConsumeTag(b)
+	if n < 0 {
+		return 0, 0, nil, 0, nil, errMalformed
+	}
+	b = b[n:]
+	switch typ {
+	case protowire.BytesType:
+		val, n = protowire.ConsumeBytes(b)
+	case protowire.VarintType:
+		v, n = protowire.ConsumeVarint(b)
+	default:
+		n = protowire.ConsumeFieldValue(num, typ, b)
+	}
+	if n < 0 {
+		return 0, 0, nil, 0, nil, errMalformed
+	}
+	return num, typ, val, v, b[n:], nil
+}
+
+// bytesStr is a string over b without a copy; b is never written to afterwards.
+func bytesStr(b []byte) string {
+	if len(b) == 0 {
+		return ""
+	}
+	return unsafe.String(&b[0], len(b))
+}
+
+// capped is b with no room to grow into its neighbours.
+func capped(b []byte) []byte { return b[:len(b):len(b)] }
+
+// respKind reads the top field of a SubscribeResponse: its number (1 batch,
+// 2 assignment, 3 revocation, 4 ack_results) and body.
+func respKind(buf []byte) (protowire.Number, []byte, error) {
+	var num protowire.Number
+	var body []byte
+	for len(buf) > 0 {
+		n, typ, val, _, rest, err := field(buf)
+		if err != nil {
+			return 0, nil, err
+		}
+		if typ == protowire.BytesType {
+			num, body = n, val
+		}
+		buf = rest
+	}
+	return num, body, nil
+}
+
+// decodeBatch fills Messages from a RecordBatch's bytes.
+func decodeBatch(st *stream, b *leaseBatch, body []byte) error {
+	n := 0
+	for p := body; len(p) > 0; n++ {
+		_, _, _, _, rest, err := field(p)
+		if err != nil {
+			return err
+		}
+		p = rest
+	}
+	b.msgs = make([]Message, n)
+	i := 0
+	var topic string
+	for p := body; len(p) > 0; {
+		num, typ, rec, _, rest, _ := field(p)
+		p = rest
+		if num != 1 || typ != protowire.BytesType {
+			continue
+		}
+		m := &b.msgs[i]
+		i++
+		m.st, m.b = st, b
+		if err := decodeRecord(m, rec, &topic); err != nil {
+			return err
+		}
+	}
+	b.msgs = b.msgs[:i]
+	return nil
+}
+
+func decodeRecord(m *Message, rec []byte, topic *string) error {
+	var key, value []byte
+	keyNull, valueNull := false, false
+	ts := int64(-1)
+	for len(rec) > 0 {
+		num, _, val, v, rest, err := field(rec)
+		if err != nil {
+			return err
+		}
+		rec = rest
+		switch num {
+		case 1:
+			if string(val) != *topic { // no allocation for the comparison
+				*topic = string(val)
+			}
+			m.Topic = *topic
+		case 2:
+			m.Partition = int32(v)
+		case 3:
+			m.Offset = int64(v)
+		case 4:
+			ts = int64(v)
+		case 5:
+			key = capped(val)
+		case 6:
+			keyNull = v != 0
+		case 7:
+			value = capped(val)
+		case 8:
+			valueNull = v != 0
+		case 9:
+			h, err := decodeHeader(val)
+			if err != nil {
+				return err
+			}
+			m.Headers = append(m.Headers, h)
+		case 10:
+			m.AckID = bytesStr(val)
+		case 11:
+			m.Attempt = int(int32(v))
+		}
+	}
+	if !keyNull {
+		m.Key = nonNil(key)
+	}
+	if !valueNull {
+		m.Value = nonNil(value)
+	}
+	if ts >= 0 {
+		m.Timestamp = timeUnixMilli(ts)
+	}
+	m.size = int64(len(key) + len(value))
+	if m.AckID == "" {
+		return errors.New("ksidecar: a record without an ack id from the server")
+	}
+	return nil
+}
+
+func nonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+func decodeHeader(b []byte) (Header, error) {
+	var h Header
+	var val []byte
+	null := false
+	for len(b) > 0 {
+		num, _, fv, v, rest, err := field(b)
+		if err != nil {
+			return h, err
+		}
+		b = rest
+		switch num {
+		case 1:
+			h.Key = string(fv)
+		case 2:
+			val = capped(fv)
+		case 3:
+			null = v != 0
+		}
+	}
+	if !null {
+		h.Value = nonNil(val)
+	}
+	return h, nil
+}
+
+// ackResult is one AckResult; id points into the response's buffer.
+type ackResult struct {
+	id     []byte
+	status AckStatus
+	msg    []byte
+}
+
+// decodeAckResults reads AckResults' bytes into out (reused between calls).
+func decodeAckResults(body []byte, out []ackResult) ([]ackResult, error) {
+	out = out[:0]
+	for len(body) > 0 {
+		num, typ, r, _, rest, err := field(body)
+		if err != nil {
+			return out, err
+		}
+		body = rest
+		if num != 1 || typ != protowire.BytesType {
+			continue
+		}
+		var ar ackResult
+		for len(r) > 0 {
+			n, _, val, v, rest, err := field(r)
+			if err != nil {
+				return out, err
+			}
+			r = rest
+			switch n {
+			case 1:
+				ar.id = val
+			case 2:
+				ar.status = AckStatus(v)
+			case 3:
+				ar.msg = val
+			}
+		}
+		out = append(out, ar)
+	}
+	return out, nil
+}

@@ -1,0 +1,64 @@
+// Unit tests of the hand-written wire codec against the generated protobuf code.
+package ksidecar
+
+import (
+	"bytes"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"ksidecar/clients/go/kspb"
+)
+
+func TestAckRequestMatchesProtoMarshal(t *testing.T) {
+	ids := []string{"a1-3-2-0-1-demo", "", "x"}
+	want, _ := proto.Marshal(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{Ack: &kspb.AckIds{AckIds: ids}}})
+	if got := ackRequest(ids).buf; !bytes.Equal(got, want) {
+		t.Fatalf("ackRequest % x, proto.Marshal % x", got, want)
+	}
+}
+
+func TestDecodeMatchesProtoUnmarshal(t *testing.T) {
+	recs := []*kspb.Record{
+		{Topic: "t", Partition: 3, Offset: 1 << 40, TimestampMs: 1796001086491, Key: []byte("k"),
+			Value: []byte("v"), AckId: "id1", Attempt: 2,
+			Headers: []*kspb.Header{{Key: "h", Value: []byte("hv")}, {Key: "n", ValueNull: true}}},
+		{Topic: "t", Offset: 0, TimestampMs: -1, KeyNull: true, ValueNull: true, AckId: "id2", Attempt: 1},
+		{Topic: "u", Key: []byte{}, Value: []byte{}, AckId: "id3", Attempt: 1},
+	}
+	buf, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_Batch{Batch: &kspb.RecordBatch{Records: recs}}})
+	kind, body, err := respKind(buf)
+	if err != nil || kind != 1 {
+		t.Fatalf("respKind: %d %v", kind, err)
+	}
+	b := &leaseBatch{}
+	if err := decodeBatch(nil, b, body); err != nil || len(b.msgs) != 3 {
+		t.Fatalf("decodeBatch: %v, %d messages", err, len(b.msgs))
+	}
+	m := &b.msgs[0]
+	if m.Topic != "t" || m.Partition != 3 || m.Offset != 1<<40 || m.Timestamp.UnixMilli() != 1796001086491 ||
+		string(m.Key) != "k" || string(m.Value) != "v" || m.AckID != "id1" || m.Attempt != 2 ||
+		len(m.Headers) != 2 || string(m.Headers[0].Value) != "hv" || m.Headers[1].Value != nil {
+		t.Fatalf("record 0: %+v", m)
+	}
+	if m := &b.msgs[1]; m.Key != nil || m.Value != nil || !m.Timestamp.IsZero() || m.AckID != "id2" {
+		t.Fatalf("record 1 (nulls): %+v", m)
+	}
+	if m := &b.msgs[2]; m.Key == nil || m.Value == nil || len(m.Key) != 0 || m.Topic != "u" {
+		t.Fatalf("record 2 (empty, not null): %+v", m)
+	}
+	if cap(b.msgs[0].Key) != 1 {
+		t.Fatalf("a key's slice may grow into the buffer: cap %d", cap(b.msgs[0].Key))
+	}
+	res, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_AckResults{AckResults: &kspb.AckResults{
+		Results: []*kspb.AckResult{{AckId: "id1", Status: kspb.AckStatus_ACCEPTED}, {AckId: "id2", Status: kspb.AckStatus_STALE, Message: "gone"}}}}})
+	kind, body, _ = respKind(res)
+	ars, err := decodeAckResults(body, nil)
+	if kind != 4 || err != nil || len(ars) != 2 || string(ars[1].id) != "id2" || ars[1].status != AckStale ||
+		string(ars[1].msg) != "gone" || ars[0].status != AckAccepted {
+		t.Fatalf("ack results: %d %v %+v", kind, err, ars)
+	}
+	if _, _, err := respKind([]byte{0x0a, 0x10}); err == nil {
+		t.Fatal("a truncated response decoded")
+	}
+}
