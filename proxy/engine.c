@@ -14,6 +14,7 @@
 #include "group_loop.h"
 #include "log.h"
 #include "producer.h"
+#include "util.h"
 
 /* A registered group. `refs` counts API threads using it right now; a group that
  * closed for idleness leaves the lookup (live = false) and is freed once it has
@@ -33,56 +34,6 @@ struct ks_engine {
     bool stopping;
     ks_producer_t *producer;
 };
-
-const char *ks_status_name(ks_status_t s)
-{
-    switch (s) {
-    case KS_OK:
-        return "OK";
-    case KS_E_INVALID:
-        return "INVALID_ARGUMENT";
-    case KS_E_NOT_FOUND:
-        return "NOT_FOUND";
-    case KS_E_STALE:
-        return "FAILED_PRECONDITION";
-    case KS_E_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-    case KS_E_UNAVAILABLE:
-        return "UNAVAILABLE";
-    case KS_E_PERMISSION:
-        return "PERMISSION_DENIED";
-    case KS_E_UNAUTH:
-        return "UNAUTHENTICATED";
-    case KS_E_INTERNAL:
-        return "INTERNAL";
-    }
-    return "UNKNOWN";
-}
-
-size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)
-{
-    return ks_ack_id_write(buf, size, r->ack_instance, r->ack_group_hash, r->ack_epoch,
-                           r->partition, r->offset, (uint32_t)r->attempt, r->topic,
-                           strlen(r->topic));
-}
-
-void ks_batch_free(ks_batch_t *b)
-{
-    if (!b)
-        return;
-    free(b->arena);
-    free(b->assigned);
-    free(b);
-}
-
-void ks_group_status_free(ks_group_status_t *s)
-{
-    if (!s)
-        return;
-    free(s->parts);
-    free(s->subs);
-    free(s);
-}
 
 ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
 {
@@ -257,6 +208,11 @@ static void put_group(ks_engine_t *e, gent_t *ge)
     pthread_mutex_lock(&e->lock);
     ge->refs--;
     pthread_mutex_unlock(&e->lock);
+}
+
+int ks_engine_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    return ks_group_check_kafka_conf(cfg, err, errsize);
 }
 
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)

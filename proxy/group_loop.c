@@ -240,13 +240,6 @@ struct ks_group {
     int64_t st_delivered, st_redelivered, st_expired, st_nacked, st_acked, st_dead_lettered;
 };
 
-int64_t ks_now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static void free_strv(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)

@@ -6,7 +6,7 @@
 #include <stdint.h>
 
 #include "config.h"
-#include "engine.h"
+#include "types.h"
 
 typedef struct ks_group ks_group_t;
 
@@ -72,8 +72,5 @@ bool ks_group_exited(const ks_group_t *g);
 
 /* Frees a group whose loop has exited and been joined. */
 void ks_group_destroy(ks_group_t *g);
-
-/* CLOCK_MONOTONIC in ms. */
-int64_t ks_now_ms(void);
 
 #endif
