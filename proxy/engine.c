@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "ack_id.h"
-#include "group_loop.h"
+#include "group.h"
 #include "log.h"
 #include "producer.h"
 #include "util.h"

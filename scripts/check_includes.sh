@@ -5,7 +5,7 @@
 # The graph is one of modules, not files: foo.c and foo.h are one module "foo" (a private
 # header foo_int.h belongs to module "foo" too), and module A depends on B when a file of A
 # has #include "b.h" naming a header of B. So engine.c including group_loop.h while
-# group_loop.h includes engine.h is a cycle, though no header includes itself. Only quoted
+# group_loop.h included engine.h was a cycle, though no header included itself. Only quoted
 # includes that name a file of these directories count (generated and system headers do not).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

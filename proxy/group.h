@@ -1,6 +1,6 @@
-/* group_loop.h: one consumer group's single-threaded loop, which owns its rd_kafka_t. */
-#ifndef KS_GROUP_LOOP_H
-#define KS_GROUP_LOOP_H
+/* group.h: one consumer group, run by its own single-threaded loop that owns its rd_kafka_t. */
+#ifndef KS_GROUP_H
+#define KS_GROUP_H
 
 #include <stdbool.h>
 #include <stdint.h>
