@@ -23,6 +23,25 @@ void cmd_free(cmd_t *c)
     free(c);
 }
 
+const char *group_life_str(group_life_t s)
+{
+    static const char *const names[] = {
+        [GROUP_DELIVERING] = "delivering",
+        [GROUP_NOT_DELIVERING] = "not-delivering",
+        [GROUP_DRAINING] = "draining",
+        [GROUP_STOPPING] = "stopping",
+    };
+    return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+void group_life_move(ks_group_t *g, group_life_t to)
+{
+    if (to <= g->life)
+        return;
+    ks_dbg(g->log_name, "group %s -> %s", group_life_str(g->life), group_life_str(to));
+    g->life = to;
+}
+
 const char *ks_group_name(const ks_group_t *g)
 {
     return g->name;
@@ -126,7 +145,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->is_static = is_static;
     g->idle_fn = idle_fn;
     g->idle_opaque = idle_opaque;
-    g->delivering = true;
+    g->life = GROUP_DELIVERING;
     g->epfd = g->tfd = g->rk_pipe[0] = g->rk_pipe[1] = g->dlq_pipe[0] = g->dlq_pipe[1] = -1;
     g->inbox.efd = -1;
     ks_leases_init(&g->leases);

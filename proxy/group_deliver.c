@@ -370,7 +370,7 @@ void serve_waiting(ks_group_t *g, int64_t now)
         ts[i].sub = sub_get(g, c->u.fetch.sub, now);
         ts[i].cap = (size_t)c->u.fetch.max;
         ts[i].pcur = g->rr + i;
-        ts[i].dry = !g->delivering;
+        ts[i].dry = !group_delivering(g);
         ts[i].next_same = SIZE_MAX;
         ts[i].sub->turn = SIZE_MAX;
     }
@@ -403,7 +403,7 @@ void serve_waiting(ks_group_t *g, int64_t now)
         cmd_t *c = ts[i].c;
         ks_batch_t *b = NULL;
         bool notify = c->u.fetch.notify && ts[i].sub->seen_assign_ver != g->assign_ver;
-        if (!g->delivering)
+        if (!group_delivering(g))
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
         else if (ts[i].n > 0) {
             b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);

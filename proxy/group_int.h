@@ -39,6 +39,15 @@
 #define STALL_GRACE_MS   1000
 #define STALL_RECHECK_MS 1000
 
+/* A group's lifecycle. It only moves forward (group_life_move), so a later stage is never
+ * undone by an earlier one's command (a stop_delivering after a shutdown). @locality group loop */
+typedef enum {
+    GROUP_DELIVERING = 0, /* fetches are served */
+    GROUP_NOT_DELIVERING, /* stop_delivering: fetches end UNAVAILABLE; acks are still taken */
+    GROUP_DRAINING,       /* shutdown asked: acks are waited for until drain_until_ms */
+    GROUP_STOPPING,       /* the loop ends: answer what is queued, commit, leave, exit */
+} group_life_t;
+
 typedef enum {
     CMD_FETCH,
     CMD_SETTLE,
@@ -48,7 +57,8 @@ typedef enum {
     CMD_RELEASE_UNREAD, /* u.release_sub */
     CMD_DELIVERED,
     CMD_STOP_DELIVERING,
-    CMD_SHUTDOWN
+    CMD_SHUTDOWN,
+    CMD__CNT /* not a command: how many there are */
 } cmd_type_t;
 
 /* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
@@ -224,10 +234,8 @@ struct ks_group {
     uint64_t next_token;
     uint32_t next_epoch;
     uint64_t assign_ver; /* bumped on every assignment change */
-    bool delivering;
-    bool draining; /* shutdown asked: waiting for acks until drain_until_ms */
-    int64_t drain_until_ms;
-    bool stopping;
+    group_life_t life;
+    int64_t drain_until_ms; /* GROUP_DRAINING: until when */
     bool in_rebalance;
     bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
@@ -264,6 +272,11 @@ _Static_assert(sizeof(rec_t) == KS_MEM_REC_HEADER, "rec_t size");
 /* group.c */
 void cmd_free(cmd_t *c);
 void part_move(ks_group_t *g, part_t *p, ks_pstate_t to);
+
+/* "delivering", "not-delivering", "draining", "stopping". */
+const char *group_life_str(group_life_t s);
+/* Moves g's lifecycle forward to `to`; a move to an earlier or the same stage does nothing. */
+void group_life_move(ks_group_t *g, group_life_t to);
 
 /* group_loop.c */
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
@@ -312,6 +325,11 @@ void subscribe_to(ks_group_t *g, char *const *topics, size_t n);
 ks_group_status_t *build_status(ks_group_t *g, int64_t now);
 
 /* ---- small helpers the hot paths of several files share, inline as before ---- */
+
+static inline bool group_delivering(const ks_group_t *g)
+{
+    return g->life == GROUP_DELIVERING;
+}
 
 static inline sub_t *sub_by_id(ks_group_t *g, uint32_t id)
 {

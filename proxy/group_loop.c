@@ -2,62 +2,87 @@
  * the dispatch of each command. */
 #include "group_int.h"
 
+/* A command's handler: it owns c (frees it, answers it, or parks it). @locality group loop */
+typedef void(cmd_fn)(ks_group_t *g, cmd_t *c, int64_t now);
+
+static void cmd_fetch(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    g->last_activity_ms = now;
+    if (!group_delivering(g)) {
+        finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down"));
+        return;
+    }
+    {
+        sub_t *s = sub_get(g, c->u.fetch.sub, now);
+        if (c->u.fetch.credit_records > 0)
+            s->credit_records = c->u.fetch.credit_records;
+        if (c->u.fetch.credit_bytes > 0)
+            s->credit_bytes = c->u.fetch.credit_bytes;
+        s->hold_stalled = s->hold_stalled || c->u.fetch.hold_stalled;
+    }
+    subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
+    c->next_wait = NULL;
+    if (g->wait_tail)
+        g->wait_tail->next_wait = c;
+    else
+        g->wait_head = c;
+    g->wait_tail = c;
+}
+
+static void cmd_settle(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    g->last_activity_ms = now;
+    handle_settle(g, c, now);
+}
+
+static void cmd_status(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    c->u.status.cb(build_status(g, now), c->u.status.opaque);
+    cmd_free(c);
+}
+
+static void cmd_seek(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    handle_seek(g, c);
+}
+
+static void cmd_release(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    handle_release(g, c->u.release_sub, c->type == CMD_RELEASE_UNREAD);
+    cmd_free(c);
+}
+
+static void cmd_delivered(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    handle_delivered(g, c->u.delivered.token, c->u.delivered.taken, now);
+    cmd_free(c);
+}
+
+static void cmd_stop_delivering(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    group_life_move(g, GROUP_NOT_DELIVERING);
+    cmd_free(c);
+}
+
+static void cmd_shutdown(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    group_life_move(g, GROUP_DRAINING);
+    g->drain_until_ms = c->u.ack_deadline_ms;
+    cmd_free(c);
+}
+
+/* The handler of each command type, indexed by it. */
+static cmd_fn *const cmd_fns[CMD__CNT] = {
+    [CMD_FETCH] = cmd_fetch,         [CMD_SETTLE] = cmd_settle,
+    [CMD_STATUS] = cmd_status,       [CMD_SEEK] = cmd_seek,
+    [CMD_RELEASE] = cmd_release,     [CMD_RELEASE_UNREAD] = cmd_release,
+    [CMD_DELIVERED] = cmd_delivered, [CMD_STOP_DELIVERING] = cmd_stop_delivering,
+    [CMD_SHUTDOWN] = cmd_shutdown,
+};
+
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    switch (c->type) {
-    case CMD_FETCH:
-        g->last_activity_ms = now;
-        if (!g->delivering) {
-            finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down"));
-            return;
-        }
-        {
-            sub_t *s = sub_get(g, c->u.fetch.sub, now);
-            if (c->u.fetch.credit_records > 0)
-                s->credit_records = c->u.fetch.credit_records;
-            if (c->u.fetch.credit_bytes > 0)
-                s->credit_bytes = c->u.fetch.credit_bytes;
-            s->hold_stalled = s->hold_stalled || c->u.fetch.hold_stalled;
-        }
-        subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
-        c->next_wait = NULL;
-        if (g->wait_tail)
-            g->wait_tail->next_wait = c;
-        else
-            g->wait_head = c;
-        g->wait_tail = c;
-        break;
-    case CMD_SETTLE:
-        g->last_activity_ms = now;
-        handle_settle(g, c, now);
-        break;
-    case CMD_STATUS:
-        c->u.status.cb(build_status(g, now), c->u.status.opaque);
-        cmd_free(c);
-        break;
-    case CMD_SEEK:
-        handle_seek(g, c);
-        break;
-    case CMD_RELEASE:
-    case CMD_RELEASE_UNREAD:
-        handle_release(g, c->u.release_sub, c->type == CMD_RELEASE_UNREAD);
-        cmd_free(c);
-        break;
-    case CMD_DELIVERED:
-        handle_delivered(g, c->u.delivered.token, c->u.delivered.taken, now);
-        cmd_free(c);
-        break;
-    case CMD_STOP_DELIVERING:
-        g->delivering = false;
-        cmd_free(c);
-        break;
-    case CMD_SHUTDOWN:
-        g->delivering = false;
-        g->draining = true;
-        g->drain_until_ms = c->u.ack_deadline_ms;
-        cmd_free(c);
-        break;
-    }
+    cmd_fns[c->type](g, c, now);
 }
 
 static size_t total_leased(const ks_group_t *g)
@@ -86,7 +111,7 @@ static void arm_timer(ks_group_t *g, int64_t now)
         next = due;
     if (idle_due(g) < next)
         next = idle_due(g);
-    if (g->draining && g->drain_until_ms < next)
+    if (g->life == GROUP_DRAINING && g->drain_until_ms < next)
         next = g->drain_until_ms;
     if (next < now + 1)
         next = now + 1;
@@ -125,7 +150,7 @@ void *loop_main(void *arg)
     if (g->is_static)
         subscribe_to(g, g->gconf->topics, g->gconf->topic_cnt);
 
-    while (!g->stopping) {
+    while (g->life != GROUP_STOPPING) {
         arm_timer(g, ks_now_ms());
         ks_owner_leave(&g->owner);
         struct epoll_event evs[4];
@@ -169,19 +194,18 @@ void *loop_main(void *arg)
             subs_reap(g, now);
             g->next_commit_ms = now + g->cfg->commit_interval_ms;
         }
-        if (g->draining && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
+        if (g->life == GROUP_DRAINING && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
             if (total_leased(g))
                 ks_warn(g->log_name,
                         "shutdown: %zu records still leased; they will be "
                         "redelivered",
                         total_leased(g));
-            g->stopping = true;
+            group_life_move(g, GROUP_STOPPING);
         } else if (now >= idle_due(g)) {
             if (!g->wait_head && total_leased(g) == 0 && g->idle_fn(g, g->idle_opaque)) {
                 ks_info(g->log_name, "idle for %d ms with no subscribers: closing",
                         g->cfg->idle_close_ms);
-                g->delivering = false;
-                g->stopping = true;
+                group_life_move(g, GROUP_STOPPING);
             } else {
                 g->last_activity_ms = now; /* busy after all: look again later */
             }
@@ -189,7 +213,7 @@ void *loop_main(void *arg)
     }
 
     /* Refuse new commands, answer what is still queued, commit, leave. */
-    g->delivering = false;
+    group_life_move(g, GROUP_NOT_DELIVERING);
     for (ks_inbox_node_t *nd = ks_inbox_close(&g->inbox), *next; nd; nd = next) {
         next = nd->next;
         handle_cmd(g, (cmd_t *)nd, ks_now_ms());

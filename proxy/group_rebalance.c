@@ -73,7 +73,7 @@ void part_remove(ks_group_t *g, part_t *p)
 static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
 {
     /* At shutdown the drain already waited for acks. */
-    int64_t until = g->stopping ? 0 : ks_now_ms() + g->cfg->revoke_grace_ms;
+    int64_t until = g->life == GROUP_STOPPING ? 0 : ks_now_ms() + g->cfg->revoke_grace_ms;
     for (;;) {
         size_t leased = 0;
         for (size_t i = 0; i < n; i++)
