@@ -1,4 +1,10 @@
-/* engine.h: the engine's public commands, shared by every API edge (HTTP, gRPC). */
+/* engine.h: the engine's public commands, shared by every API edge (HTTP, gRPC).
+ *
+ * Reply locality, the rule every callback here keeps: an engine callback (ks_fetch_cb,
+ * ks_ack_cb, ks_status_cb, ks_seek_cb, ks_produce_cb) runs on an engine thread (a group loop
+ * or the producer's), and only stores its result and wakes the edge; encoding the reply and
+ * checking tokens run on the edge's own threads, so a slow client or a large reply never
+ * holds a group loop. */
 #ifndef KS_ENGINE_H
 #define KS_ENGINE_H
 
@@ -6,10 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmd.h"
 #include "config.h"
 #include "types.h"
 
 typedef struct ks_engine ks_engine_t;
+
+/* The one door: validates cmd (ks_cmd_validate: every range and default) and posts it to
+ * its group (or the producer). Returns KS_OK, and the command's callback runs exactly once
+ * later (commands with no callback: nothing more happens); or an error with err filled, and
+ * the callback never runs. cmd and what it points to are borrowed for the call only. Any
+ * thread. The ks_engine_* commands below are wrappers over it. */
+ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err, size_t errsize);
 
 /* Makes an engine for cfg (borrowed; must outlive the engine). Starts no group yet.
  * Returns NULL with err on failure. */
@@ -83,13 +97,6 @@ int ks_engine_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize
 
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);
-
-/* The kinds of names clients give. Each is at most KS_NAME_MAX characters. */
-typedef enum {
-    KS_NAME_GROUP = 0,  /* Kafka's syntax: [A-Za-z0-9._-], not "." or ".." */
-    KS_NAME_TOPIC,      /* the same */
-    KS_NAME_SUBSCRIBER, /* any characters */
-} ks_name_kind_t;
 
 /* Checks a name's syntax and length, the one bound every edge shares. Returns KS_OK or
  * KS_E_INVALID with err naming the kind, the name and the bound. Any thread. */

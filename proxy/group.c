@@ -2,8 +2,6 @@
  * join and destroy. */
 #include "group_int.h"
 
-#define DEFAULT_SUB "default"
-
 static void free_strv(char **v, size_t n)
 {
     for (size_t i = 0; i < n; i++)
@@ -13,9 +11,9 @@ static void free_strv(char **v, size_t n)
 
 void cmd_free(cmd_t *c)
 {
-    if (c->type == CMD_FETCH)
+    if (c->type == KS_CMD_FETCH)
         free(c->u.fetch.topics); /* one block: ks_strv_pack */
-    else if (c->type == CMD_SETTLE) {
+    else if (c->type == KS_CMD_SETTLE) {
         free(c->u.settle.ids); /* one block: ks_strv_pack */
         free(c->u.settle.refs);
         free(c->u.settle.reason);
@@ -261,7 +259,7 @@ static ks_status_t post(ks_group_t *g, cmd_t *c)
     return KS_OK;
 }
 
-static cmd_t *cmd_new(cmd_type_t t)
+static cmd_t *cmd_new(ks_cmd_t t)
 {
     cmd_t *c = calloc(1, sizeof(*c));
     if (!c)
@@ -273,13 +271,12 @@ static cmd_t *cmd_new(cmd_type_t t)
 ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
                            const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque)
 {
-    cmd_t *c = cmd_new(CMD_FETCH);
+    cmd_t *c = cmd_new(KS_CMD_FETCH);
     c->u.fetch.topics = ks_strv_pack(topics, topic_cnt);
     c->u.fetch.topic_cnt = topic_cnt;
     c->u.fetch.max = opts->max;
-    c->u.fetch.deadline_ms = opts->deadline_ms > 0 ? opts->deadline_ms : g->cfg->lease_deadline_ms;
-    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s",
-             opts->subscriber && *opts->subscriber ? opts->subscriber : DEFAULT_SUB);
+    c->u.fetch.deadline_ms = opts->deadline_ms; /* defaults filled in by ks_cmd_validate */
+    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s", opts->subscriber);
     c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
     c->u.fetch.credit_records = opts->credit_records;
     c->u.fetch.credit_bytes = opts->credit_bytes;
@@ -295,7 +292,7 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
 ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
                             const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque)
 {
-    cmd_t *c = cmd_new(CMD_SETTLE);
+    cmd_t *c = cmd_new(KS_CMD_SETTLE);
     c->u.settle.op = op;
     c->u.settle.ms = ms;
     c->u.settle.reason = reason && *reason ? ks_xstrdup(reason) : NULL;
@@ -315,7 +312,7 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
 ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
                           int64_t value, ks_seek_cb *cb, void *opaque)
 {
-    cmd_t *c = cmd_new(CMD_SEEK);
+    cmd_t *c = cmd_new(KS_CMD_SEEK);
     snprintf(c->u.seek.topic, sizeof(c->u.seek.topic), "%s", topic);
     c->u.seek.partition = partition;
     c->u.seek.kind = kind;
@@ -327,21 +324,21 @@ ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, k
 
 void ks_group_release(ks_group_t *g, const char *subscriber)
 {
-    cmd_t *c = cmd_new(CMD_RELEASE);
+    cmd_t *c = cmd_new(KS_CMD_RELEASE);
     snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
     post(g, c);
 }
 
 void ks_group_release_unread(ks_group_t *g, const char *subscriber)
 {
-    cmd_t *c = cmd_new(CMD_RELEASE_UNREAD);
+    cmd_t *c = cmd_new(KS_CMD_RELEASE_UNREAD);
     snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
     post(g, c);
 }
 
 void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken)
 {
-    cmd_t *c = cmd_new(CMD_DELIVERED);
+    cmd_t *c = cmd_new(KS_CMD_DELIVERED);
     c->u.delivered.token = token;
     c->u.delivered.taken = taken;
     post(g, c);
@@ -349,7 +346,7 @@ void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken)
 
 ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)
 {
-    cmd_t *c = cmd_new(CMD_STATUS);
+    cmd_t *c = cmd_new(KS_CMD_STATUS);
     c->u.status.cb = cb;
     c->u.status.opaque = opaque;
     return post(g, c);
@@ -357,12 +354,12 @@ ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)
 
 void ks_group_stop_delivering(ks_group_t *g)
 {
-    post(g, cmd_new(CMD_STOP_DELIVERING));
+    post(g, cmd_new(KS_CMD_STOP_DELIVERING));
 }
 
 void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms)
 {
-    cmd_t *c = cmd_new(CMD_SHUTDOWN);
+    cmd_t *c = cmd_new(KS_CMD_SHUTDOWN);
     c->u.ack_deadline_ms = ack_deadline_ms;
     post(g, c);
 }

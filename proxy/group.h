@@ -30,7 +30,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
 
 const char *ks_group_name(const ks_group_t *g);
 
-/* Posts a fetch to the loop. Any thread. topics and opts are copied. Returns KS_OK
+/* Posts a fetch to the loop. Any thread. topics and opts are copied; opts as
+ * ks_cmd_validate left them (its deadline and subscriber filled in). Returns KS_OK
  * (cb will run once) or KS_E_UNAVAILABLE when the group is closing (cb will not run). */
 ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
                            const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque);

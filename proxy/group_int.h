@@ -23,6 +23,7 @@
 #include "ack_id.h"
 #include "ack_window.h"
 #include "commit_meta.h"
+#include "cmd.h"
 #include "commit_track.h"
 #include "inbox.h"
 #include "key_sched.h"
@@ -48,23 +49,10 @@ typedef enum {
     GROUP_STOPPING,       /* the loop ends: answer what is queued, commit, leave, exit */
 } group_life_t;
 
-typedef enum {
-    CMD_FETCH,
-    CMD_SETTLE,
-    CMD_STATUS,
-    CMD_SEEK,
-    CMD_RELEASE,
-    CMD_RELEASE_UNREAD, /* u.release_sub */
-    CMD_DELIVERED,
-    CMD_STOP_DELIVERING,
-    CMD_SHUTDOWN,
-    CMD__CNT /* not a command: how many there are */
-} cmd_type_t;
-
 /* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
 typedef struct cmd {
-    ks_inbox_node_t node; /* first member: the inbox links through it */
-    cmd_type_t type;
+    ks_inbox_node_t node;  /* first member: the inbox links through it */
+    ks_cmd_t type;         /* a group command of the catalogue (cmd_list.h) */
     struct cmd *next_wait; /* parked fetches, oldest first */
     union {
         struct {
@@ -108,7 +96,7 @@ typedef struct cmd {
             uint64_t token;
             bool taken;
         } delivered;
-        int64_t ack_deadline_ms; /* CMD_SHUTDOWN */
+        int64_t ack_deadline_ms; /* KS_CMD_SHUTDOWN */
     } u;
 } cmd_t;
 
@@ -164,7 +152,7 @@ typedef struct sub {
 
 /* A confirmed batch (opts.confirm) on its way to a client: its records are LEASED but
  * unsent (KS_WIN_F_UNSENT: no deadline, so they cannot expire) until the edge says the
- * transport took the batch (CMD_DELIVERED). The edge names it by token; one command per
+ * transport took the batch (KS_CMD_DELIVERED). The edge names it by token; one command per
  * batch, not per record. p is cleared when the partition goes; epoch tells a seek.
  * @locality group loop */
 typedef struct dlv_rec {

@@ -48,7 +48,7 @@ static void cmd_seek(ks_group_t *g, cmd_t *c, int64_t now)
 
 static void cmd_release(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    handle_release(g, c->u.release_sub, c->type == CMD_RELEASE_UNREAD);
+    handle_release(g, c->u.release_sub, c->type == KS_CMD_RELEASE_UNREAD);
     cmd_free(c);
 }
 
@@ -71,13 +71,14 @@ static void cmd_shutdown(ks_group_t *g, cmd_t *c, int64_t now)
     cmd_free(c);
 }
 
-/* The handler of each command type, indexed by it. */
-static cmd_fn *const cmd_fns[CMD__CNT] = {
-    [CMD_FETCH] = cmd_fetch,         [CMD_SETTLE] = cmd_settle,
-    [CMD_STATUS] = cmd_status,       [CMD_SEEK] = cmd_seek,
-    [CMD_RELEASE] = cmd_release,     [CMD_RELEASE_UNREAD] = cmd_release,
-    [CMD_DELIVERED] = cmd_delivered, [CMD_STOP_DELIVERING] = cmd_stop_delivering,
-    [CMD_SHUTDOWN] = cmd_shutdown,
+/* The handler of each command type, indexed by it; KS_CMD_PRODUCE is the producer's and is
+ * never posted to a group. */
+static cmd_fn *const cmd_fns[KS_CMD__CNT] = {
+    [KS_CMD_FETCH] = cmd_fetch,         [KS_CMD_SETTLE] = cmd_settle,
+    [KS_CMD_STATUS] = cmd_status,       [KS_CMD_SEEK] = cmd_seek,
+    [KS_CMD_RELEASE] = cmd_release,     [KS_CMD_RELEASE_UNREAD] = cmd_release,
+    [KS_CMD_DELIVERED] = cmd_delivered, [KS_CMD_STOP_DELIVERING] = cmd_stop_delivering,
+    [KS_CMD_SHUTDOWN] = cmd_shutdown,
 };
 
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)

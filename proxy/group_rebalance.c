@@ -95,7 +95,7 @@ static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
         for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next_nd; nd; nd = next_nd) {
             next_nd = nd->next;
             cmd_t *c = (cmd_t *)nd;
-            if (c->type == CMD_FETCH) {
+            if (!(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) { /* a fetch: after the callback */
                 c->next_wait = g->deferred;
                 g->deferred = c;
             } else {

@@ -221,4 +221,11 @@ typedef struct ks_produce_result {
 /* Called once, from the producer's thread; the callee owns results (free()). */
 typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque);
 
+/* The kinds of names clients give. Each is at most KS_NAME_MAX characters. */
+typedef enum {
+    KS_NAME_GROUP = 0,  /* Kafka's syntax: [A-Za-z0-9._-], not "." or ".." */
+    KS_NAME_TOPIC,      /* the same */
+    KS_NAME_SUBSCRIBER, /* any characters */
+} ks_name_kind_t;
+
 #endif
