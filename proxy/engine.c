@@ -1,7 +1,6 @@
 /* engine.c: the group registry and the commands every API edge uses. */
 #include "engine.h"
 
-#include <fnmatch.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,9 +10,10 @@
 #include <unistd.h>
 
 #include "ack_id.h"
-#include "group_loop.h"
+#include "group.h"
 #include "log.h"
 #include "producer.h"
+#include "util.h"
 
 /* A registered group. `refs` counts API threads using it right now; a group that
  * closed for idleness leaves the lookup (live = false) and is freed once it has
@@ -33,56 +33,6 @@ struct ks_engine {
     bool stopping;
     ks_producer_t *producer;
 };
-
-const char *ks_status_name(ks_status_t s)
-{
-    switch (s) {
-    case KS_OK:
-        return "OK";
-    case KS_E_INVALID:
-        return "INVALID_ARGUMENT";
-    case KS_E_NOT_FOUND:
-        return "NOT_FOUND";
-    case KS_E_STALE:
-        return "FAILED_PRECONDITION";
-    case KS_E_EXHAUSTED:
-        return "RESOURCE_EXHAUSTED";
-    case KS_E_UNAVAILABLE:
-        return "UNAVAILABLE";
-    case KS_E_PERMISSION:
-        return "PERMISSION_DENIED";
-    case KS_E_UNAUTH:
-        return "UNAUTHENTICATED";
-    case KS_E_INTERNAL:
-        return "INTERNAL";
-    }
-    return "UNKNOWN";
-}
-
-size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)
-{
-    return ks_ack_id_write(buf, size, r->ack_instance, r->ack_group_hash, r->ack_epoch,
-                           r->partition, r->offset, (uint32_t)r->attempt, r->topic,
-                           strlen(r->topic));
-}
-
-void ks_batch_free(ks_batch_t *b)
-{
-    if (!b)
-        return;
-    free(b->arena);
-    free(b->assigned);
-    free(b);
-}
-
-void ks_group_status_free(ks_group_status_t *s)
-{
-    if (!s)
-        return;
-    free(s->parts);
-    free(s->subs);
-    free(s);
-}
 
 ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
 {
@@ -107,49 +57,24 @@ ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
 
 ks_status_t ks_engine_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize)
 {
-    static const char *const kinds[] = {"group", "topic", "subscriber"};
-    if (kind == KS_NAME_SUBSCRIBER) {
-        /* Any characters; a trailing "#<digits>" (the gRPC edge's stream number) is not
-         * part of the name the client chose. */
-        size_t n = strlen(name), d = n;
-        while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
-            d--;
-        if (d > 0 && d < n && name[d - 1] == '#')
-            n = d - 1;
-        if (n <= KS_NAME_MAX)
-            return KS_OK;
-        snprintf(err, errsize,
-                 "subscriber name \"%.60s...\" is too long: %zu characters, at most %d", name, n,
-                 KS_NAME_MAX);
-        return KS_E_INVALID;
-    }
-    if (ks_valid_kafka_name(name))
-        return KS_OK;
-    snprintf(err, errsize,
-             "%s name \"%.100s\"%s is invalid: use 1-%d characters of A-Z a-z 0-9 . _ -",
-             kinds[kind], name, strlen(name) > 100 ? "..." : "", KS_NAME_MAX);
-    return KS_E_INVALID;
+    return ks_cmd_check_name(kind, name, err, errsize);
 }
 
 bool ks_engine_internal_topic(const ks_engine_t *e, const char *topic)
 {
-    return !e->cfg->topics_allow_internal && !strncmp(topic, "__", 2);
+    return ks_cmd_internal_topic(e->cfg, topic);
 }
 
 ks_status_t ks_engine_check_group(const ks_engine_t *e, const char *group, char *err,
                                   size_t errsize)
 {
-    ks_status_t st = ks_engine_check_name(KS_NAME_GROUP, group, err, errsize);
-    if (st)
-        return st;
-    for (size_t i = 0; i < e->cfg->static_group_cnt; i++)
-        if (!strcmp(e->cfg->static_groups[i].name, group))
-            return KS_OK;
-    for (size_t i = 0; i < e->cfg->group_pattern_cnt; i++)
-        if (fnmatch(e->cfg->group_patterns[i], group, 0) == 0)
-            return KS_OK;
-    snprintf(err, errsize, "group \"%s\" does not match any pattern in groups.allowed", group);
-    return KS_E_PERMISSION;
+    return ks_cmd_check_group(e->cfg, group, err, errsize);
+}
+
+ks_status_t ks_engine_check_topics(const ks_engine_t *e, const char *const *topics, size_t n,
+                                   const char *verb, char *err, size_t errsize)
+{
+    return ks_cmd_check_topics(e->cfg, topics, n, verb, err, errsize);
 }
 
 /* Frees groups that closed for idleness and that nobody holds. Locked by caller. */
@@ -259,6 +184,11 @@ static void put_group(ks_engine_t *e, gent_t *ge)
     pthread_mutex_unlock(&e->lock);
 }
 
+int ks_engine_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    return ks_group_check_kafka_conf(cfg, err, errsize);
+}
+
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)
 {
     int rc = 0;
@@ -272,102 +202,43 @@ int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)
     return rc;
 }
 
-ks_status_t ks_engine_check_topics(const ks_engine_t *e, const char *const *topics, size_t n,
-                                   const char *verb, char *err, size_t errsize)
-{
-    if (n == 0) {
-        snprintf(err, errsize, "name at least one topic");
-        return KS_E_INVALID;
-    }
-    for (size_t i = 0; i < n; i++) {
-        ks_status_t st = ks_engine_check_name(KS_NAME_TOPIC, topics[i], err, errsize);
-        if (st)
-            return st;
-        if (ks_engine_internal_topic(e, topics[i])) {
-            snprintf(err, errsize,
-                     "topic \"%s\" is internal to Kafka (a name starting \"__\"); clients may "
-                     "not %s it unless topics.allow_internal is set",
-                     topics[i], verb);
-            return KS_E_PERMISSION;
-        }
-    }
-    return KS_OK;
-}
+/* The posting half of ks_engine_submit, one per command; req is validated. Each returns
+ * KS_OK once the command is posted (its callback runs exactly once), or an error with err
+ * (its callback never runs). */
 
-ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
-                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
-                            void *opaque, char *err, size_t errsize)
+static ks_status_t post_fetch(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
 {
-    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st || (st = ks_engine_check_topics(e, topics, topic_cnt, "consume", err, errsize)))
-        return st;
-    if (opts->max < 1 || opts->max > e->cfg->fetch_max_records) {
-        snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
-                 e->cfg->fetch_max_records, opts->max);
-        return KS_E_INVALID;
-    }
-    if (opts->wait_ms < 0 || opts->wait_ms > e->cfg->fetch_max_wait_ms) {
-        snprintf(err, errsize, "wait_ms must be from 0 to %d (fetch.max_wait_ms), got %d",
-                 e->cfg->fetch_max_wait_ms, opts->wait_ms);
-        return KS_E_INVALID;
-    }
-    if (opts->deadline_ms < 0 || opts->deadline_ms > e->cfg->lease_max_deadline_ms) {
-        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %d",
-                 e->cfg->lease_max_deadline_ms, opts->deadline_ms);
-        return KS_E_INVALID;
-    }
-    if (opts->subscriber &&
-        (st = ks_engine_check_name(KS_NAME_SUBSCRIBER, opts->subscriber, err, errsize)))
-        return st;
+    ks_status_t st = KS_E_UNAVAILABLE;
     /* Twice: a group may close for idleness between lookup and post. */
     for (int tries = 0; tries < 2; tries++) {
-        gent_t *ge = get_group(e, group, true, &st, err, errsize);
+        bool create = (ks_cmd_flags(req->type) & KS_CMDF_CREATE) != 0;
+        gent_t *ge = get_group(e, req->group, create, &st, err, errsize);
         if (!ge)
             return st;
-        st = ks_group_fetch(ge->g, topics, topic_cnt, opts, cb, opaque);
+        st = ks_group_fetch(ge->g, req->u.fetch.topics, req->u.fetch.topic_cnt, &req->u.fetch.opts,
+                            req->u.fetch.cb, req->u.fetch.opaque);
         put_group(e, ge);
         if (st == KS_OK)
             return KS_OK;
     }
-    snprintf(err, errsize, "group \"%s\" is shutting down", group);
+    snprintf(err, errsize, "group \"%s\" is shutting down", req->group);
     return st;
 }
 
-ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
-                             const char *reason, const char *const *ack_ids, size_t n,
-                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
+static ks_status_t post_settle(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
 {
-    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st)
-        return st;
-    if (n == 0) {
-        snprintf(err, errsize, "ack_ids is empty: give at least one ack id");
-        return KS_E_INVALID;
-    }
-    if (op == KS_SETTLE_NACK && (ms < 0 || ms > e->cfg->nack_max_delay_ms)) {
-        snprintf(err, errsize, "delay_ms must be from 0 to %d (nack.max_delay_ms), got %lld",
-                 e->cfg->nack_max_delay_ms, (long long)ms);
-        return KS_E_INVALID;
-    }
-    if (op == KS_SETTLE_EXTEND && (ms < 1 || ms > e->cfg->lease_max_deadline_ms)) {
-        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %lld",
-                 e->cfg->lease_max_deadline_ms, (long long)ms);
-        return KS_E_INVALID;
-    }
-    gent_t *ge = get_group(e, group, false, &st, err, errsize);
+    ks_status_t st;
+    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
     if (!ge)
         return st;
-    st = ks_group_settle(ge->g, op, ms, reason, ack_ids, n, cb, opaque);
+    st = ks_group_settle(ge->g, req->u.settle.op, req->u.settle.ms, req->u.settle.reason,
+                         req->u.settle.ack_ids, req->u.settle.n, req->u.settle.cb,
+                         req->u.settle.opaque);
     put_group(e, ge);
     if (st)
-        snprintf(err, errsize, "group \"%s\" is closing; its records will be redelivered", group);
+        snprintf(err, errsize, "group \"%s\" is closing; its records will be redelivered",
+                 req->group);
     return st;
-}
-
-ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
-                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
-{
-    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err, errsize);
 }
 
 /* Gathers the status of several groups, then calls the user's callback once. */
@@ -402,12 +273,11 @@ static void gather_one(ks_group_status_t *st, void *opaque)
         gather_done(ga);
 }
 
-ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
-                             char *err, size_t errsize)
+static ks_status_t post_status(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
 {
-    ks_status_t st;
-    if (group && (st = ks_engine_check_group(e, group, err, errsize)))
-        return st;
+    const char *group = req->group;
+    ks_status_cb *cb = req->u.status.cb;
+    void *opaque = req->u.status.opaque;
     pthread_mutex_lock(&e->lock);
     gent_t **hold = calloc(e->ent_cnt + 1, sizeof(*hold));
     if (!hold)
@@ -446,44 +316,147 @@ ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb
     return KS_OK;
 }
 
-ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
-                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
-                           char *err, size_t errsize)
+static ks_status_t post_seek(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
 {
-    ks_status_t st = ks_engine_check_group(e, group, err, errsize);
-    if (st || (st = ks_engine_check_topics(e, &topic, 1, "seek", err, errsize)))
-        return st;
-    if (partition < 0) {
-        snprintf(err, errsize, "partition must be >= 0, got %d", partition);
-        return KS_E_INVALID;
-    }
-    if (kind == KS_SEEK_OFFSET && value < 0) {
-        snprintf(err, errsize, "offset must be >= 0, got %lld", (long long)value);
-        return KS_E_INVALID;
-    }
-    gent_t *ge = get_group(e, group, false, &st, err, errsize);
+    ks_status_t st;
+    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
     if (!ge)
         return st;
-    st = ks_group_seek(ge->g, topic, partition, kind, value, cb, opaque);
+    st = ks_group_seek(ge->g, req->u.seek.topic, req->u.seek.partition, req->u.seek.kind,
+                       req->u.seek.value, req->u.seek.cb, req->u.seek.opaque);
     put_group(e, ge);
     if (st)
-        snprintf(err, errsize, "group \"%s\" is closing", group);
+        snprintf(err, errsize, "group \"%s\" is closing", req->group);
     return st;
 }
 
 /* Posts the release of a subscriber of group, if that group runs here. */
+static ks_status_t post_release(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
+{
+    ks_status_t st;
+    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
+    if (!ge)
+        return st;
+    if (req->type == KS_CMD_RELEASE_UNREAD)
+        ks_group_release_unread(ge->g, req->u.release.subscriber);
+    else
+        ks_group_release(ge->g, req->u.release.subscriber);
+    put_group(e, ge);
+    return KS_OK;
+}
+
+static ks_status_t post_delivered(ks_engine_t *e, const ks_cmd_req_t *req, char *err,
+                                  size_t errsize)
+{
+    ks_status_t st;
+    if (!req->u.delivered.token)
+        return KS_OK;
+    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
+    if (!ge)
+        return st; /* the group closed: its leases went with it */
+    ks_group_delivered(ge->g, req->u.delivered.token, req->u.delivered.taken);
+    put_group(e, ge);
+    return KS_OK;
+}
+
+ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err, size_t errsize)
+{
+    ks_cmd_req_t req = *cmd; /* the validator fills in defaults */
+    ks_status_t st = ks_cmd_validate(e->cfg, &req, err, errsize);
+    if (st)
+        return st;
+    switch (req.type) {
+    case KS_CMD_FETCH:
+        return post_fetch(e, &req, err, errsize);
+    case KS_CMD_SETTLE:
+        return post_settle(e, &req, err, errsize);
+    case KS_CMD_STATUS:
+        return post_status(e, &req, err, errsize);
+    case KS_CMD_SEEK:
+        return post_seek(e, &req, err, errsize);
+    case KS_CMD_RELEASE:
+    case KS_CMD_RELEASE_UNREAD:
+        return post_release(e, &req, err, errsize);
+    case KS_CMD_DELIVERED:
+        return post_delivered(e, &req, err, errsize);
+    case KS_CMD_PRODUCE:
+        return ks_producer_send(e->producer, req.u.produce.recs, req.u.produce.n, req.u.produce.cb,
+                                req.u.produce.opaque, err, errsize);
+    case KS_CMD_STOP_DELIVERING:
+    case KS_CMD_SHUTDOWN:
+    case KS_CMD__CNT:
+        break;
+    }
+    snprintf(err, errsize, "%s is not a command an edge submits", ks_cmd_name(req.type));
+    return KS_E_INVALID;
+}
+
+/* ---- the entry points the edges call: thin wrappers over ks_engine_submit ---- */
+
+ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
+                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
+                            void *opaque, char *err, size_t errsize)
+{
+    ks_cmd_req_t r = {
+        .type = KS_CMD_FETCH,
+        .group = group,
+        .u.fetch = {
+            .topics = topics, .topic_cnt = topic_cnt, .opts = *opts, .cb = cb, .opaque = opaque}};
+    return ks_engine_submit(e, &r, err, errsize);
+}
+
+ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
+                             const char *reason, const char *const *ack_ids, size_t n,
+                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
+{
+    ks_cmd_req_t r = {.type = KS_CMD_SETTLE,
+                      .group = group,
+                      .u.settle = {.op = op,
+                                   .ms = ms,
+                                   .reason = reason,
+                                   .ack_ids = ack_ids,
+                                   .n = n,
+                                   .cb = cb,
+                                   .opaque = opaque}};
+    return ks_engine_submit(e, &r, err, errsize);
+}
+
+ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
+                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
+{
+    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err, errsize);
+}
+
+ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
+                             char *err, size_t errsize)
+{
+    ks_cmd_req_t r = {
+        .type = KS_CMD_STATUS, .group = group, .u.status = {.cb = cb, .opaque = opaque}};
+    return ks_engine_submit(e, &r, err, errsize);
+}
+
+ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
+                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
+                           char *err, size_t errsize)
+{
+    ks_cmd_req_t r = {.type = KS_CMD_SEEK,
+                      .group = group,
+                      .u.seek = {.topic = topic,
+                                 .partition = partition,
+                                 .kind = kind,
+                                 .value = value,
+                                 .cb = cb,
+                                 .opaque = opaque}};
+    return ks_engine_submit(e, &r, err, errsize);
+}
+
 static void release(ks_engine_t *e, const char *group, const char *subscriber, bool unread)
 {
     char err[256];
-    ks_status_t st;
-    gent_t *ge = get_group(e, group, false, &st, err, sizeof(err));
-    if (!ge)
-        return;
-    if (unread)
-        ks_group_release_unread(ge->g, subscriber);
-    else
-        ks_group_release(ge->g, subscriber);
-    put_group(e, ge);
+    ks_cmd_req_t r = {.type = unread ? KS_CMD_RELEASE_UNREAD : KS_CMD_RELEASE,
+                      .group = group,
+                      .u.release = {.subscriber = subscriber}};
+    (void)ks_engine_submit(e, &r, err, sizeof(err));
 }
 
 void ks_engine_release(ks_engine_t *e, const char *group, const char *subscriber)
@@ -499,30 +472,17 @@ void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *sub
 void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken)
 {
     char err[256];
-    ks_status_t st;
-    if (!token)
-        return;
-    gent_t *ge = get_group(e, group, false, &st, err, sizeof(err));
-    if (!ge)
-        return; /* the group closed: its leases went with it */
-    ks_group_delivered(ge->g, token, taken);
-    put_group(e, ge);
+    ks_cmd_req_t r = {
+        .type = KS_CMD_DELIVERED, .group = group, .u.delivered = {.token = token, .taken = taken}};
+    (void)ks_engine_submit(e, &r, err, sizeof(err));
 }
 
 ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
                               ks_produce_cb *cb, void *opaque, char *err, size_t errsize)
 {
-    if (n == 0) {
-        snprintf(err, errsize, "records is empty: give at least one record");
-        return KS_E_INVALID;
-    }
-    for (size_t i = 0; i < n; i++) {
-        ks_status_t st;
-        if (recs[i].topic &&
-            (st = ks_engine_check_topics(e, &recs[i].topic, 1, "produce to", err, errsize)))
-            return st;
-    }
-    return ks_producer_send(e->producer, recs, n, cb, opaque, err, errsize);
+    ks_cmd_req_t r = {.type = KS_CMD_PRODUCE,
+                      .u.produce = {.recs = recs, .n = n, .cb = cb, .opaque = opaque}};
+    return ks_engine_submit(e, &r, err, errsize);
 }
 
 bool ks_engine_kafka_up(ks_engine_t *e)

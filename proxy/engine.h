@@ -1,4 +1,10 @@
-/* engine.h: the engine's public commands, shared by every API edge (HTTP, gRPC). */
+/* engine.h: the engine's public commands, shared by every API edge (HTTP, gRPC).
+ *
+ * Reply locality, the rule every callback here keeps: an engine callback (ks_fetch_cb,
+ * ks_ack_cb, ks_status_cb, ks_seek_cb, ks_produce_cb) runs on an engine thread (a group loop
+ * or the producer's), and only stores its result and wakes the edge; encoding the reply and
+ * checking tokens run on the edge's own threads, so a slow client or a large reply never
+ * holds a group loop. */
 #ifndef KS_ENGINE_H
 #define KS_ENGINE_H
 
@@ -6,173 +12,18 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cmd.h"
 #include "config.h"
-
-/* Outcomes, named as gRPC status codes so every edge maps them the same way. */
-typedef enum {
-    KS_OK = 0,
-    KS_E_INVALID = -1,     /* INVALID_ARGUMENT */
-    KS_E_NOT_FOUND = -2,   /* NOT_FOUND */
-    KS_E_STALE = -3,       /* FAILED_PRECONDITION */
-    KS_E_EXHAUSTED = -4,   /* RESOURCE_EXHAUSTED */
-    KS_E_UNAVAILABLE = -5, /* UNAVAILABLE */
-    KS_E_PERMISSION = -6,  /* PERMISSION_DENIED */
-    KS_E_UNAUTH = -7,      /* UNAUTHENTICATED */
-    KS_E_INTERNAL = -8,    /* INTERNAL */
-} ks_status_t;
-
-/* "INVALID_ARGUMENT", "NOT_FOUND", ... */
-const char *ks_status_name(ks_status_t s);
-
-typedef struct ks_header {
-    const char *name;
-    const void *value; /* NULL for a null header value */
-    size_t value_len;
-} ks_header_t;
-
-typedef struct ks_tp {
-    char topic[256];
-    int32_t partition;
-} ks_tp_t;
-
-/* One delivered record. Every pointer points into its batch. */
-typedef struct ks_record {
-    const char *topic;
-    int32_t partition;
-    int64_t offset;
-    int64_t timestamp; /* ms since the epoch, -1 if unknown */
-    const void *key;   /* NULL for a null key */
-    size_t key_len;
-    const void *value; /* NULL for a null value (tombstone) */
-    size_t value_len;
-    const ks_header_t *headers;
-    size_t header_cnt;
-    /* The rest of the record's ack id (with topic, partition, offset and attempt);
-     * ks_record_ack_id writes it out. The edges do that on their own threads. */
-    uint32_t ack_instance, ack_group_hash, ack_epoch;
-    int attempt; /* 1 on first delivery */
-} ks_record_t;
-
-/* Writes r's ack id into buf (KS_ACK_ID_MAX bytes suffice). Returns its length. */
-size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size);
-
-typedef struct ks_batch {
-    ks_status_t status; /* KS_OK, or why no records came */
-    char message[256];  /* a message a person can act on, when status != KS_OK */
-    size_t cnt;
-    ks_record_t *recs;
-    void *arena; /* holds every record's bytes; freed with the batch */
-    /* With opts.notify: the group's current assignment (of the fetch's topics), set
-     * when it changed since this subscriber's last batch. */
-    int has_assignment;
-    size_t assign_cnt;
-    ks_tp_t *assigned;
-    /* With opts.confirm: names this batch in ks_engine_delivered (0 when it has no
-     * records). bytes: the records' key+value bytes. */
-    uint64_t deliver_token;
-    int64_t bytes;
-} ks_batch_t;
-
-void ks_batch_free(ks_batch_t *b);
-
-/* What a fetch asks for. */
-typedef struct ks_fetch_opts {
-    int max;                /* 1 .. fetch.max_records */
-    int wait_ms;            /* 0 .. fetch.max_wait_ms */
-    int deadline_ms;        /* lease deadline; 0 takes lease.deadline_ms */
-    const char *subscriber; /* the pull session's name; NULL or "" is "default" */
-    int64_t credit_records; /* the subscriber's credits; 0 takes subscriber.max_records */
-    int64_t credit_bytes;   /* 0 takes subscriber.max_bytes */
-    int64_t max_bytes;      /* most key+value bytes in the batch, 0 for no bound; a batch
-                             * always holds at least one record */
-    int notify;             /* also end the wait when the assignment changed, with a snapshot */
-    int confirm;            /* the edge reports the batch with ks_engine_delivered: its leases start
-                             * (and its attempts count) only when the transport took it */
-    int hold_stalled;       /* with confirm, for a subscriber that is one stream: while one of its
-                             * batches has waited over a second for the transport (the client
-                             * reads nothing), its leases wait instead of expiring; the edge cuts
-                             * such a stream off (ks_engine_release_unread) */
-} ks_fetch_opts_t;
-
-/* What to do with a batch of ack ids. */
-typedef enum {
-    KS_SETTLE_ACK = 0, /* done: the commit may pass it */
-    KS_SETTLE_NACK,    /* put it back, after `ms` (a delay) if > 0 */
-    KS_SETTLE_EXTEND,  /* its lease now ends `ms` from now */
-} ks_settle_op_t;
-
-typedef struct ks_ack_result {
-    ks_status_t status;
-    const char *reason; /* static text */
-} ks_ack_result_t;
-
-/* Called once per accepted fetch, from a group loop thread. The callee owns batch. */
-typedef void(ks_fetch_cb)(ks_batch_t *batch, void *opaque);
-
-/* Called once per accepted ack command, from a group loop thread. results has one
- * entry per ack id, in order; the callee owns it (free()). */
-typedef void(ks_ack_cb)(ks_ack_result_t *results, size_t n, void *opaque);
-
-typedef struct ks_part_status {
-    char topic[256];
-    int32_t partition;
-    uint32_t epoch;
-    const char *state;      /* the partition state machine's state */
-    int64_t committed;      /* last commit the broker confirmed, -1 if none yet */
-    int64_t high_watermark; /* -1 if not known yet */
-    int64_t lag;            /* high watermark - committed (or - fetched start), -1 if unknown */
-    size_t in_flight;       /* leased records */
-    size_t window;          /* records held between the commit point and the fetch position */
-    int64_t window_bytes;
-    int paused;
-    int64_t oldest_lease_age_ms; /* -1 if nothing is leased */
-    int64_t metadata_truncations;
-    int held_back;               /* new deliveries held back: the commit metadata does not fit */
-    int64_t window_memory_bytes; /* what the window costs against the memory budget */
-    int64_t kafka_queue_records; /* records waiting in the partition's librdkafka queue */
-    /* The offset of a commit sent and not confirmed yet, -1 if none. */
-    int64_t commit_in_flight;
-    int64_t budget_pauses; /* times paused in librdkafka to give its prefetch back */
-} ks_part_status_t;
-
-/* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */
-#define KS_SUBSCRIBER_KEY_MAX (KS_NAME_MAX + 16)
-
-typedef struct ks_sub_status {
-    char name[KS_SUBSCRIBER_KEY_MAX];
-    int64_t credit_records, credit_bytes;           /* the bound */
-    int64_t outstanding_records, outstanding_bytes; /* leased now */
-    int waiting;                                    /* a fetch is parked */
-} ks_sub_status_t;
-
-typedef struct ks_group_status {
-    char name[256];
-    int is_static;
-    const char *ordering;
-    char topics[2048]; /* the subscription, comma-separated */
-    char dead_letter_topic[256];
-    int max_attempts;
-    int64_t delivered, redelivered, expired, nacked, acked, dead_lettered;
-    /* The process's memory budget (memory.max_bytes), across every group: bytes its windows
-     * hold now, partitions assigned, each window's share now, and librdkafka's per-partition
-     * limits this group's consumer was made with. */
-    int64_t mem_max_bytes, mem_used_bytes, mem_window_share_bytes;
-    int64_t mem_partitions, mem_kafka_queue_kbytes, mem_kafka_fetch_bytes;
-    /* Accepted acks that no confirmed commit covered when their partition moved. */
-    int64_t acks_lost_to_move;
-    size_t part_cnt;
-    ks_part_status_t *parts;
-    size_t sub_cnt;
-    ks_sub_status_t *subs;
-} ks_group_status_t;
-
-void ks_group_status_free(ks_group_status_t *s);
-
-/* Called once with every requested group's status (n may be 0); the callee owns the
- * array and each element (ks_group_status_free, then free(groups)). */
-typedef void(ks_status_cb)(ks_group_status_t **groups, size_t n, void *opaque);
+#include "types.h"
 
 typedef struct ks_engine ks_engine_t;
+
+/* The one door: validates cmd (ks_cmd_validate: every range and default) and posts it to
+ * its group (or the producer). Returns KS_OK, and the command's callback runs exactly once
+ * later (commands with no callback: nothing more happens); or an error with err filled, and
+ * the callback never runs. cmd and what it points to are borrowed for the call only. Any
+ * thread. The ks_engine_* commands below are wrappers over it. */
+ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err, size_t errsize);
 
 /* Makes an engine for cfg (borrowed; must outlive the engine). Starts no group yet.
  * Returns NULL with err on failure. */
@@ -203,24 +54,6 @@ ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t o
 ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
                              char *err, size_t errsize);
 
-/* Where a seek moves a partition. */
-typedef enum {
-    KS_SEEK_OFFSET = 0,
-    KS_SEEK_TIMESTAMP,
-    KS_SEEK_EARLIEST,
-    KS_SEEK_LATEST,
-} ks_seek_kind_t;
-
-typedef struct ks_seek_result {
-    ks_status_t status;
-    char message[256];
-    int64_t offset;       /* the position now fetched from (-2 earliest, -1 latest) */
-    int64_t stale_leases; /* leases the seek made stale */
-} ks_seek_result_t;
-
-/* Called once from the group loop; the callee owns res (free()). */
-typedef void(ks_seek_cb)(ks_seek_result_t *res, void *opaque);
-
 /* Moves one assigned partition's fetch position; its in-flight leases become stale
  * and its window starts again there. Same contract as ks_engine_ack. */
 ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
@@ -243,27 +76,6 @@ void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *sub
  * them). Any thread; no answer. */
 void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken);
 
-/* One record to produce. */
-typedef struct ks_produce_rec {
-    const char *topic;
-    int32_t partition; /* -1: by the key (the default partitioner) */
-    const void *key;   /* NULL: null key */
-    size_t key_len;
-    const void *value; /* NULL: null value */
-    size_t value_len;
-    const ks_header_t *headers;
-    size_t header_cnt;
-} ks_produce_rec_t;
-
-typedef struct ks_produce_result {
-    int32_t partition;
-    int64_t offset;
-    char error[160]; /* empty on success */
-} ks_produce_result_t;
-
-/* Called once, from the producer's thread; the callee owns results (free()). */
-typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque);
-
 /* Produces recs (copied) and calls cb when every one is delivered or failed. Returns
  * KS_OK (cb will run) or an error with err (cb will not run). Any thread. */
 ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
@@ -279,15 +91,12 @@ bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size);
 /* True when the last probe failed: not before the first one ends, right after start. */
 bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size);
 
+/* Checks that librdkafka accepts every kafka.* property of cfg. Returns 0, or -1 with err
+ * naming the key. Any thread. */
+int ks_engine_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize);
+
 /* Starts the static groups of the config. Returns 0, or -1 with err. */
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize);
-
-/* The kinds of names clients give. Each is at most KS_NAME_MAX characters. */
-typedef enum {
-    KS_NAME_GROUP = 0,  /* Kafka's syntax: [A-Za-z0-9._-], not "." or ".." */
-    KS_NAME_TOPIC,      /* the same */
-    KS_NAME_SUBSCRIBER, /* any characters */
-} ks_name_kind_t;
 
 /* Checks a name's syntax and length, the one bound every edge shares. Returns KS_OK or
  * KS_E_INVALID with err naming the kind, the name and the bound. Any thread. */

@@ -14,7 +14,6 @@
 #include "engine.h"
 #include "auth.h"
 #include "grpc_api.h"
-#include "group_loop.h"
 #include "http_api.h"
 #include "log.h"
 
@@ -102,7 +101,7 @@ int main(int argc, char **argv)
     case KS_CONFIG_RUN:
         break;
     }
-    if (ks_group_check_kafka_conf(&cfg, err, sizeof(err)) < 0) {
+    if (ks_engine_check_kafka_conf(&cfg, err, sizeof(err)) < 0) {
         fprintf(stderr, "ksidecar: %s\n", err);
         ks_config_free(&cfg);
         return 2;

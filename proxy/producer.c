@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "group_loop.h"
 #include "log.h"
+#include "util.h"
 
 struct ks_producer {
     rd_kafka_t *rk;

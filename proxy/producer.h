@@ -5,7 +5,7 @@
 #include <stdbool.h>
 
 #include "config.h"
-#include "engine.h"
+#include "types.h"
 
 typedef struct ks_producer ks_producer_t;
 

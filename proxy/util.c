@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 char **ks_strv_pack(const char *const *v, size_t n)
 {
@@ -48,4 +49,11 @@ char *ks_read_file(const char *path)
     }
     fclose(f);
     return buf;
+}
+
+int64_t ks_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }

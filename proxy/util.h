@@ -3,6 +3,7 @@
 #define KS_UTIL_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Copies the n strings of v into one allocation: the pointer array (NULL-terminated),
  * then the strings. Thousands of ack ids cost one malloc. The caller frees it with
@@ -15,5 +16,8 @@ char *ks_xstrdup(const char *s);
 /* Reads a whole file as NUL-terminated text. Returns it (caller frees), or NULL if it
  * cannot be read. */
 char *ks_read_file(const char *path);
+
+/* CLOCK_MONOTONIC in ms. Any thread. */
+int64_t ks_now_ms(void);
 
 #endif

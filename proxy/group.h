@@ -1,12 +1,12 @@
-/* group_loop.h: one consumer group's single-threaded loop, which owns its rd_kafka_t. */
-#ifndef KS_GROUP_LOOP_H
-#define KS_GROUP_LOOP_H
+/* group.h: one consumer group, run by its own single-threaded loop that owns its rd_kafka_t. */
+#ifndef KS_GROUP_H
+#define KS_GROUP_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "config.h"
-#include "engine.h"
+#include "types.h"
 
 typedef struct ks_group ks_group_t;
 
@@ -30,7 +30,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
 
 const char *ks_group_name(const ks_group_t *g);
 
-/* Posts a fetch to the loop. Any thread. topics and opts are copied. Returns KS_OK
+/* Posts a fetch to the loop. Any thread. topics and opts are copied; opts as
+ * ks_cmd_validate left them (its deadline and subscriber filled in). Returns KS_OK
  * (cb will run once) or KS_E_UNAVAILABLE when the group is closing (cb will not run). */
 ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
                            const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque);
@@ -72,8 +73,5 @@ bool ks_group_exited(const ks_group_t *g);
 
 /* Frees a group whose loop has exited and been joined. */
 void ks_group_destroy(ks_group_t *g);
-
-/* CLOCK_MONOTONIC in ms. */
-int64_t ks_now_ms(void);
 
 #endif

@@ -1,0 +1,210 @@
+/* cmd.c: the command catalogue's tables, and the one validator of a command's arguments. */
+#include "cmd.h"
+
+#include <fnmatch.h>
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+    const char *name;
+    unsigned flags;
+} cmd_tab[] = {
+#define KS_CMD_ROW(n, s, f) [KS_CMD_##n] = {s, f},
+    KS_CMD_LIST(KS_CMD_ROW)
+#undef KS_CMD_ROW
+};
+_Static_assert(sizeof(cmd_tab) / sizeof(cmd_tab[0]) == KS_CMD__CNT, "a row per command");
+
+const char *ks_cmd_name(ks_cmd_t t)
+{
+    return (unsigned)t < KS_CMD__CNT ? cmd_tab[t].name : "unknown";
+}
+
+unsigned ks_cmd_flags(ks_cmd_t t)
+{
+    return (unsigned)t < KS_CMD__CNT ? cmd_tab[t].flags : 0;
+}
+
+ks_status_t ks_cmd_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize)
+{
+    static const char *const kinds[] = {"group", "topic", "subscriber"};
+    if (kind == KS_NAME_SUBSCRIBER) {
+        /* Any characters; a trailing "#<digits>" (the gRPC edge's stream number) is not
+         * part of the name the client chose. */
+        size_t n = strlen(name), d = n;
+        while (d > 0 && name[d - 1] >= '0' && name[d - 1] <= '9')
+            d--;
+        if (d > 0 && d < n && name[d - 1] == '#')
+            n = d - 1;
+        if (n <= KS_NAME_MAX)
+            return KS_OK;
+        snprintf(err, errsize,
+                 "subscriber name \"%.60s...\" is too long: %zu characters, at most %d", name, n,
+                 KS_NAME_MAX);
+        return KS_E_INVALID;
+    }
+    if (ks_valid_kafka_name(name))
+        return KS_OK;
+    snprintf(err, errsize,
+             "%s name \"%.100s\"%s is invalid: use 1-%d characters of A-Z a-z 0-9 . _ -",
+             kinds[kind], name, strlen(name) > 100 ? "..." : "", KS_NAME_MAX);
+    return KS_E_INVALID;
+}
+
+bool ks_cmd_internal_topic(const ks_config_t *cfg, const char *topic)
+{
+    return !cfg->topics_allow_internal && !strncmp(topic, "__", 2);
+}
+
+ks_status_t ks_cmd_check_group(const ks_config_t *cfg, const char *group, char *err, size_t errsize)
+{
+    ks_status_t st = ks_cmd_check_name(KS_NAME_GROUP, group, err, errsize);
+    if (st)
+        return st;
+    for (size_t i = 0; i < cfg->static_group_cnt; i++)
+        if (!strcmp(cfg->static_groups[i].name, group))
+            return KS_OK;
+    for (size_t i = 0; i < cfg->group_pattern_cnt; i++)
+        if (fnmatch(cfg->group_patterns[i], group, 0) == 0)
+            return KS_OK;
+    snprintf(err, errsize, "group \"%s\" does not match any pattern in groups.allowed", group);
+    return KS_E_PERMISSION;
+}
+
+ks_status_t ks_cmd_check_topics(const ks_config_t *cfg, const char *const *topics, size_t n,
+                                const char *verb, char *err, size_t errsize)
+{
+    if (n == 0) {
+        snprintf(err, errsize, "name at least one topic");
+        return KS_E_INVALID;
+    }
+    for (size_t i = 0; i < n; i++) {
+        ks_status_t st = ks_cmd_check_name(KS_NAME_TOPIC, topics[i], err, errsize);
+        if (st)
+            return st;
+        if (ks_cmd_internal_topic(cfg, topics[i])) {
+            snprintf(err, errsize,
+                     "topic \"%s\" is internal to Kafka (a name starting \"__\"); clients may "
+                     "not %s it unless topics.allow_internal is set",
+                     topics[i], verb);
+            return KS_E_PERMISSION;
+        }
+    }
+    return KS_OK;
+}
+
+static ks_status_t check_fetch(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize)
+{
+    ks_fetch_opts_t *opts = &req->u.fetch.opts;
+    ks_status_t st = ks_cmd_check_topics(cfg, req->u.fetch.topics, req->u.fetch.topic_cnt,
+                                         "consume", err, errsize);
+    if (st)
+        return st;
+    if (opts->max < 1 || opts->max > cfg->fetch_max_records) {
+        snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
+                 cfg->fetch_max_records, opts->max);
+        return KS_E_INVALID;
+    }
+    if (opts->wait_ms < 0 || opts->wait_ms > cfg->fetch_max_wait_ms) {
+        snprintf(err, errsize, "wait_ms must be from 0 to %d (fetch.max_wait_ms), got %d",
+                 cfg->fetch_max_wait_ms, opts->wait_ms);
+        return KS_E_INVALID;
+    }
+    if (opts->deadline_ms < 0 || opts->deadline_ms > cfg->lease_max_deadline_ms) {
+        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %d",
+                 cfg->lease_max_deadline_ms, opts->deadline_ms);
+        return KS_E_INVALID;
+    }
+    if (opts->subscriber &&
+        (st = ks_cmd_check_name(KS_NAME_SUBSCRIBER, opts->subscriber, err, errsize)))
+        return st;
+    /* The defaults: 0 takes lease.deadline_ms; no name is the default subscriber. */
+    if (opts->deadline_ms == 0)
+        opts->deadline_ms = cfg->lease_deadline_ms;
+    if (!opts->subscriber || !*opts->subscriber)
+        opts->subscriber = KS_CMD_DEFAULT_SUBSCRIBER;
+    return KS_OK;
+}
+
+static ks_status_t check_settle(const ks_config_t *cfg, const ks_cmd_req_t *req, char *err,
+                                size_t errsize)
+{
+    ks_settle_op_t op = req->u.settle.op;
+    int64_t ms = req->u.settle.ms;
+    if (req->u.settle.n == 0) {
+        snprintf(err, errsize, "ack_ids is empty: give at least one ack id");
+        return KS_E_INVALID;
+    }
+    if (op == KS_SETTLE_NACK && (ms < 0 || ms > cfg->nack_max_delay_ms)) {
+        snprintf(err, errsize, "delay_ms must be from 0 to %d (nack.max_delay_ms), got %lld",
+                 cfg->nack_max_delay_ms, (long long)ms);
+        return KS_E_INVALID;
+    }
+    if (op == KS_SETTLE_EXTEND && (ms < 1 || ms > cfg->lease_max_deadline_ms)) {
+        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %lld",
+                 cfg->lease_max_deadline_ms, (long long)ms);
+        return KS_E_INVALID;
+    }
+    return KS_OK;
+}
+
+static ks_status_t check_seek(const ks_config_t *cfg, const ks_cmd_req_t *req, char *err,
+                              size_t errsize)
+{
+    ks_status_t st = ks_cmd_check_topics(cfg, &req->u.seek.topic, 1, "seek", err, errsize);
+    if (st)
+        return st;
+    if (req->u.seek.partition < 0) {
+        snprintf(err, errsize, "partition must be >= 0, got %d", req->u.seek.partition);
+        return KS_E_INVALID;
+    }
+    if (req->u.seek.kind == KS_SEEK_OFFSET && req->u.seek.value < 0) {
+        snprintf(err, errsize, "offset must be >= 0, got %lld", (long long)req->u.seek.value);
+        return KS_E_INVALID;
+    }
+    return KS_OK;
+}
+
+static ks_status_t check_produce(const ks_config_t *cfg, const ks_cmd_req_t *req, char *err,
+                                 size_t errsize)
+{
+    if (req->u.produce.n == 0) {
+        snprintf(err, errsize, "records is empty: give at least one record");
+        return KS_E_INVALID;
+    }
+    for (size_t i = 0; i < req->u.produce.n; i++) {
+        ks_status_t st;
+        const ks_produce_rec_t *r = &req->u.produce.recs[i];
+        if (r->topic && (st = ks_cmd_check_topics(cfg, &r->topic, 1, "produce to", err, errsize)))
+            return st;
+    }
+    return KS_OK;
+}
+
+ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize)
+{
+    if ((unsigned)req->type >= KS_CMD__CNT) {
+        snprintf(err, errsize, "unknown command %d", (int)req->type);
+        return KS_E_INVALID;
+    }
+    /* STATUS names a group or none; a command with no reply is not checked (its group is
+     * looked up, and a bad name finds none). */
+    unsigned fl = ks_cmd_flags(req->type);
+    bool named = ((fl & KS_CMDF_GROUP) && !(fl & KS_CMDF_NO_REPLY)) ||
+                 (req->type == KS_CMD_STATUS && req->group);
+    ks_status_t st;
+    if (named && (st = ks_cmd_check_group(cfg, req->group, err, errsize)))
+        return st;
+    switch (req->type) {
+    case KS_CMD_FETCH:
+        return check_fetch(cfg, req, err, errsize);
+    case KS_CMD_SETTLE:
+        return check_settle(cfg, req, err, errsize);
+    case KS_CMD_SEEK:
+        return check_seek(cfg, req, err, errsize);
+    case KS_CMD_PRODUCE:
+        return check_produce(cfg, req, err, errsize);
+    default:
+        return KS_OK;
+    }
+}

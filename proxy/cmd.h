@@ -1,0 +1,101 @@
+/* cmd.h: an engine command as one value (ks_cmd_req_t), and the one validator that holds
+ * every range and default a command's arguments have. */
+#ifndef KS_CMD_H
+#define KS_CMD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cmd_list.h"
+#include "config.h"
+#include "types.h"
+
+typedef enum {
+#define KS_CMD_ENUM(n, s, f) KS_CMD_##n,
+    KS_CMD_LIST(KS_CMD_ENUM)
+#undef KS_CMD_ENUM
+        KS_CMD__CNT /* not a command: how many there are */
+} ks_cmd_t;
+
+/* "fetch", "settle", ...; "unknown" outside the enum. Any thread. */
+const char *ks_cmd_name(ks_cmd_t t);
+
+/* t's KS_CMDF_* flags (cmd_list.h); 0 outside the enum. Any thread. */
+unsigned ks_cmd_flags(ks_cmd_t t);
+
+/* One command and its arguments, all borrowed from the caller until ks_engine_submit
+ * returns (what is kept is copied). The callback and opaque of the command's member
+ * answer it. */
+typedef struct ks_cmd_req {
+    ks_cmd_t type;
+    const char *group; /* with KS_CMDF_GROUP; for STATUS, NULL asks for every group */
+    union {
+        struct {
+            const char *const *topics;
+            size_t topic_cnt;
+            ks_fetch_opts_t opts; /* ks_cmd_validate fills in its defaults */
+            ks_fetch_cb *cb;
+            void *opaque;
+        } fetch;
+        struct {
+            ks_settle_op_t op;
+            int64_t ms; /* NACK: the redelivery delay; EXTEND: the new deadline from now */
+            const char *reason;
+            const char *const *ack_ids;
+            size_t n;
+            ks_ack_cb *cb;
+            void *opaque;
+        } settle;
+        struct {
+            ks_status_cb *cb;
+            void *opaque;
+        } status;
+        struct {
+            const char *topic;
+            int32_t partition;
+            ks_seek_kind_t kind;
+            int64_t value;
+            ks_seek_cb *cb;
+            void *opaque;
+        } seek;
+        struct {
+            const char *subscriber;
+        } release; /* RELEASE and RELEASE_UNREAD; no answer */
+        struct {
+            uint64_t token; /* 0 is ignored */
+            bool taken;
+        } delivered; /* no answer */
+        struct {
+            const ks_produce_rec_t *recs;
+            size_t n;
+            ks_produce_cb *cb;
+            void *opaque;
+        } produce;
+    } u;
+} ks_cmd_req_t;
+
+/* The subscriber a fetch without one is served as. */
+#define KS_CMD_DEFAULT_SUBSCRIBER "default"
+
+/* Checks req against cfg: every name, range and count its command takes, and fills in the
+ * defaults (a fetch's lease deadline and subscriber). Returns KS_OK, or KS_E_INVALID /
+ * KS_E_PERMISSION with err naming the argument, its bound and the config key behind it.
+ * Whether the group runs is not its business (ks_engine_submit). Any thread. */
+ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize);
+
+/* Checks a name's syntax and length, the one bound every edge shares (ks_engine_check_name). */
+ks_status_t ks_cmd_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize);
+
+/* True if topic is internal to Kafka ("__*") and topics.allow_internal is off. */
+bool ks_cmd_internal_topic(const ks_config_t *cfg, const char *topic);
+
+/* Checks topic names a client gives (ks_engine_check_topics). */
+ks_status_t ks_cmd_check_topics(const ks_config_t *cfg, const char *const *topics, size_t n,
+                                const char *verb, char *err, size_t errsize);
+
+/* Checks a group name against the syntax and groups.allowed (ks_engine_check_group). */
+ks_status_t ks_cmd_check_group(const ks_config_t *cfg, const char *group, char *err,
+                               size_t errsize);
+
+#endif

@@ -1,0 +1,37 @@
+/* config_int.h: the config key table and the helpers config_keys.c shares with the parser in
+ * config.c; private to those two files. */
+#ifndef KS_CONFIG_INT_H
+#define KS_CONFIG_INT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "config.h"
+
+typedef enum { T_STR, T_INT, T_I64, T_BOOL, T_LIST, T_LEVEL, T_LOGFMT, T_ORDER, T_STATIC } ktype_t;
+
+typedef struct {
+    const char *name;
+    ktype_t type;
+    size_t off;
+    int64_t min, max;
+    const char *help;
+} key_t_;
+
+/* Every key ksidecar knows, besides kafka.* (config_keys.c). */
+extern const key_t_ config_keys[];
+extern const size_t config_nkeys;
+
+/* Frees the n strings of list and list itself. */
+void free_list(char **list, size_t n);
+/* Frees what g holds and zeroes it. */
+void group_conf_free(ks_group_conf_t *g);
+/* Frees the static groups of cfg; it has none after. */
+void static_groups_free(ks_config_t *cfg);
+/* The key named name, or NULL if there is none. */
+const key_t_ *find_key(const char *name);
+/* Writes key's environment variable name (KSIDECAR_ + the key upper-cased, '.' as '_'). */
+void env_name(const char *key, char *out, size_t outsize);
+
+#endif

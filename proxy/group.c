@@ -1,0 +1,445 @@
+/* group.c: a group's lifecycle: its librdkafka consumer's setup, the commands posted to its inbox,
+ * join and destroy. */
+#include "group_int.h"
+
+static void free_strv(char **v, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+void cmd_free(cmd_t *c)
+{
+    if (c->type == KS_CMD_FETCH)
+        free(c->u.fetch.topics); /* one block: ks_strv_pack */
+    else if (c->type == KS_CMD_SETTLE) {
+        free(c->u.settle.ids); /* one block: ks_strv_pack */
+        free(c->u.settle.refs);
+        free(c->u.settle.reason);
+    }
+    free(c);
+}
+
+const char *group_life_str(group_life_t s)
+{
+    static const char *const names[] = {
+        [GROUP_DELIVERING] = "delivering",
+        [GROUP_NOT_DELIVERING] = "not-delivering",
+        [GROUP_DRAINING] = "draining",
+        [GROUP_STOPPING] = "stopping",
+    };
+    return (size_t)s < sizeof(names) / sizeof(names[0]) ? names[s] : "unknown";
+}
+
+void group_life_move(ks_group_t *g, group_life_t to)
+{
+    if (to <= g->life)
+        return;
+    ks_dbg(g->log_name, "group %s -> %s", group_life_str(g->life), group_life_str(to));
+    g->life = to;
+}
+
+const char *ks_group_name(const ks_group_t *g)
+{
+    return g->name;
+}
+
+bool ks_group_exited(const ks_group_t *g)
+{
+    return atomic_load(&g->exited);
+}
+
+void part_move(ks_group_t *g, part_t *p, ks_pstate_t to)
+{
+    ks_pstate_t from = p->state;
+    if (!ks_pstate_move(&p->state, to))
+        ks_warn(g->log_name, "%s[%d]: ignored illegal transition %s -> %s", p->topic, p->partition,
+                ks_pstate_str(from), ks_pstate_str(to));
+    else
+        ks_dbg(g->log_name, "%s[%d]: %s -> %s", p->topic, p->partition, ks_pstate_str(from),
+               ks_pstate_str(to));
+}
+
+/* From librdkafka's "Group "g" changed join state A -> B (state S)" debug line: whether a
+ * JoinGroup or SyncGroup is in flight. Returns -1 for a line that is not one. */
+static int join_state_line(const char *fac, const char *buf)
+{
+    if (strcmp(fac, "CGRPJOINSTATE") != 0)
+        return -1;
+    const char *to = strstr(buf, "-> ");
+    if (!to)
+        return -1;
+    to += 3;
+    return strncmp(to, "wait-join", 9) == 0 || strncmp(to, "wait-metadata", 13) == 0 ||
+           strncmp(to, "wait-sync", 9) == 0;
+}
+
+/* @locality any librdkafka thread */
+static void rk_log_cb(const rd_kafka_t *rk, int level, const char *fac, const char *buf)
+{
+    int joining = join_state_line(fac, buf);
+    if (joining >= 0 && rd_kafka_type(rk) == RD_KAFKA_CONSUMER) {
+        ks_group_t *g = rd_kafka_opaque(rk);
+        atomic_store(&g->cgrp_joining, joining == 1);
+    }
+    ks_log_level_t l = level <= 3   ? KS_LOG_ERROR
+                       : level <= 5 ? KS_LOG_WARN
+                       : level <= 6 ? KS_LOG_INFO
+                                    : KS_LOG_DEBUG;
+    ks_log(l, "rdkafka", "%s: %s: %s", rd_kafka_name(rk), fac, buf);
+}
+
+static void rk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaque)
+{
+    ks_group_t *g = opaque;
+    ks_warn(g->log_name, "kafka: %s: %s", rd_kafka_err2name(err), reason);
+    if (err == RD_KAFKA_RESP_ERR__ALL_BROKERS_DOWN)
+        snprintf(g->down, sizeof(g->down), "Kafka is unreachable: %s", reason);
+}
+
+static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errsize)
+{
+    char e[256];
+    if (rd_kafka_conf_set(conf, k, v, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
+        snprintf(err, errsize, "config key 'kafka.%s': %s", k, e);
+        return -1;
+    }
+    return 0;
+}
+
+static int64_t conf_int(rd_kafka_t *rk, const char *name)
+{
+    char buf[64];
+    size_t n = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), name, buf, &n) != RD_KAFKA_CONF_OK)
+        return INT64_MAX;
+    return strtoll(buf, NULL, 10);
+}
+
+int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    int rc = 0;
+    for (size_t i = 0; i < cfg->kafka_cnt && rc == 0; i++)
+        rc = conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize);
+    rd_kafka_conf_destroy(conf);
+    return rc;
+}
+
+ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_group_conf_t *gconf,
+                           bool is_static, uint32_t instance, ks_group_idle_fn *idle_fn,
+                           void *idle_opaque, char *err, size_t errsize)
+{
+    ks_group_t *g = calloc(1, sizeof(*g));
+    if (!g)
+        abort();
+    g->name = ks_xstrdup(name);
+    snprintf(g->log_name, sizeof(g->log_name), "group:%s", name);
+    g->group_hash = ks_ack_id_group_hash(name);
+    g->instance = instance;
+    g->cfg = cfg;
+    g->gconf = gconf;
+    g->is_static = is_static;
+    g->idle_fn = idle_fn;
+    g->idle_opaque = idle_opaque;
+    g->life = GROUP_DELIVERING;
+    g->epfd = g->tfd = g->rk_pipe[0] = g->rk_pipe[1] = g->dlq_pipe[0] = g->dlq_pipe[1] = -1;
+    g->inbox.efd = -1;
+    ks_leases_init(&g->leases);
+    atomic_init(&g->exited, false);
+    atomic_init(&g->cgrp_joining, false);
+    atomic_init(&g->owner.tid, 0);
+
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    char q_kb_s[32];
+    snprintf(q_kb_s, sizeof(q_kb_s), "%lld",
+             (long long)ks_mem_kafka_queue_kbytes(cfg->memory_max_bytes));
+    /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
+    if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
+        conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
+        /* Each partition's records wait in its own queue (see part_add), so these limits
+         * are per partition; the bytes one from the memory budget (mem_budget.h). */
+        conf_set(conf, "queued.max.messages.kbytes", q_kb_s, err, errsize) < 0 ||
+        conf_set(conf, "queued.min.messages", "100000", err, errsize) < 0 ||
+        /* One Fetch at a time goes to a broker. A partition that becomes fetchable while
+         * a Fetch for partitions at their end waits on the broker waits with it, up to
+         * this long: at 500 ms that stalled the tail of a 2M-record drain by ~350 ms in
+         * about half the runs (its fetch debug log shows it). */
+        conf_set(conf, "fetch.wait.max.ms", "100", err, errsize) < 0 ||
+        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0 ||
+        /* A killed sidecar's partitions wait this long for another member: librdkafka's
+         * 45 s default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above
+         * the broker's default group.min.session.timeout.ms (6 s) with room for a broker or
+         * network hiccup; heartbeats every second give it ten chances. A restarted process
+         * takes its partitions back at once with kafka.group.instance.id (README). */
+        conf_set(conf, "session.timeout.ms", "10000", err, errsize) < 0 ||
+        conf_set(conf, "heartbeat.interval.ms", "1000", err, errsize) < 0)
+        goto fail_conf;
+    for (size_t i = 0; i < cfg->kafka_cnt; i++)
+        if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)
+            goto fail_conf;
+    /* The cgrp debug log is how commit_moved learns that librdkafka is joining: add
+     * "cgrp" to whatever the user asked for (its lines are logged at debug level). */
+    char dbg[512];
+    size_t dbg_n = sizeof(dbg);
+    if (rd_kafka_conf_get(conf, "debug", dbg, &dbg_n) != RD_KAFKA_CONF_OK)
+        dbg[0] = '\0';
+    if (!strstr(dbg, "cgrp") && !strstr(dbg, "all")) {
+        char want[600];
+        snprintf(want, sizeof(want), "%s%scgrp", dbg, dbg[0] ? "," : "");
+        if (conf_set(conf, "debug", want, err, errsize) < 0)
+            goto fail_conf;
+    }
+    /* What ksidecar's guarantees rest on: not overridable. */
+    if (conf_set(conf, "group.id", name, err, errsize) < 0 ||
+        conf_set(conf, "enable.auto.commit", "false", err, errsize) < 0 ||
+        conf_set(conf, "enable.auto.offset.store", "false", err, errsize) < 0 ||
+        conf_set(conf, "enable.partition.eof", "false", err, errsize) < 0)
+        goto fail_conf;
+    rd_kafka_conf_set_opaque(conf, g);
+    rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
+    rd_kafka_conf_set_offset_commit_cb(conf, offset_commit_cb);
+    rd_kafka_conf_set_log_cb(conf, rk_log_cb);
+    rd_kafka_conf_set_error_cb(conf, rk_error_cb);
+
+    char e[512];
+    g->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, sizeof(e));
+    if (!g->rk) {
+        snprintf(err, errsize, "creating the consumer for group %s: %s", name, e);
+        goto fail_conf;
+    }
+    rd_kafka_poll_set_consumer(g->rk);
+    g->cq = rd_kafka_queue_get_consumer(g->rk);
+    g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
+    g->max_poll_ms = conf_int(g->rk, "max.poll.interval.ms");
+    int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
+    g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;
+    g->q_kbytes = q_kb;
+    g->fetch_max_bytes = conf_int(g->rk, "fetch.message.max.bytes");
+
+    if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
+        pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
+        (g->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
+        (g->epfd = epoll_create1(EPOLL_CLOEXEC)) < 0) {
+        snprintf(err, errsize, "group %s: making its fds: %s", name, strerror(errno));
+        goto fail;
+    }
+    rd_kafka_queue_io_event_enable(g->cq, g->rk_pipe[1], "1", 1);
+    int fds[4] = {g->rk_pipe[0], ks_inbox_fd(&g->inbox), g->tfd, g->dlq_pipe[0]};
+    for (int i = 0; i < 4; i++) {
+        struct epoll_event ev = {.events = EPOLLIN, .data.fd = fds[i]};
+        if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fds[i], &ev) < 0) {
+            snprintf(err, errsize, "group %s: epoll_ctl: %s", name, strerror(errno));
+            goto fail;
+        }
+    }
+    if (pthread_create(&g->thread, NULL, loop_main, g) != 0) {
+        snprintf(err, errsize, "group %s: cannot start its thread", name);
+        goto fail;
+    }
+    return g;
+
+fail_conf:
+    if (!g->rk)
+        rd_kafka_conf_destroy(conf);
+fail:
+    atomic_store(&g->exited, true);
+    g->joined = true;
+    ks_group_destroy(g);
+    return NULL;
+}
+
+static ks_status_t post(ks_group_t *g, cmd_t *c)
+{
+    if (ks_inbox_post(&g->inbox, &c->node) < 0) {
+        cmd_free(c);
+        return KS_E_UNAVAILABLE;
+    }
+    return KS_OK;
+}
+
+static cmd_t *cmd_new(ks_cmd_t t)
+{
+    cmd_t *c = calloc(1, sizeof(*c));
+    if (!c)
+        abort();
+    c->type = t;
+    return c;
+}
+
+ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
+                           const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(KS_CMD_FETCH);
+    c->u.fetch.topics = ks_strv_pack(topics, topic_cnt);
+    c->u.fetch.topic_cnt = topic_cnt;
+    c->u.fetch.max = opts->max;
+    c->u.fetch.deadline_ms = opts->deadline_ms; /* defaults filled in by ks_cmd_validate */
+    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s", opts->subscriber);
+    c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
+    c->u.fetch.credit_records = opts->credit_records;
+    c->u.fetch.credit_bytes = opts->credit_bytes;
+    c->u.fetch.max_bytes = opts->max_bytes;
+    c->u.fetch.notify = opts->notify != 0;
+    c->u.fetch.confirm = opts->confirm != 0;
+    c->u.fetch.hold_stalled = opts->confirm && opts->hold_stalled;
+    c->u.fetch.cb = cb;
+    c->u.fetch.opaque = opaque;
+    return post(g, c);
+}
+
+ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
+                            const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(KS_CMD_SETTLE);
+    c->u.settle.op = op;
+    c->u.settle.ms = ms;
+    c->u.settle.reason = reason && *reason ? ks_xstrdup(reason) : NULL;
+    c->u.settle.ids = ks_strv_pack(ids, n);
+    c->u.settle.n = n;
+    /* Parsed here, on the edge's thread, so the group loop does not spend its time on it. */
+    c->u.settle.refs = malloc((n ? n : 1) * sizeof(ks_ack_ref_t));
+    if (!c->u.settle.refs)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        ks_ack_id_parse_ref(c->u.settle.ids[i], &c->u.settle.refs[i]);
+    c->u.settle.cb = cb;
+    c->u.settle.opaque = opaque;
+    return post(g, c);
+}
+
+ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
+                          int64_t value, ks_seek_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(KS_CMD_SEEK);
+    snprintf(c->u.seek.topic, sizeof(c->u.seek.topic), "%s", topic);
+    c->u.seek.partition = partition;
+    c->u.seek.kind = kind;
+    c->u.seek.value = value;
+    c->u.seek.cb = cb;
+    c->u.seek.opaque = opaque;
+    return post(g, c);
+}
+
+void ks_group_release(ks_group_t *g, const char *subscriber)
+{
+    cmd_t *c = cmd_new(KS_CMD_RELEASE);
+    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
+    post(g, c);
+}
+
+void ks_group_release_unread(ks_group_t *g, const char *subscriber)
+{
+    cmd_t *c = cmd_new(KS_CMD_RELEASE_UNREAD);
+    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
+    post(g, c);
+}
+
+void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken)
+{
+    cmd_t *c = cmd_new(KS_CMD_DELIVERED);
+    c->u.delivered.token = token;
+    c->u.delivered.taken = taken;
+    post(g, c);
+}
+
+ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)
+{
+    cmd_t *c = cmd_new(KS_CMD_STATUS);
+    c->u.status.cb = cb;
+    c->u.status.opaque = opaque;
+    return post(g, c);
+}
+
+void ks_group_stop_delivering(ks_group_t *g)
+{
+    post(g, cmd_new(KS_CMD_STOP_DELIVERING));
+}
+
+void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms)
+{
+    cmd_t *c = cmd_new(KS_CMD_SHUTDOWN);
+    c->u.ack_deadline_ms = ack_deadline_ms;
+    post(g, c);
+}
+
+int ks_group_join(ks_group_t *g, int64_t deadline_ms)
+{
+    if (g->joined)
+        return 0;
+    int64_t left = deadline_ms - ks_now_ms();
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    if (left < 0)
+        left = 0;
+    ts.tv_sec += left / 1000;
+    ts.tv_nsec += (left % 1000) * 1000000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    if (pthread_timedjoin_np(g->thread, NULL, &ts) != 0)
+        return -1;
+    g->joined = true;
+    return 0;
+}
+
+/* True if the consumer's assignment strategies include cooperative-sticky. */
+static bool uses_cooperative_sticky(rd_kafka_t *rk)
+{
+    char buf[256];
+    size_t n = sizeof(buf);
+    if (rd_kafka_conf_get(rd_kafka_conf(rk), "partition.assignment.strategy", buf, &n) !=
+        RD_KAFKA_CONF_OK)
+        return true; /* unknown: assume the worst */
+    return strstr(buf, "cooperative-sticky") != NULL;
+}
+
+void ks_group_destroy(ks_group_t *g)
+{
+    bool keep = false; /* the struct outlives a handle left alive (below) */
+    if (g->dlq_rk) {
+        rd_kafka_queue_t *q = rd_kafka_queue_get_main(g->dlq_rk);
+        rd_kafka_queue_io_event_enable(q, -1, NULL, 0);
+        rd_kafka_queue_destroy(q);
+        rd_kafka_destroy(g->dlq_rk);
+    }
+    if (g->rk) {
+        if (g->cq) {
+            rd_kafka_queue_io_event_enable(g->cq, -1, NULL, 0);
+            rd_kafka_queue_destroy(g->cq);
+        }
+        /* librdkafka 2.0.2 (#4312, fixed in 2.3.0) asserts in
+         * rd_kafka_sticky_assignor_state_destroy when a cooperative-sticky consumer that
+         * joined but never got its assignment is destroyed: a SIGTERM mid-join aborted the
+         * process (exit -6). Such a handle is left to the process exit instead; it holds
+         * no partitions and has already left the group. Its threads may still call
+         * rk_log_cb, which reads the group through the handle's opaque: the group's own
+         * struct is kept too (everything else it holds is freed). */
+        if (!g->ever_assigned && uses_cooperative_sticky(g->rk)) {
+            ks_warn(g->log_name, "consumer never got an assignment: its handle is not destroyed "
+                                 "(librdkafka 2.0.2 would abort, its issue #4312)");
+            keep = true;
+        } else {
+            rd_kafka_destroy(g->rk);
+        }
+    }
+    int fds[] = {g->epfd, g->tfd, g->rk_pipe[0], g->rk_pipe[1], g->dlq_pipe[0], g->dlq_pipe[1]};
+    for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
+        if (fds[i] >= 0)
+            close(fds[i]);
+    if (g->inbox.efd >= 0)
+        ks_inbox_destroy(&g->inbox);
+    ks_leases_destroy(&g->leases);
+    dlv_forget(g, 0, NULL);
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        free(g->subs[i]);
+    free(g->subs);
+    free_strv(g->topics, g->topic_cnt);
+    free(g->parts);
+    free(g->name);
+    g->name = NULL;
+    if (!keep)
+        free(g);
+}

@@ -1,0 +1,460 @@
+/* group_int.h: a group's state and the functions its files share, private to the group files
+ * (group.c, group_loop.c, group_intake.c, group_deliver.c, group_settle.c, group_commit.c,
+ * group_rebalance.c, dead_letter.c, group_status.c). */
+#ifndef KS_GROUP_INT_H
+#define KS_GROUP_INT_H
+
+#include "group.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <librdkafka/rdkafka.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/timerfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ack_id.h"
+#include "ack_window.h"
+#include "commit_meta.h"
+#include "cmd.h"
+#include "commit_track.h"
+#include "inbox.h"
+#include "key_sched.h"
+#include "lease.h"
+#include "log.h"
+#include "mem_budget.h"
+#include "owner.h"
+#include "pstate.h"
+#include "rejoin_guard.h"
+#include "util.h"
+
+/* A subscriber with hold_stalled whose oldest unreported batch waited this long for its
+ * transport is stalled: its leases wait instead of expiring, rechecked this often. */
+#define STALL_GRACE_MS   1000
+#define STALL_RECHECK_MS 1000
+
+/* A group's lifecycle. It only moves forward (group_life_move), so a later stage is never
+ * undone by an earlier one's command (a stop_delivering after a shutdown). @locality group loop */
+typedef enum {
+    GROUP_DELIVERING = 0, /* fetches are served */
+    GROUP_NOT_DELIVERING, /* stop_delivering: fetches end UNAVAILABLE; acks are still taken */
+    GROUP_DRAINING,       /* shutdown asked: acks are waited for until drain_until_ms */
+    GROUP_STOPPING,       /* the loop ends: answer what is queued, commit, leave, exit */
+} group_life_t;
+
+/* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
+typedef struct cmd {
+    ks_inbox_node_t node;  /* first member: the inbox links through it */
+    ks_cmd_t type;         /* a group command of the catalogue (cmd_list.h) */
+    struct cmd *next_wait; /* parked fetches, oldest first */
+    union {
+        struct {
+            char **topics;
+            size_t topic_cnt;
+            int max;
+            int deadline_ms;
+            char sub[KS_SUBSCRIBER_KEY_MAX];
+            int64_t credit_records, credit_bytes;
+            int64_t max_bytes; /* 0: no bound */
+            bool notify;
+            bool confirm, hold_stalled;
+            int64_t wait_until_ms;
+            ks_fetch_cb *cb;
+            void *opaque;
+        } fetch;
+        struct {
+            ks_settle_op_t op;
+            int64_t ms;
+            char *reason;
+            char **ids;
+            ks_ack_ref_t *refs; /* ids parsed, one each */
+            size_t n;
+            ks_ack_cb *cb;
+            void *opaque;
+        } settle;
+        struct {
+            ks_group_status_cb *cb;
+            void *opaque;
+        } status;
+        struct {
+            char topic[256];
+            int32_t partition;
+            ks_seek_kind_t kind;
+            int64_t value;
+            ks_seek_cb *cb;
+            void *opaque;
+        } seek;
+        char release_sub[KS_SUBSCRIBER_KEY_MAX];
+        struct {
+            uint64_t token;
+            bool taken;
+        } delivered;
+        int64_t ack_deadline_ms; /* KS_CMD_SHUTDOWN */
+    } u;
+} cmd_t;
+
+/* One assigned partition. @locality group loop */
+typedef struct part {
+    char *topic;
+    int32_t partition;
+    uint32_t epoch; /* this assignment's epoch; ack ids carry it */
+    ks_pstate_t state;
+    ks_ack_window_t win;
+    ks_key_sched_t sched;
+    size_t leased;            /* entries in LEASED state */
+    int64_t committed;        /* the last offset sent in a commit, -1 if none */
+    ks_commit_track_t ct;     /* commits confirmed by the broker, and the acks they cover */
+    bool meta_dirty;          /* acks or attempts above the commit point changed */
+    bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
+    int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
+    int64_t held_since_ms;    /* held_back: since when */
+    int64_t held_warned_ms;   /* held_back: when it was last warned about */
+    int64_t held_commit_ms;   /* held_back: when commit_held last committed it */
+    int64_t meta_truncations; /* commits whose metadata had to drop acks */
+    /* What the commit metadata said at assignment, for offsets not fetched yet. */
+    ks_commit_meta_t restore;
+    size_t restore_ack_i, restore_att_i;
+    /* The partition's own librdkafka queue (not forwarded to the consumer queue), so
+     * librdkafka's queued.* limits apply to this partition alone. Records wait there
+     * while the window is full; nothing fetched is thrown away. */
+    rd_kafka_queue_t *q;
+    bool q_was_full;     /* seen near librdkafka's queued.* limits: its fetcher may sleep */
+    double q_avg_bytes;  /* average key+value size of the last batch taken from q */
+    int64_t mem_tallied; /* what this window last added to the process's budget tally */
+    size_t q_len;        /* records in q, as of the last intake pass (less what it took) */
+
+    int64_t q_tallied;     /* what part_queue_mem last added to the process's queued tally */
+    bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
+    int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
+    int64_t budget_pauses; /* times part_kafka_pause paused it */
+} part_t;
+
+/* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
+typedef struct sub {
+    uint32_t id;
+    char name[KS_SUBSCRIBER_KEY_MAX];
+    int64_t credit_records, credit_bytes; /* the most it may hold unacked */
+    int64_t out_records, out_bytes;
+    int64_t last_seen_ms;
+    uint64_t seen_assign_ver; /* the assignment version its last batch showed */
+    bool hold_stalled;        /* opts.hold_stalled: its leases wait while it is stalled */
+    bool was_stalled;         /* a batch it never took had waited STALL_GRACE_MS: still stalled
+                               * when it is released, though that batch's report came first */
+    size_t turn;              /* serve_waiting: index of its fetch being filled now */
+} sub_t;
+
+/* A confirmed batch (opts.confirm) on its way to a client: its records are LEASED but
+ * unsent (KS_WIN_F_UNSENT: no deadline, so they cannot expire) until the edge says the
+ * transport took the batch (KS_CMD_DELIVERED). The edge names it by token; one command per
+ * batch, not per record. p is cleared when the partition goes; epoch tells a seek.
+ * @locality group loop */
+typedef struct dlv_rec {
+    part_t *p;
+    int64_t offset;
+    uint32_t epoch;
+    uint16_t attempts;
+} dlv_rec_t;
+
+typedef struct dlv {
+    struct dlv *next;
+    uint64_t token;
+    uint32_t sub_id;
+    int deadline_ms;
+    int64_t at_ms; /* when it was handed to the edge */
+    size_t n;
+    dlv_rec_t recs[];
+} dlv_t;
+
+/* What a dead-letter produce remembers until its delivery report. */
+typedef struct dlq_ref {
+    char topic[256];
+    int32_t partition;
+    uint32_t epoch;
+    int64_t offset;
+} dlq_ref_t;
+
+struct ks_group {
+    char *name;
+    char log_name[300]; /* "group:<name>" */
+    uint32_t group_hash;
+    uint32_t instance;
+    const ks_config_t *cfg;
+    const ks_group_conf_t *gconf;
+    bool is_static;
+    ks_group_idle_fn *idle_fn;
+    void *idle_opaque;
+    pthread_t thread;
+    bool joined;
+    atomic_bool exited;
+    /* librdkafka's join state is wait-join, wait-metadata or wait-sync: a JoinGroup or
+     * SyncGroup is in flight (commit_moved). @locality written by librdkafka's log
+     * callback on its own thread, read on the group loop */
+    atomic_bool cgrp_joining;
+
+    ks_inbox_t inbox; /* the one thread-safe door */
+
+    /* Everything below is group loop state. @locality group loop (checked by owner) */
+    ks_owner_t owner;
+    rd_kafka_t *rk;
+    rd_kafka_queue_t *cq; /* the consumer queue */
+    rd_kafka_t *dlq_rk;   /* dead-letter producer, made on first use */
+    int epfd, tfd, rk_pipe[2], dlq_pipe[2];
+    int64_t q_max_msgs, q_max_bytes;   /* librdkafka's queued.min.messages / .max.messages.kbytes */
+    int64_t q_kbytes, fetch_max_bytes; /* its queued.max.messages.kbytes, fetch.message.max.bytes */
+    part_t **parts;
+    size_t part_cnt, part_cap, rr;
+    sub_t **subs;
+    size_t sub_cnt;
+    uint32_t next_sub_id;
+    ks_leases_t leases;
+    char **topics; /* the subscription */
+    size_t topic_cnt;
+    cmd_t *wait_head, *wait_tail;
+    cmd_t *deferred;            /* fetches that arrived inside a rebalance callback */
+    dlv_t *dlv_head, *dlv_tail; /* confirmed batches not reported yet, oldest first */
+    uint64_t next_token;
+    uint32_t next_epoch;
+    uint64_t assign_ver; /* bumped on every assignment change */
+    group_life_t life;
+    int64_t drain_until_ms; /* GROUP_DRAINING: until when */
+    bool in_rebalance;
+    bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
+    ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
+    int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
+    int64_t st_acks_lost; /* accepted acks no confirmed commit covered when a partition moved */
+    /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
+     * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
+    char down[256];
+    bool mem_pressed; /* ks_mem_pressed, as of the last intake pass */
+    int64_t next_commit_ms;
+    int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
+    int64_t last_activity_ms;
+    int64_t st_delivered, st_redelivered, st_expired, st_nacked, st_acked, st_dead_lettered;
+};
+
+/* A record as the window holds it: copied out of librdkafka when it arrives, in one
+ * block. Holding the rd_kafka_message_t instead kept its whole fetch response buffer
+ * (shared by every partition in the response, up to fetch.max.bytes) alive until the last
+ * of its records was acked, so a window of small records could pin far more memory than
+ * window.max_bytes says, and it made larger windows unaffordable. */
+typedef struct rec {
+    int64_t timestamp; /* -1 if unknown */
+    uint32_t key_len, value_len;
+    uint32_t header_cnt;
+    uint8_t has_key, has_value; /* 0 for a null key or value */
+    /* header_cnt ks_header_t, then key '\0', value '\0', then header names and values */
+    _Alignas(8) char data[]; /* aligned: the ks_header_t array starts here */
+} rec_t;
+/* What mem_budget.h charges each record for its copy's header. */
+_Static_assert(sizeof(rec_t) == KS_MEM_REC_HEADER, "rec_t size");
+
+/* ---- shared between the group files (each defined in the file named) ---- */
+
+/* group.c */
+void cmd_free(cmd_t *c);
+void part_move(ks_group_t *g, part_t *p, ks_pstate_t to);
+
+/* "delivering", "not-delivering", "draining", "stopping". */
+const char *group_life_str(group_life_t s);
+/* Moves g's lifecycle forward to `to`; a move to an earlier or the same stage does nothing. */
+void group_life_move(ks_group_t *g, group_life_t to);
+
+/* group_loop.c */
+void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
+void *loop_main(void *arg);
+
+/* group_intake.c */
+void part_kafka_pause(ks_group_t *g, part_t *p, bool pause);
+void drain_consumer(ks_group_t *g, bool pipe_ready);
+void intake(ks_group_t *g);
+
+/* group_deliver.c */
+sub_t *sub_get(ks_group_t *g, const char *name, int64_t now);
+void subs_reap(ks_group_t *g, int64_t now);
+void dlv_forget(ks_group_t *g, uint32_t sub_id, const part_t *p);
+size_t drop_leases(ks_group_t *g, part_t *p);
+ks_batch_t *batch_error(ks_status_t st, const char *msg);
+void handle_delivered(ks_group_t *g, uint64_t token, bool taken, int64_t now);
+void finish_fetch(cmd_t *c, ks_batch_t *b);
+void serve_waiting(ks_group_t *g, int64_t now);
+void handle_release(ks_group_t *g, const char *name, bool unread);
+
+/* group_settle.c */
+bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now);
+void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque);
+void handle_settle(ks_group_t *g, cmd_t *c, int64_t now);
+void handle_seek(ks_group_t *g, cmd_t *c);
+
+/* group_commit.c */
+void commit_held(ks_group_t *g, int64_t now);
+rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only);
+void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
+                      rd_kafka_topic_partition_list_t *offsets, void *opaque);
+void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *parts);
+
+/* dead_letter.c */
+void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
+void drain_dlq(ks_group_t *g);
+
+/* group_rebalance.c */
+void part_remove(ks_group_t *g, part_t *p);
+void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                  void *opaque);
+void subscribe_to(ks_group_t *g, char *const *topics, size_t n);
+
+/* group_status.c */
+ks_group_status_t *build_status(ks_group_t *g, int64_t now);
+
+/* ---- small helpers the hot paths of several files share, inline as before ---- */
+
+static inline bool group_delivering(const ks_group_t *g)
+{
+    return g->life == GROUP_DELIVERING;
+}
+
+static inline sub_t *sub_by_id(ks_group_t *g, uint32_t id)
+{
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (g->subs[i]->id == id)
+            return g->subs[i];
+    return NULL;
+}
+
+/* e leaves LEASED: its subscriber gets the credit back. */
+static inline void unlease(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    sub_t *s = sub_by_id(g, e->sub_id);
+    if (s) {
+        s->out_records--;
+        s->out_bytes -= e->bytes;
+    }
+    e->flags &= (uint8_t)~KS_WIN_F_UNSENT;
+    p->leased--;
+}
+
+/* A record's parts, all inside its one block (borrowed; writable for librdkafka's
+ * producev, which copies them). */
+static inline const ks_header_t *rec_headers(const rec_t *r)
+{
+    return (const ks_header_t *)(const void *)r->data;
+}
+
+static inline char *rec_key(const rec_t *r)
+{
+    return r->has_key ? (char *)(uintptr_t)(r->data + r->header_cnt * sizeof(ks_header_t)) : NULL;
+}
+
+static inline char *rec_value(const rec_t *r)
+{
+    return r->has_value
+               ? (char *)(uintptr_t)(r->data + r->header_cnt * sizeof(ks_header_t) + r->key_len + 1)
+               : NULL;
+}
+
+static inline size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+/* @locality group loop */
+static inline part_t *part_find(ks_group_t *g, const char *topic, int32_t partition)
+{
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (p->partition == partition && strcmp(p->topic, topic) == 0)
+            return p;
+    }
+    return NULL;
+}
+
+/* What p's window costs against the memory budget: the key and value bytes of records
+ * not yet acked, plus ks_mem_record_overhead() for every record held. */
+static inline int64_t part_mem(const part_t *p)
+{
+    return ks_ack_window_bytes(&p->win) +
+           (int64_t)ks_ack_window_count(&p->win) * ks_mem_record_overhead();
+}
+
+/* p's window share of the process's memory budget now: it shrinks as partitions are
+ * assigned to any group of the process, and grows as they go. */
+static inline int64_t part_share(const ks_group_t *g)
+{
+    return ks_mem_window_share(g->cfg->memory_max_bytes, ks_mem_parts());
+}
+
+/* What p's librdkafka queue holds, estimated at the last batch's average size. Its limits
+ * cannot keep it small: a fetch returns at least one whole producer batch (KIP-74), up to
+ * the producer's batch.size (librdkafka's default 1 MB), whatever fetch.message.max.bytes. */
+static inline int64_t part_queue_mem(const part_t *p)
+{
+    return (int64_t)((double)p->q_len * (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD));
+}
+
+/* How many more bytes p's window may take now (<= 0: none). The share covers the window
+ * and the records librdkafka holds for the partition, but a window always gets its floor:
+ * taking records from the queue is what lets it shrink, and the only way to progress. */
+static inline int64_t part_room_bytes(const ks_group_t *g, const part_t *p)
+{
+    int64_t share = part_share(g), mem = part_mem(p);
+    int64_t by_share = share - mem - part_queue_mem(p);
+    int64_t by_floor = (share < KS_MEM_WINDOW_FLOOR ? share : KS_MEM_WINDOW_FLOOR) - mem;
+    return by_share > by_floor ? by_share : by_floor;
+}
+
+static inline bool part_has_room(const ks_group_t *g, const part_t *p)
+{
+    return ks_ack_window_count(&p->win) < (size_t)g->cfg->window_max_records &&
+           ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_room_bytes(g, p) > 0;
+}
+
+/* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
+ * the metadata's cut, and the commit point's own, always go out. @locality group loop */
+static inline int64_t part_hold_from(const part_t *p)
+{
+    return p->held_back ? ks_key_sched_hold_from(p->meta_cut, ks_ack_window_commit_point(&p->win))
+                        : KS_HOLD_NONE;
+}
+
+/* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
+ * records from librdkafka, whose queue then stops fetching at its queued.* limits. Its
+ * limits cannot stop one more fetch (up to fetch.message.max.bytes, or a whole producer
+ * batch), at ~5x the payload in memory, which stays there while the window is full. So
+ * while windows and queues hold a quarter of the budget or more (ks_mem_pressed), a
+ * partition at its share (window and queue together, part_room_bytes) whose queue holds
+ * records is paused in librdkafka, and its queue emptied; it resumes once its window
+ * drained to half of what it held then (or it is no longer deliverable), and librdkafka
+ * fetches again from the last record taken. A partition bound by window.max_records or
+ * .max_bytes (8 partitions at the default budget), or with a small tally, never pauses.
+ * @locality group loop */
+static inline void part_check_bound(ks_group_t *g, part_t *p)
+{
+    bool room = part_has_room(g, p);
+    if (p->state == KS_PS_ACTIVE && !room)
+        part_move(g, p, KS_PS_PAUSED);
+    else if (p->state == KS_PS_PAUSED && room)
+        part_move(g, p, KS_PS_ACTIVE);
+    if (!p->q)
+        return;
+    if (p->kpaused) {
+        if (part_mem(p) * 2 < p->kpaused_mem || !ks_pstate_deliverable(p->state))
+            part_kafka_pause(g, p, false);
+    } else if (!room && g->mem_pressed && ks_pstate_deliverable(p->state) &&
+               part_room_bytes(g, p) <= 0 && (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0)) {
+        part_kafka_pause(g, p, true);
+    }
+}
+
+static inline void mark_done(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    ks_key_sched_done(&p->sched, &p->win, e);
+    p->meta_dirty = true;
+}
+
+#endif

@@ -1,0 +1,245 @@
+/* group_intake.c: records in from librdkafka: each partition's queue into its window, within the
+ * window's bounds and the memory budget. */
+#include "group_int.h"
+
+static uint64_t fnv64(const void *data, size_t len)
+{
+    const unsigned char *p = data;
+    uint64_t h = 14695981039346656037ull;
+    for (size_t i = 0; i < len; i++) {
+        h ^= p[i];
+        h *= 1099511628211ull;
+    }
+    return h;
+}
+
+static rec_t *rec_copy(rd_kafka_message_t *m)
+{
+    rd_kafka_headers_t *hdrs = NULL;
+    if (rd_kafka_message_headers(m, &hdrs) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        hdrs = NULL;
+    size_t hc = hdrs ? rd_kafka_header_cnt(hdrs) : 0;
+    size_t need = align8(sizeof(rec_t)) + hc * sizeof(ks_header_t) + m->key_len + m->len + 2;
+    const char *name;
+    const void *val;
+    size_t vlen;
+    for (size_t h = 0; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++)
+        need += strlen(name) + 1 + vlen + 1;
+    rec_t *r = malloc(need);
+    if (!r)
+        abort();
+    rd_kafka_timestamp_type_t tstype;
+    r->timestamp = rd_kafka_message_timestamp(m, &tstype);
+    ks_header_t *rh = (ks_header_t *)(void *)r->data;
+    r->header_cnt = (uint32_t)hc; /* rec_key and rec_value skip hc headers */
+    char *pos = r->data + hc * sizeof(ks_header_t);
+    r->has_key = m->key != NULL;
+    r->key_len = m->key ? (uint32_t)m->key_len : 0;
+    if (m->key)
+        memcpy(pos, m->key, m->key_len);
+    pos += r->key_len;
+    *pos++ = '\0';
+    r->has_value = m->payload != NULL;
+    r->value_len = m->payload ? (uint32_t)m->len : 0;
+    if (m->payload)
+        memcpy(pos, m->payload, m->len);
+    pos += r->value_len;
+    *pos++ = '\0';
+    size_t h = 0;
+    for (; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++) {
+        size_t nl = strlen(name) + 1;
+        memcpy(pos, name, nl);
+        rh[h].name = pos;
+        pos += nl;
+        rh[h].value = val ? pos : NULL;
+        rh[h].value_len = val ? vlen : 0;
+        if (val)
+            memcpy(pos, val, vlen);
+        pos += vlen;
+        *pos++ = '\0';
+    }
+    for (; h < hc; h++) /* a header librdkafka would not give back: empty */
+        rh[h] = (ks_header_t){.name = "", .value = NULL, .value_len = 0};
+    return r;
+}
+
+#define INTAKE_BATCH 256
+
+/* Brings the process's tallies up to date with p's window and queue. */
+static void part_tally(part_t *p)
+{
+    int64_t m = part_mem(p), q = part_queue_mem(p);
+    if (m != p->mem_tallied) {
+        ks_mem_used_add(m - p->mem_tallied);
+        p->mem_tallied = m;
+    }
+    if (q != p->q_tallied) {
+        ks_mem_queued_add(q - p->q_tallied);
+        p->q_tallied = q;
+    }
+}
+
+static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
+{
+    if (m->err) {
+        if (m->err != RD_KAFKA_RESP_ERR__PARTITION_EOF)
+            ks_warn(g->log_name, "consumer: %s%s%s", rd_kafka_message_errstr(m),
+                    m->rkt ? " topic " : "", m->rkt ? rd_kafka_topic_name(m->rkt) : "");
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    if (!p)
+        p = part_find(g, rd_kafka_topic_name(m->rkt), m->partition);
+    if (!p || p->state == KS_PS_REVOKING || m->offset < p->win.end_offset) {
+        /* Not ours any more, or already held (fetched again after a seek). */
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    /* Restored metadata: acked before a restart means done now; attempts carry on. */
+    ks_commit_meta_t *r = &p->restore;
+    while (p->restore_ack_i < r->acked_cnt && r->acked[p->restore_ack_i] < m->offset)
+        p->restore_ack_i++;
+    while (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset < m->offset)
+        p->restore_att_i++;
+    if (p->restore_ack_i < r->acked_cnt && r->acked[p->restore_ack_i] == m->offset) {
+        ks_ack_window_push_done(&p->win, m->offset);
+        rd_kafka_message_destroy(m);
+        return;
+    }
+    int64_t off = m->offset;
+    uint32_t bytes = (uint32_t)(m->len + m->key_len);
+    bool has_key = m->key != NULL;
+    uint64_t kh = m->key ? fnv64(m->key, m->key_len) : 0;
+    rec_t *rec = rec_copy(m);
+    rd_kafka_message_destroy(m); /* frees librdkafka's buffer as soon as possible */
+    if (ks_ack_window_push(&p->win, off, bytes, rec) < 0) {
+        free(rec);
+        return;
+    }
+    ks_win_entry_t *e = ks_ack_window_get(&p->win, off);
+    if (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset == off) {
+        uint32_t a = r->attempts[p->restore_att_i].attempts;
+        e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
+    }
+    ks_key_sched_add(&p->sched, &p->win, e, has_key, kh);
+}
+
+/* Pauses (pause true) or resumes p in librdkafka. @locality group loop, between batch
+ * calls (librdkafka 2.0.x's batch consume mishandles a pause or resume made meanwhile). */
+void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
+{
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition);
+    rd_kafka_resp_err_t err =
+        pause ? rd_kafka_pause_partitions(g->rk, l) : rd_kafka_resume_partitions(g->rk, l);
+    if (!err)
+        err = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err) {
+        ks_warn(g->log_name, "%s[%d]: %s in librdkafka: %s", p->topic, p->partition,
+                pause ? "pausing" : "resuming", rd_kafka_err2str(err));
+        return;
+    }
+    p->kpaused = pause;
+    if (pause) {
+        p->budget_pauses++;
+        p->kpaused_mem = part_mem(p);
+        /* The pause's version barrier makes what the queue holds outdated, but librdkafka
+         * 2.0.2 left it there (6,000+ records a partition, seen in its status): a batch
+         * consume drops outdated records without returning them, which gives the memory
+         * back. The resume fetches again from the last record taken (librdkafka's app
+         * position), so no fetcher is left to wake with a seek. A record it did return
+         * (none expected) is taken as usual. */
+        rd_kafka_message_t *ms[INTAKE_BATCH];
+        ssize_t n;
+        while ((n = rd_kafka_consume_batch_queue(p->q, 0, ms, INTAKE_BATCH)) > 0)
+            for (ssize_t k = 0; k < n; k++)
+                handle_message(g, p, ms[k]);
+        p->q_len = 0;
+        p->q_was_full = false;
+    }
+}
+
+/* Serves the consumer queue (records, errors, rebalance callbacks) on every wakeup:
+ * polling it is also what keeps the member within max.poll.interval.ms. */
+void drain_consumer(ks_group_t *g, bool pipe_ready)
+{
+    char buf[256];
+    while (pipe_ready && read(g->rk_pipe[0], buf, sizeof(buf)) > 0)
+        ;
+    rd_kafka_message_t *m;
+    while ((m = rd_kafka_consumer_poll(g->rk, 0)))
+        handle_message(g, NULL, m);
+}
+
+/* librdkafka 2.0.2 stops fetching a partition whose queue is at queued.min.messages or
+ * queued.max.messages.kbytes, and looks again only when its broker thread next wakes:
+ * up to a second later when no other fetch is running. An asynchronous seek to where
+ * the queue ends wakes it now. Only done once the queue is empty, so the seek's version
+ * barrier throws nothing away. */
+static void part_wake_fetcher(ks_group_t *g, part_t *p)
+{
+    if (p->win.end_offset < 0)
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = p->win.end_offset;
+    rd_kafka_error_t *err = rd_kafka_seek_partitions(g->rk, l, 0);
+    if (err) {
+        ks_warn(g->log_name, "%s[%d]: waking the fetcher: %s", p->topic, p->partition,
+                rd_kafka_error_string(err));
+        rd_kafka_error_destroy(err);
+    }
+    rd_kafka_topic_partition_list_destroy(l);
+}
+
+/* Moves records from p's queue into its window while the window has room (a window may
+ * pass window.max_bytes by one batch, and its memory share by about one record). */
+static void intake_part(ks_group_t *g, part_t *p)
+{
+    size_t len = rd_kafka_queue_length(p->q);
+    p->q_len = len; /* one look per pass: it takes librdkafka's queue lock */
+    if ((int64_t)len * 2 >= g->q_max_msgs ||
+        (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
+        p->q_was_full = true;
+    /* In batches: one call for many records. librdkafka 2.0.x's batch consume mishandles
+     * pause and resume (fixed in 2.1.0); ksidecar's pauses (part_check_bound), seeks and
+     * rebalances all run on this thread between batches. */
+    rd_kafka_message_t *ms[INTAKE_BATCH];
+    while (part_has_room(g, p)) {
+        size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
+        /* Records that fit the share at the last batch's average size, at least one. */
+        double per = p->q_avg_bytes + (double)ks_mem_record_overhead();
+        double fit = (double)part_room_bytes(g, p) / per + 1;
+        if (fit < (double)room)
+            room = (size_t)fit;
+        ssize_t n =
+            rd_kafka_consume_batch_queue(p->q, 0, ms, room < INTAKE_BATCH ? room : INTAKE_BATCH);
+        if (n <= 0) {
+            if (p->q_was_full)
+                part_wake_fetcher(g, p);
+            p->q_was_full = false;
+            return;
+        }
+        size_t bytes = 0;
+        for (ssize_t k = 0; k < n; k++) {
+            bytes += ms[k]->len + ms[k]->key_len;
+            handle_message(g, p, ms[k]);
+        }
+        p->q_len = p->q_len > (size_t)n ? p->q_len - (size_t)n : 0;
+        p->q_avg_bytes = (double)bytes / (double)n;
+    }
+}
+
+/* Fills the windows that have room, then marks each partition at its bound PAUSED (or
+ * ACTIVE again), records from the consumer queue included. */
+void intake(ks_group_t *g)
+{
+    g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (p->q && !p->kpaused && ks_pstate_deliverable(p->state) && part_has_room(g, p))
+            intake_part(g, p);
+        part_check_bound(g, p);
+        part_tally(p);
+    }
+}

@@ -1,0 +1,234 @@
+/* group_rebalance.c: the subscription, and assignment and revocation of partitions (the rebalance
+ * callback and its revoke grace). */
+#include "group_int.h"
+
+static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
+{
+    ks_owner_assert(&g->owner);
+    part_t *p = calloc(1, sizeof(*p));
+    if (!p)
+        abort();
+    p->topic = ks_xstrdup(topic);
+    p->partition = partition;
+    p->epoch = ++g->next_epoch;
+    p->state = KS_PS_INITIALIZING;
+    p->committed = -1;
+    ks_commit_track_init(&p->ct, -1);
+    ks_ack_window_init(&p->win, free); /* a rec_t is one block */
+    ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
+    if (g->part_cnt == g->part_cap) {
+        g->part_cap = g->part_cap ? g->part_cap * 2 : 16;
+        g->parts = realloc(g->parts, g->part_cap * sizeof(*g->parts));
+        if (!g->parts)
+            abort();
+    }
+    g->parts[g->part_cnt++] = p;
+    ks_mem_parts_add(1); /* every partition's window share shrinks */
+    /* Take the partition's records from its own queue. Cleared before assign, the
+     * forward stays cleared (librdkafka keeps an application's choice). */
+    p->q = rd_kafka_queue_get_partition(g->rk, topic, partition);
+    if (p->q) {
+        rd_kafka_queue_forward(p->q, NULL);
+        rd_kafka_queue_io_event_enable(p->q, g->rk_pipe[1], "1", 1);
+    }
+    return p;
+}
+
+void part_remove(ks_group_t *g, part_t *p)
+{
+    ks_owner_assert(&g->owner);
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        if (g->parts[i] == p) {
+            g->parts[i] = g->parts[--g->part_cnt];
+            break;
+        }
+    }
+    /* Leases of a revoked partition are gone: give their subscribers the credits back. */
+    size_t leased = drop_leases(g, p);
+    if (p->state != KS_PS_REVOKING)
+        part_move(g, p, KS_PS_REVOKING);
+    part_move(g, p, KS_PS_GONE);
+    ks_info(g->log_name, "revoked %s[%d] (epoch %u): %zu records left in its window, %zu leased",
+            p->topic, p->partition, p->epoch, ks_ack_window_count(&p->win), leased);
+    ks_leases_forget(&g->leases, p);
+    if (p->kpaused) /* librdkafka keeps an application's pause for a later assignment */
+        part_kafka_pause(g, p, false);
+    ks_mem_parts_add(-1);
+    ks_mem_used_add(-p->mem_tallied);
+    dlv_forget(g, 0, p);
+    ks_mem_queued_add(-p->q_tallied);
+    ks_ack_window_destroy(&p->win);
+    ks_key_sched_destroy(&p->sched);
+    ks_commit_meta_free(&p->restore);
+    if (p->q) {
+        rd_kafka_queue_io_event_enable(p->q, -1, NULL, 0);
+        rd_kafka_queue_destroy(p->q);
+    }
+    free(p->topic);
+    free(p);
+}
+
+/* Inside a revoke: keep taking acks for the revoking partitions until their leases
+ * are all settled or revoke_grace_ms ran out. Fetches wait until after the callback. */
+static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
+{
+    /* At shutdown the drain already waited for acks. */
+    int64_t until = g->life == GROUP_STOPPING ? 0 : ks_now_ms() + g->cfg->revoke_grace_ms;
+    for (;;) {
+        size_t leased = 0;
+        for (size_t i = 0; i < n; i++)
+            leased += revoking[i]->leased;
+        int64_t now = ks_now_ms();
+        if (leased == 0 || now >= until)
+            break;
+        int64_t next = ks_leases_next_due(&g->leases);
+        int64_t wait = (next < until ? next : until) - now;
+        if (wait < 1)
+            wait = 1;
+        struct epoll_event ev;
+        int efd = epoll_create1(EPOLL_CLOEXEC);
+        struct epoll_event want = {.events = EPOLLIN, .data.fd = ks_inbox_fd(&g->inbox)};
+        epoll_ctl(efd, EPOLL_CTL_ADD, ks_inbox_fd(&g->inbox), &want);
+        epoll_wait(efd, &ev, 1, (int)(wait > 1000 ? 1000 : wait));
+        close(efd);
+        now = ks_now_ms();
+        for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next_nd; nd; nd = next_nd) {
+            next_nd = nd->next;
+            cmd_t *c = (cmd_t *)nd;
+            if (!(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) { /* a fetch: after the callback */
+                c->next_wait = g->deferred;
+                g->deferred = c;
+            } else {
+                handle_cmd(g, c, now);
+            }
+        }
+        ks_leases_run(&g->leases, now, lease_event, g);
+    }
+}
+
+/* A revoked partition leaves: acks accepted on it that no confirmed commit covers will be
+ * delivered again by its next owner. Counts and logs them; why says what failed. */
+static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
+{
+    int64_t n = ks_commit_track_unconfirmed(&p->ct);
+    if (n <= 0)
+        return;
+    g->st_acks_lost += n;
+    ks_warn(g->log_name,
+            "%s[%d]: up to %lld accepted acks lost to a move (%s): no confirmed commit covers "
+            "them, so the partition's next owner delivers those records again",
+            p->topic, p->partition, (long long)n, why);
+}
+
+void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
+                  void *opaque)
+{
+    ks_group_t *g = opaque;
+    ks_owner_enter(&g->owner);
+    g->in_rebalance = true;
+    bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+        g->ever_assigned = true;
+        g->down[0] = '\0';
+        for (int i = 0; i < parts->cnt; i++)
+            if (!part_find(g, parts->elems[i].topic, parts->elems[i].partition))
+                part_add(g, parts->elems[i].topic, parts->elems[i].partition);
+        restore_committed(g, parts);
+        for (int i = 0; i < parts->cnt; i++) {
+            part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
+            if (p && p->state == KS_PS_INITIALIZING) {
+                part_move(g, p, KS_PS_ACTIVE);
+                ks_info(g->log_name, "assigned %s[%d] (epoch %u, committed %lld)", p->topic,
+                        p->partition, p->epoch, (long long)p->committed);
+            }
+        }
+        g->assign_ver++;
+        if (coop && ks_rejoin_guard_assign(&g->rj))
+            ks_info(g->log_name, "cooperative rebalance complete after %lld ms; commits resume",
+                    (long long)(ks_now_ms() - g->rj.since_ms));
+        if (coop)
+            error = rd_kafka_incremental_assign(rk, parts);
+        else
+            aerr = rd_kafka_assign(rk, parts);
+    } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
+        /* 1. stop delivering (streams hear of it); 2. let leases finish; 3. commit;
+         * 4. give them up. */
+        g->assign_ver++;
+        part_t **rev = calloc((size_t)parts->cnt + 1, sizeof(*rev));
+        size_t n = 0;
+        if (!rev)
+            abort();
+        for (int i = 0; i < parts->cnt; i++) {
+            part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
+            if (p) {
+                part_move(g, p, KS_PS_REVOKING);
+                rev[n++] = p;
+            }
+        }
+        /* A lost assignment can no longer be committed (librdkafka has dropped the
+         * generation): no grace, no commit, and its unconfirmed acks are counted. */
+        bool lost = rd_kafka_assignment_lost(rk) == 1;
+        if (lost)
+            ks_warn(g->log_name, "assignment lost: %zu partition(s) revoked without a commit", n);
+        else
+            revoke_grace(g, rev, n);
+        for (size_t i = 0; i < n; i++) {
+            rd_kafka_resp_err_t cerr =
+                lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, rev[i]);
+            count_lost_acks(g, rev[i], lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+        }
+        for (size_t i = 0; i < n; i++)
+            part_remove(g, rev[i]);
+        free(rev);
+        /* From here to the ASSIGN that ends the rebalance, no commit may go out. */
+        if (coop)
+            ks_rejoin_guard_revoke(&g->rj, lost, ks_now_ms());
+        if (coop)
+            error = rd_kafka_incremental_unassign(rk, parts);
+        else
+            aerr = rd_kafka_assign(rk, NULL);
+    } else {
+        ks_err(g->log_name, "rebalance failed: %s", rd_kafka_err2str(err));
+        aerr = rd_kafka_assign(rk, NULL);
+    }
+    if (error) {
+        ks_err(g->log_name, "(un)assign failed: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    } else if (aerr) {
+        ks_err(g->log_name, "assign failed: %s", rd_kafka_err2str(aerr));
+    }
+    g->in_rebalance = false;
+    ks_owner_leave(&g->owner);
+}
+
+void subscribe_to(ks_group_t *g, char *const *topics, size_t n)
+{
+    bool changed = false;
+    for (size_t i = 0; i < n; i++) {
+        bool have = false;
+        for (size_t j = 0; j < g->topic_cnt; j++)
+            if (strcmp(g->topics[j], topics[i]) == 0)
+                have = true;
+        if (have)
+            continue;
+        g->topics = realloc(g->topics, (g->topic_cnt + 1) * sizeof(char *));
+        if (!g->topics)
+            abort();
+        g->topics[g->topic_cnt++] = ks_xstrdup(topics[i]);
+        changed = true;
+    }
+    if (!changed)
+        return;
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new((int)g->topic_cnt);
+    for (size_t j = 0; j < g->topic_cnt; j++)
+        rd_kafka_topic_partition_list_add(l, g->topics[j], RD_KAFKA_PARTITION_UA);
+    rd_kafka_resp_err_t err = rd_kafka_subscribe(g->rk, l);
+    rd_kafka_topic_partition_list_destroy(l);
+    if (err)
+        ks_err(g->log_name, "subscribe failed: %s", rd_kafka_err2str(err));
+    else
+        ks_info(g->log_name, "subscription is now %zu topic(s)", g->topic_cnt);
+}

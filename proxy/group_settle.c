@@ -1,0 +1,221 @@
+/* group_settle.c: settling leased records (ack, nack, extend), lease expiry, and seek. */
+#include "group_int.h"
+
+/* A record is done with one delivery (nack, expiry, delay over): dead-letter it once
+ * it reached max_attempts and a dead-letter topic is set, else make it ready again. */
+static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
+{
+    if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+        dead_letter(g, p, e);
+        return;
+    }
+    e->state = KS_REC_READY;
+    ks_key_sched_requeue(&p->sched, &p->win, e);
+}
+
+/* True when s holds its leases while stalled and its oldest batch not yet reported by
+ * the edge has waited STALL_GRACE_MS for the transport: the client reads nothing. */
+bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now)
+{
+    if (!s || !s->hold_stalled)
+        return false;
+    if (s->was_stalled)
+        return true;
+    for (const dlv_t *d = g->dlv_head; d; d = d->next)
+        if (d->sub_id == s->id)
+            return now - d->at_ms >= STALL_GRACE_MS;
+    return false;
+}
+
+void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque)
+{
+    ks_group_t *g = opaque;
+    part_t *p = owner;
+    if (ev == KS_LEASE_EXPIRED) {
+        int64_t now = ks_now_ms();
+        if (sub_stalled(g, sub_by_id(g, e->sub_id), now)) {
+            /* Its client reads nothing, so it may never have seen the record: the lease
+             * waits (no attempt counted) until the client reads again, or until the edge
+             * cuts it off and its leases go back uncounted. */
+            ks_lease_extend(&g->leases, &p->win, p, e, now, STALL_RECHECK_MS);
+            return;
+        }
+        g->st_expired++;
+        unlease(g, p, e);
+        ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
+               (long long)e->offset, e->attempts);
+        if (!e->reason)
+            e->reason = ks_xstrdup("lease deadline expired");
+    }
+    requeue(g, p, e);
+}
+
+static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64_t now)
+{
+    const ks_ack_ref_t id = c->u.settle.refs[i]; /* parsed on the caller's thread */
+    if (!id.ok)
+        return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
+    if (id.group_hash != g->group_hash)
+        return (ks_ack_result_t){KS_E_INVALID, "ack id belongs to another group"};
+    if (id.instance != g->instance)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: it was issued by an earlier ksidecar "
+                                             "process; the record will be redelivered"};
+    part_t *p = part_find(g, id.topic, id.partition);
+    if (!p)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition is no longer "
+                                             "assigned to this process"};
+    if (p->epoch != id.epoch)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition was reassigned "
+                                             "since delivery (epoch changed)"};
+    ks_win_entry_t *e = ks_ack_window_get(&p->win, id.offset);
+    if (!e) {
+        /* Committed past: which of the record's ids was acked is no longer known, so this
+         * one may be stale, and an OK could claim an ack that never happened. */
+        if (ks_ack_window_ack(&p->win, id.offset) == KS_ACK_DUPLICATE)
+            return (ks_ack_result_t){KS_E_STALE, "already committed: the record was acked "
+                                                 "(under this ack id or a newer one) and its "
+                                                 "offset committed; nothing to redo"};
+        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+    }
+    if (e->attempts == 0)
+        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+    if (e->attempts != id.attempt)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the lease ended and the record was "
+                                             "delivered again; use the newer ack id"};
+    if (e->state == KS_REC_ACKED)
+        return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
+                                 "already acked"};
+
+    switch (c->u.settle.op) {
+    case KS_SETTLE_ACK:
+        if (e->state == KS_REC_DEAD_LETTERING)
+            return (ks_ack_result_t){KS_E_STALE, "the record is being dead-lettered"};
+        if (e->state == KS_REC_LEASED)
+            unlease(g, p, e);
+        mark_done(g, p, e);
+        ks_ack_window_ack_entry(&p->win, e);
+        g->st_acked++;
+        p->ct.acks++;
+        part_check_bound(g, p);
+        return (ks_ack_result_t){KS_OK, "acked"};
+    case KS_SETTLE_NACK: {
+        if (e->state != KS_REC_LEASED)
+            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
+                                                 "or nacked) and the record will be redelivered"};
+        unlease(g, p, e);
+        g->st_nacked++;
+        if (c->u.settle.reason) {
+            free(e->reason);
+            e->reason = ks_xstrdup(c->u.settle.reason);
+        }
+        if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+            e->state = KS_REC_READY;
+            dead_letter(g, p, e);
+            return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};
+        }
+        if (ks_lease_release(&g->leases, &p->win, p, e, now, c->u.settle.ms) == 1)
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+        return (ks_ack_result_t){KS_OK, c->u.settle.ms > 0 ? "nacked; redelivery after the delay"
+                                                           : "nacked; redelivery now"};
+    }
+    case KS_SETTLE_EXTEND:
+        if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->u.settle.ms) < 0)
+            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
+                                                 "or nacked) and the record will be redelivered"};
+        return (ks_ack_result_t){KS_OK, "deadline extended"};
+    }
+    return (ks_ack_result_t){KS_E_INTERNAL, "unknown operation"};
+}
+
+void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    ks_ack_result_t *res = calloc(c->u.settle.n ? c->u.settle.n : 1, sizeof(*res));
+    if (!res)
+        abort();
+    for (size_t i = 0; i < c->u.settle.n; i++)
+        res[i] = settle_one(g, c, i, now);
+    c->u.settle.cb(res, c->u.settle.n, c->u.settle.opaque);
+    cmd_free(c);
+}
+
+static void seek_done(cmd_t *c, ks_status_t st, const char *msg, int64_t offset, int64_t stale)
+{
+    ks_seek_result_t *r = calloc(1, sizeof(*r));
+    if (!r)
+        abort();
+    r->status = st;
+    snprintf(r->message, sizeof(r->message), "%s", msg);
+    r->offset = offset;
+    r->stale_leases = stale;
+    c->u.seek.cb(r, c->u.seek.opaque);
+    cmd_free(c);
+}
+
+/* Moves a partition: its leases turn stale (new epoch), its window starts over. */
+void handle_seek(ks_group_t *g, cmd_t *c)
+{
+    part_t *p = part_find(g, c->u.seek.topic, c->u.seek.partition);
+    if (!p || !ks_pstate_deliverable(p->state)) {
+        seek_done(c, KS_E_NOT_FOUND, "that partition is not assigned to this process", -1, 0);
+        return;
+    }
+    int64_t target = c->u.seek.value;
+    switch (c->u.seek.kind) {
+    case KS_SEEK_EARLIEST:
+        target = RD_KAFKA_OFFSET_BEGINNING;
+        break;
+    case KS_SEEK_LATEST:
+        target = RD_KAFKA_OFFSET_END;
+        break;
+    case KS_SEEK_TIMESTAMP: {
+        rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = c->u.seek.value;
+        rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(g->rk, l, 5000);
+        if (!err)
+            err = l->elems[0].err;
+        target = l->elems[0].offset;
+        rd_kafka_topic_partition_list_destroy(l);
+        if (err) {
+            seek_done(c, KS_E_UNAVAILABLE, rd_kafka_err2str(err), -1, 0);
+            return;
+        }
+        if (target < 0)
+            target = RD_KAFKA_OFFSET_END; /* no record that late */
+        break;
+    }
+    case KS_SEEK_OFFSET:
+        if (target < 0) {
+            seek_done(c, KS_E_INVALID, "offset must be >= 0", -1, 0);
+            return;
+        }
+        break;
+    }
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = target;
+    rd_kafka_error_t *error = rd_kafka_seek_partitions(g->rk, l, 5000);
+    rd_kafka_resp_err_t perr = l->elems[0].err;
+    rd_kafka_topic_partition_list_destroy(l);
+    if (error || perr) {
+        char msg[256];
+        snprintf(msg, sizeof(msg), "seek failed: %s",
+                 error ? rd_kafka_error_string(error) : rd_kafka_err2str(perr));
+        if (error)
+            rd_kafka_error_destroy(error);
+        seek_done(c, KS_E_UNAVAILABLE, msg, -1, 0);
+        return;
+    }
+    int64_t stale = (int64_t)drop_leases(g, p);
+    ks_leases_forget(&g->leases, p);
+    ks_ack_window_destroy(&p->win);
+    ks_key_sched_destroy(&p->sched);
+    ks_commit_meta_free(&p->restore);
+    p->restore_ack_i = p->restore_att_i = 0;
+    p->held_back = false;
+    ks_commit_track_init(&p->ct, -1); /* a new position: nothing confirmed on it yet */
+    p->epoch = ++g->next_epoch;
+    if (p->state == KS_PS_PAUSED)
+        part_move(g, p, KS_PS_ACTIVE);
+    ks_info(g->log_name, "%s[%d]: seek to %lld; %lld leases are stale now (epoch %u)", p->topic,
+            p->partition, (long long)target, (long long)stale, p->epoch);
+    seek_done(c, KS_OK, "", target, stale);
+}

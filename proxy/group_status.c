@@ -1,0 +1,82 @@
+/* group_status.c: a group's status snapshot. */
+#include "group_int.h"
+
+ks_group_status_t *build_status(ks_group_t *g, int64_t now)
+{
+    ks_group_status_t *st = calloc(1, sizeof(*st));
+    if (!st)
+        abort();
+    snprintf(st->name, sizeof(st->name), "%s", g->name);
+    st->is_static = g->is_static;
+    st->ordering = ks_ordering_str((ks_ordering_t)g->gconf->ordering);
+    snprintf(st->dead_letter_topic, sizeof(st->dead_letter_topic), "%s",
+             g->gconf->dead_letter_topic);
+    st->max_attempts = g->gconf->max_attempts;
+    size_t tl = 0;
+    for (size_t i = 0; i < g->topic_cnt && tl + 1 < sizeof(st->topics); i++)
+        tl += (size_t)snprintf(st->topics + tl, sizeof(st->topics) - tl, "%s%s", i ? "," : "",
+                               g->topics[i]);
+    st->delivered = g->st_delivered;
+    st->redelivered = g->st_redelivered;
+    st->expired = g->st_expired;
+    st->nacked = g->st_nacked;
+    st->acked = g->st_acked;
+    st->dead_lettered = g->st_dead_lettered;
+    st->mem_max_bytes = g->cfg->memory_max_bytes;
+    st->mem_used_bytes = ks_mem_used();
+    st->mem_partitions = (int64_t)ks_mem_parts();
+    st->mem_window_share_bytes = part_share(g);
+    st->mem_kafka_queue_kbytes = g->q_kbytes;
+    st->mem_kafka_fetch_bytes = g->fetch_max_bytes;
+    st->acks_lost_to_move = g->st_acks_lost;
+    st->part_cnt = g->part_cnt;
+    st->parts = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(*st->parts));
+    st->sub_cnt = g->sub_cnt;
+    st->subs = calloc(g->sub_cnt ? g->sub_cnt : 1, sizeof(*st->subs));
+    if (!st->parts || !st->subs)
+        abort();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        ks_part_status_t *ps = &st->parts[i];
+        snprintf(ps->topic, sizeof(ps->topic), "%s", p->topic);
+        ps->partition = p->partition;
+        ps->epoch = p->epoch;
+        ps->state = ks_pstate_str(p->state);
+        ps->committed = p->ct.confirmed;
+        ps->commit_in_flight = ks_commit_track_in_flight(&p->ct);
+        int64_t lo = -1, hi = -1;
+        if (rd_kafka_get_watermark_offsets(g->rk, p->topic, p->partition, &lo, &hi) != 0)
+            hi = -1;
+        ps->high_watermark = hi;
+        int64_t base = p->ct.confirmed >= 0 ? p->ct.confirmed : ks_ack_window_commit_point(&p->win);
+        ps->lag = hi >= 0 && base >= 0 ? hi - base : -1;
+        ps->in_flight = p->leased;
+        ps->window = ks_ack_window_count(&p->win);
+        ps->window_bytes = ks_ack_window_bytes(&p->win);
+        ps->paused = p->state == KS_PS_PAUSED;
+        ps->oldest_lease_age_ms = -1;
+        for (size_t j = 0; j < ps->window && p->leased; j++) {
+            ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
+            if (e->state == KS_REC_LEASED && now - e->leased_at_ms > ps->oldest_lease_age_ms)
+                ps->oldest_lease_age_ms = now - e->leased_at_ms;
+        }
+        ps->metadata_truncations = p->meta_truncations;
+        ps->held_back = p->held_back;
+        ps->window_memory_bytes = part_mem(p);
+        ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
+        ps->budget_pauses = p->budget_pauses;
+    }
+    for (size_t i = 0; i < g->sub_cnt; i++) {
+        sub_t *s = g->subs[i];
+        ks_sub_status_t *ss = &st->subs[i];
+        snprintf(ss->name, sizeof(ss->name), "%s", s->name);
+        ss->credit_records = s->credit_records;
+        ss->credit_bytes = s->credit_bytes;
+        ss->outstanding_records = s->out_records;
+        ss->outstanding_bytes = s->out_bytes;
+        for (cmd_t *c = g->wait_head; c; c = c->next_wait)
+            if (!strcmp(c->u.fetch.sub, s->name))
+                ss->waiting = 1;
+    }
+    return st;
+}

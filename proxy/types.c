@@ -1,0 +1,76 @@
+/* types.c: the status code table, and the helpers of the shared record and status types. */
+#include "types.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "ack_id.h"
+
+/* One row per ks_status_t, indexed by -status: its name, gRPC code and HTTP status. */
+static const struct {
+    const char *name;
+    int grpc_code;
+    int http;
+} status_tab[] = {
+    [-KS_OK] = {"OK", 0, 200},
+    [-KS_E_INVALID] = {"INVALID_ARGUMENT", 3, 400},
+    [-KS_E_NOT_FOUND] = {"NOT_FOUND", 5, 404},
+    [-KS_E_STALE] = {"FAILED_PRECONDITION", 9, 409},
+    [-KS_E_EXHAUSTED] = {"RESOURCE_EXHAUSTED", 8, 429},
+    [-KS_E_UNAVAILABLE] = {"UNAVAILABLE", 14, 503},
+    [-KS_E_PERMISSION] = {"PERMISSION_DENIED", 7, 403},
+    [-KS_E_UNAUTH] = {"UNAUTHENTICATED", 16, 401},
+    [-KS_E_INTERNAL] = {"INTERNAL", 13, 500},
+};
+
+#define STATUS_CNT (sizeof(status_tab) / sizeof(status_tab[0]))
+
+/* The row of s, or -1 for a value outside the enum (or a row left out). */
+static int status_row(ks_status_t s)
+{
+    int i = -(int)s;
+    return i >= 0 && (size_t)i < STATUS_CNT && status_tab[i].name ? i : -1;
+}
+
+const char *ks_status_name(ks_status_t s)
+{
+    int i = status_row(s);
+    return i < 0 ? "UNKNOWN" : status_tab[i].name;
+}
+
+int ks_status_grpc_code(ks_status_t s)
+{
+    int i = status_row(s);
+    return i < 0 ? status_tab[-KS_E_INTERNAL].grpc_code : status_tab[i].grpc_code;
+}
+
+int ks_status_http(ks_status_t s)
+{
+    int i = status_row(s);
+    return i < 0 ? status_tab[-KS_E_INTERNAL].http : status_tab[i].http;
+}
+
+size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)
+{
+    return ks_ack_id_write(buf, size, r->ack_instance, r->ack_group_hash, r->ack_epoch,
+                           r->partition, r->offset, (uint32_t)r->attempt, r->topic,
+                           strlen(r->topic));
+}
+
+void ks_batch_free(ks_batch_t *b)
+{
+    if (!b)
+        return;
+    free(b->arena);
+    free(b->assigned);
+    free(b);
+}
+
+void ks_group_status_free(ks_group_status_t *s)
+{
+    if (!s)
+        return;
+    free(s->parts);
+    free(s->subs);
+    free(s);
+}

@@ -1,0 +1,189 @@
+/* test_cmd.c: tests the command catalogue's tables and the one validator (proxy/cmd.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <string.h>
+
+#include "cmd.h"
+
+static ks_config_t cfg;
+static char err[512];
+
+static int setup(void **state)
+{
+    (void)state;
+    ks_config_defaults(&cfg);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    ks_config_free(&cfg);
+    return 0;
+}
+
+static ks_cmd_req_t fetch_req(const char *group, const char *const *topics, size_t n)
+{
+    return (ks_cmd_req_t){.type = KS_CMD_FETCH,
+                          .group = group,
+                          .u.fetch = {.topics = topics, .topic_cnt = n, .opts = {.max = 10}}};
+}
+
+/* Validates r and expects want, with an error that holds want_text when it is not KS_OK. */
+static void expect(ks_cmd_req_t r, ks_status_t want, const char *want_text)
+{
+    err[0] = '\0';
+    ks_status_t st = ks_cmd_validate(&cfg, &r, err, sizeof(err));
+    if (st != want || (want_text && !strstr(err, want_text)))
+        fail_msg("got %s \"%s\", want %s \"%s\"", ks_status_name(st), err, ks_status_name(want),
+                 want_text ? want_text : "");
+}
+
+static void test_tables(void **state)
+{
+    (void)state;
+    assert_string_equal(ks_cmd_name(KS_CMD_FETCH), "fetch");
+    assert_string_equal(ks_cmd_name(KS_CMD_SHUTDOWN), "shutdown");
+    assert_string_equal(ks_cmd_name(KS_CMD__CNT), "unknown");
+    assert_int_equal(ks_cmd_flags(KS_CMD__CNT), 0);
+    /* Only a fetch may make a group, and only a fetch waits out a revoke. */
+    for (int t = 0; t < KS_CMD__CNT; t++) {
+        unsigned f = ks_cmd_flags((ks_cmd_t)t);
+        assert_int_equal((f & KS_CMDF_CREATE) != 0, t == KS_CMD_FETCH);
+        assert_int_equal((f & KS_CMDF_REBALANCE) == 0, t == KS_CMD_FETCH || t == KS_CMD_PRODUCE);
+        assert_true(strcmp(ks_cmd_name((ks_cmd_t)t), "unknown") != 0);
+    }
+    assert_int_equal(ks_cmd_flags(KS_CMD_PRODUCE) & KS_CMDF_GROUP, 0);
+}
+
+static void test_fetch_defaults(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"};
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.deadline_ms, cfg.lease_deadline_ms);
+    assert_string_equal(r.u.fetch.opts.subscriber, KS_CMD_DEFAULT_SUBSCRIBER);
+    r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.deadline_ms = 1234;
+    r.u.fetch.opts.subscriber = "mine";
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.deadline_ms, 1234);
+    assert_string_equal(r.u.fetch.opts.subscriber, "mine");
+}
+
+static void test_fetch_ranges(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"};
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.max = 0;
+    expect(r, KS_E_INVALID, "max must be from 1 to 10000 (fetch.max_records), got 0");
+    r.u.fetch.opts.max = cfg.fetch_max_records + 1;
+    expect(r, KS_E_INVALID, "fetch.max_records");
+    r.u.fetch.opts.max = cfg.fetch_max_records;
+    expect(r, KS_OK, NULL);
+    r.u.fetch.opts.wait_ms = -1;
+    expect(r, KS_E_INVALID, "wait_ms must be from 0 to 60000 (fetch.max_wait_ms), got -1");
+    r.u.fetch.opts.wait_ms = cfg.fetch_max_wait_ms;
+    expect(r, KS_OK, NULL);
+    r.u.fetch.opts.deadline_ms = cfg.lease_max_deadline_ms + 1;
+    expect(r, KS_E_INVALID, "(lease.max_deadline_ms)");
+    r.u.fetch.opts.deadline_ms = -1;
+    expect(r, KS_E_INVALID, "(lease.max_deadline_ms)");
+}
+
+static void test_names_and_scopes(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"}, *internal[] = {"__consumer_offsets"}, *bad[] = {"a b"};
+    expect(fetch_req("g", topics, 0), KS_E_INVALID, "name at least one topic");
+    expect(fetch_req("g", internal, 1), KS_E_PERMISSION, "clients may not consume it");
+    expect(fetch_req("g", bad, 1), KS_E_INVALID, "topic name \"a b\" is invalid");
+    expect(fetch_req("no/slash", topics, 1), KS_E_INVALID, "group name");
+    /* Checked first: the group, then the topics. */
+    expect(fetch_req("no/slash", topics, 0), KS_E_INVALID, "group name");
+    char pattern[] = "orders-*", *patterns[] = {pattern};
+    char **saved = cfg.group_patterns;
+    cfg.group_patterns = patterns;
+    expect(fetch_req("payments", topics, 1), KS_E_PERMISSION,
+           "group \"payments\" does not match any pattern in groups.allowed");
+    expect(fetch_req("orders-1", topics, 1), KS_OK, NULL);
+    cfg.group_patterns = saved;
+    cfg.topics_allow_internal = true;
+    expect(fetch_req("g", internal, 1), KS_OK, NULL);
+    cfg.topics_allow_internal = false;
+    char longsub[KS_NAME_MAX + 2];
+    memset(longsub, 'x', sizeof(longsub) - 1);
+    longsub[sizeof(longsub) - 1] = '\0';
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.subscriber = longsub;
+    expect(r, KS_E_INVALID, "is too long");
+}
+
+static void test_settle_seek_produce(void **state)
+{
+    (void)state;
+    const char *ids[] = {"x"};
+    ks_cmd_req_t r = {.type = KS_CMD_SETTLE, .group = "g", .u.settle = {.op = KS_SETTLE_ACK}};
+    expect(r, KS_E_INVALID, "ack_ids is empty");
+    r.u.settle.ack_ids = ids;
+    r.u.settle.n = 1;
+    expect(r, KS_OK, NULL); /* the ids themselves are the group loop's to judge */
+    r.u.settle.op = KS_SETTLE_NACK;
+    r.u.settle.ms = cfg.nack_max_delay_ms + 1;
+    expect(r, KS_E_INVALID, "(nack.max_delay_ms)");
+    r.u.settle.ms = -1;
+    expect(r, KS_E_INVALID, "delay_ms must be from 0");
+    r.u.settle.op = KS_SETTLE_EXTEND;
+    r.u.settle.ms = 0;
+    expect(r, KS_E_INVALID, "deadline_ms must be from 1 to 600000 (lease.max_deadline_ms), got 0");
+
+    ks_cmd_req_t s = {.type = KS_CMD_SEEK,
+                      .group = "g",
+                      .u.seek = {.topic = "t", .partition = -1, .kind = KS_SEEK_OFFSET}};
+    expect(s, KS_E_INVALID, "partition must be >= 0, got -1");
+    s.u.seek.partition = 0;
+    s.u.seek.value = -5;
+    expect(s, KS_E_INVALID, "offset must be >= 0, got -5");
+    s.u.seek.kind = KS_SEEK_LATEST;
+    expect(s, KS_OK, NULL);
+    s.u.seek.topic = "__x";
+    expect(s, KS_E_PERMISSION, "clients may not seek it");
+
+    ks_produce_rec_t recs[2] = {{.topic = "t"}, {.topic = "__transaction_state"}};
+    ks_cmd_req_t p = {.type = KS_CMD_PRODUCE, .u.produce = {.recs = recs, .n = 0}};
+    expect(p, KS_E_INVALID, "records is empty");
+    p.u.produce.n = 1;
+    expect(p, KS_OK, NULL);
+    p.u.produce.n = 2;
+    expect(p, KS_E_PERMISSION, "clients may not produce to it");
+}
+
+static void test_status_and_no_reply_commands(void **state)
+{
+    (void)state;
+    expect((ks_cmd_req_t){.type = KS_CMD_STATUS}, KS_OK, NULL); /* every group */
+    expect((ks_cmd_req_t){.type = KS_CMD_STATUS, .group = ".."}, KS_E_INVALID, "group name");
+    /* No reply to carry an error: not checked, the engine finds no such group. */
+    expect((ks_cmd_req_t){.type = KS_CMD_RELEASE, .group = ".."}, KS_OK, NULL);
+    expect((ks_cmd_req_t){.type = KS_CMD_DELIVERED, .group = ".."}, KS_OK, NULL);
+    expect((ks_cmd_req_t){.type = KS_CMD__CNT}, KS_E_INVALID, "unknown command");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_fetch_defaults),
+        cmocka_unit_test(test_fetch_ranges),
+        cmocka_unit_test(test_names_and_scopes),
+        cmocka_unit_test(test_settle_seek_produce),
+        cmocka_unit_test(test_status_and_no_reply_commands),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

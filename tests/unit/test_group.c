@@ -1,0 +1,314 @@
+/* test_group.c: tests the group files through group_int.h, with no Kafka: what settling
+ * answers for each kind of ack id (group_settle.c), and how parked fetches share records
+ * among subscribers (group_deliver.c). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "group_fixture.h"
+
+/* Records a subscriber takes in its turn (group_deliver.c's SERVE_TURN). */
+#define TURN 32
+
+/* ---- what callbacks got ---- */
+
+static ks_batch_t *got[8];
+static size_t got_cnt;
+
+static void on_batch(ks_batch_t *b, void *opaque)
+{
+    (void)opaque;
+    assert_true(got_cnt < sizeof(got) / sizeof(got[0]));
+    got[got_cnt++] = b;
+}
+
+static ks_ack_result_t *res;
+static size_t res_n;
+
+static void on_acks(ks_ack_result_t *r, size_t n, void *opaque)
+{
+    (void)opaque;
+    free(res);
+    res = r;
+    res_n = n;
+}
+
+static void reset_got(void)
+{
+    for (size_t i = 0; i < got_cnt; i++)
+        ks_batch_free(got[i]);
+    got_cnt = 0;
+}
+
+/* Settles the n ids with op through handle_settle, as the loop does; results land in res. */
+static void settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *const *ids, size_t n)
+{
+    cmd_t *c = calloc(1, sizeof(*c));
+    assert_non_null(c);
+    c->type = KS_CMD_SETTLE;
+    c->u.settle.op = op;
+    c->u.settle.ms = ms;
+    c->u.settle.ids = ks_strv_pack(ids, n);
+    c->u.settle.n = n;
+    c->u.settle.refs = calloc(n, sizeof(ks_ack_ref_t));
+    assert_non_null(c->u.settle.refs);
+    for (size_t i = 0; i < n; i++)
+        ks_ack_id_parse_ref(c->u.settle.ids[i], &c->u.settle.refs[i]);
+    c->u.settle.cb = on_acks;
+    handle_settle(g, c, ks_now_ms()); /* frees c */
+    assert_int_equal(res_n, n);
+}
+
+static void settle1(ks_group_t *g, ks_settle_op_t op, const char *id, ks_status_t want,
+                    const char *want_reason)
+{
+    settle(g, op, 0, &id, 1);
+    assert_int_equal(res[0].status, want);
+    assert_string_equal(res[0].reason, want_reason);
+}
+
+/* Delivers up to max records of topic t to subscriber "s1" and returns the batch. */
+static ks_batch_t *deliver(ks_group_t *g, const char *t, int max)
+{
+    reset_got();
+    fx_park_fetch(g, t, "s1", max, 0, on_batch, NULL);
+    serve_waiting(g, ks_now_ms());
+    assert_int_equal(got_cnt, 1);
+    return got[0];
+}
+
+static void ack_id_of(const ks_batch_t *b, size_t i, char *buf, size_t size)
+{
+    assert_true(i < b->cnt);
+    ks_record_ack_id(&b->recs[i], buf, size);
+}
+
+/* ---- settle's outcomes ---- */
+
+static void test_settle_ack_and_repeat(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 3);
+    ks_batch_t *b = deliver(g, "t", 3);
+    assert_int_equal(b->cnt, 3);
+    assert_int_equal(p->leased, 3);
+    char id0[KS_ACK_ID_MAX], id1[KS_ACK_ID_MAX];
+    ack_id_of(b, 0, id0, sizeof(id0));
+    ack_id_of(b, 1, id1, sizeof(id1));
+    settle1(g, KS_SETTLE_ACK, id1, KS_OK, "acked");
+    assert_int_equal(p->leased, 2);
+    assert_int_equal(g->st_acked, 1);
+    assert_int_equal(ks_ack_window_commit_point(&p->win), 0); /* 0 is not acked yet */
+    /* The same ack again is fine; a nack of it is stale. */
+    settle1(g, KS_SETTLE_ACK, id1, KS_OK, "already acked");
+    settle1(g, KS_SETTLE_NACK, id1, KS_E_STALE, "already acked");
+    settle1(g, KS_SETTLE_ACK, id0, KS_OK, "acked");
+    assert_int_equal(ks_ack_window_commit_point(&p->win), 2);
+    /* Below the commit point the window no longer holds it: which id was acked is not
+     * known, so the answer is stale, not OK. */
+    settle(g, KS_SETTLE_ACK, 0, (const char *[]){id0}, 1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    assert_non_null(strstr(res[0].reason, "already committed"));
+    assert_int_equal(g->sub_cnt, 1);
+    assert_int_equal(g->subs[0]->out_records, 1);
+    assert_int_equal(g->st_acked, 2);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_settle_rejects_foreign_ids(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 2);
+    ks_batch_t *b = deliver(g, "t", 1);
+    char id[KS_ACK_ID_MAX];
+    settle1(g, KS_SETTLE_ACK, "not-an-ack-id", KS_E_INVALID, "malformed ack id");
+
+    ks_record_t r = b->recs[0];
+    r.ack_group_hash ^= 1;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle1(g, KS_SETTLE_ACK, id, KS_E_INVALID, "ack id belongs to another group");
+
+    r = b->recs[0];
+    r.ack_instance++;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle(g, KS_SETTLE_ACK, 0, (const char *[]){id}, 1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    assert_non_null(strstr(res[0].reason, "earlier ksidecar process"));
+
+    r = b->recs[0];
+    r.partition = 9;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle(g, KS_SETTLE_ACK, 0, (const char *[]){id}, 1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    assert_non_null(strstr(res[0].reason, "no longer assigned"));
+
+    r = b->recs[0];
+    r.ack_epoch++;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle(g, KS_SETTLE_ACK, 0, (const char *[]){id}, 1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    assert_non_null(strstr(res[0].reason, "epoch changed"));
+
+    /* Offset 1 is in the window but was never delivered. */
+    r = b->recs[0];
+    r.offset = 1;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle1(g, KS_SETTLE_ACK, id, KS_E_NOT_FOUND, "unknown ack id: no delivered record has it");
+
+    /* An older attempt's id once the record went out again. */
+    r = b->recs[0];
+    r.attempt = 2;
+    ks_record_ack_id(&r, id, sizeof(id));
+    settle(g, KS_SETTLE_ACK, 0, (const char *[]){id}, 1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    assert_non_null(strstr(res[0].reason, "delivered again"));
+
+    /* None of that touched the lease. */
+    assert_int_equal(p->leased, 1);
+    assert_int_equal(g->st_acked, 0);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_settle_nack_and_extend(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 2);
+    ks_batch_t *b = deliver(g, "t", 2);
+    char id0[KS_ACK_ID_MAX], id1[KS_ACK_ID_MAX];
+    ack_id_of(b, 0, id0, sizeof(id0));
+    ack_id_of(b, 1, id1, sizeof(id1));
+    settle1(g, KS_SETTLE_EXTEND, id0, KS_OK, "deadline extended");
+    settle1(g, KS_SETTLE_NACK, id0, KS_OK, "nacked; redelivery now");
+    assert_int_equal(g->st_nacked, 1);
+    assert_int_equal(ks_ack_window_get(&p->win, 0)->state, KS_REC_READY);
+    /* Not leased any more. */
+    settle1(g, KS_SETTLE_NACK, id0, KS_E_STALE,
+            "not leased: the lease already ended (expired or nacked) and the record will be "
+            "redelivered");
+    settle1(g, KS_SETTLE_EXTEND, id0, KS_E_STALE,
+            "not leased: the lease already ended (expired or nacked) and the record will be "
+            "redelivered");
+    settle(g, KS_SETTLE_NACK, 1000, (const char *[]){id1}, 1);
+    assert_int_equal(res[0].status, KS_OK);
+    assert_string_equal(res[0].reason, "nacked; redelivery after the delay");
+    assert_int_equal(ks_ack_window_get(&p->win, 1)->state, KS_REC_DELAYED);
+    /* The nacked record goes out again, attempt 2; its first id is stale now. */
+    b = deliver(g, "t", 2);
+    assert_int_equal(b->cnt, 1);
+    assert_int_equal(b->recs[0].offset, 0);
+    assert_int_equal(b->recs[0].attempt, 2);
+    settle1(g, KS_SETTLE_ACK, id0, KS_E_STALE,
+            "stale ack id: the lease ended and the record was delivered again; use the newer "
+            "ack id");
+    reset_got();
+    fx_group_free(g);
+}
+
+/* ---- delivery fairness ---- */
+
+static void test_subscribers_take_turns(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 2 * TURN);
+    reset_got();
+    /* Both ask for more than there is; each gets a turn's share, not first come, all. */
+    fx_park_fetch(g, "t", "a", 1000, 0, on_batch, NULL);
+    fx_park_fetch(g, "t", "b", 1000, 0, on_batch, NULL);
+    serve_waiting(g, ks_now_ms());
+    assert_int_equal(got_cnt, 2);
+    assert_int_equal(got[0]->cnt, TURN);
+    assert_int_equal(got[1]->cnt, TURN);
+    /* a took the first turn: offsets 0..31; b the next. */
+    assert_int_equal(got[0]->recs[0].offset, 0);
+    assert_int_equal(got[1]->recs[0].offset, TURN);
+    assert_int_equal(g->wait_head, NULL);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_one_subscribers_fetches_fill_in_order(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 100);
+    reset_got();
+    /* Two fetches of one subscriber: the first fills before the second takes any, so each
+     * batch holds one run of offsets. */
+    fx_park_fetch(g, "t", "a", 60, 0, on_batch, NULL);
+    fx_park_fetch(g, "t", "a", 60, 0, on_batch, NULL);
+    serve_waiting(g, ks_now_ms());
+    assert_int_equal(got_cnt, 2);
+    assert_int_equal(got[0]->cnt, 60);
+    assert_int_equal(got[1]->cnt, 40);
+    for (size_t i = 0; i < got[0]->cnt; i++)
+        assert_int_equal(got[0]->recs[i].offset, (int64_t)i);
+    assert_int_equal(got[1]->recs[0].offset, 60);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_credits_bound_a_subscriber(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 0, 50);
+    reset_got();
+    fx_park_fetch(g, "t", "a", 1000, 0, on_batch, NULL);
+    sub_get(g, "a", ks_now_ms())->credit_records = 5;
+    fx_park_fetch(g, "t", "b", 1000, 0, on_batch, NULL);
+    serve_waiting(g, ks_now_ms());
+    assert_int_equal(got_cnt, 2);
+    assert_int_equal(got[0]->cnt, 5); /* a holds its 5 credits */
+    assert_int_equal(got[1]->cnt, 45);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_waiting_fetch_stays_parked(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    fx_part(g, "t", 0);
+    reset_got();
+    int64_t now = ks_now_ms();
+    fx_park_fetch(g, "t", "a", 10, now + 60000, on_batch, NULL);
+    serve_waiting(g, now);
+    assert_int_equal(got_cnt, 0); /* nothing to deliver, the wait has not run out */
+    assert_non_null(g->wait_head);
+    serve_waiting(g, now + 60000);
+    assert_int_equal(got_cnt, 1);
+    assert_int_equal(got[0]->status, KS_OK);
+    assert_int_equal(got[0]->cnt, 0);
+    reset_got();
+    fx_group_free(g);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_settle_ack_and_repeat),
+        cmocka_unit_test(test_settle_rejects_foreign_ids),
+        cmocka_unit_test(test_settle_nack_and_extend),
+        cmocka_unit_test(test_subscribers_take_turns),
+        cmocka_unit_test(test_one_subscribers_fetches_fill_in_order),
+        cmocka_unit_test(test_credits_bound_a_subscriber),
+        cmocka_unit_test(test_waiting_fetch_stays_parked),
+    };
+    int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    free(res);
+    return rc;
+}
