@@ -268,6 +268,10 @@ void group_life_move(ks_group_t *g, group_life_t to);
 
 /* group_loop.c */
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
+/* The one inbox drain: runs every command posted since the last, in order. Inside a
+ * revoke's grace (in_revoke) a command the catalogue does not allow during a rebalance (a
+ * fetch) waits in g->deferred for the loop's next pass instead. */
+void drain_inbox(ks_group_t *g, int64_t now, bool in_revoke);
 void *loop_main(void *arg);
 
 /* group_intake.c */

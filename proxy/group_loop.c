@@ -86,6 +86,20 @@ void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
     cmd_fns[c->type](g, c, now);
 }
 
+void drain_inbox(ks_group_t *g, int64_t now, bool in_revoke)
+{
+    for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next; nd; nd = next) {
+        next = nd->next;
+        cmd_t *c = (cmd_t *)nd;
+        if (in_revoke && !(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) {
+            c->next_wait = g->deferred; /* a fetch: after the rebalance callback */
+            g->deferred = c;
+        } else {
+            handle_cmd(g, c, now);
+        }
+    }
+}
+
 static size_t total_leased(const ks_group_t *g)
 {
     size_t n = 0;
@@ -182,10 +196,7 @@ void *loop_main(void *arg)
             g->deferred = c->next_wait;
             handle_cmd(g, c, now);
         }
-        for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next; nd; nd = next) {
-            next = nd->next;
-            handle_cmd(g, (cmd_t *)nd, now);
-        }
+        drain_inbox(g, now, false);
         intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
         commit_held(g, now);

@@ -92,16 +92,7 @@ static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
         epoll_wait(efd, &ev, 1, (int)(wait > 1000 ? 1000 : wait));
         close(efd);
         now = ks_now_ms();
-        for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next_nd; nd; nd = next_nd) {
-            next_nd = nd->next;
-            cmd_t *c = (cmd_t *)nd;
-            if (!(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) { /* a fetch: after the callback */
-                c->next_wait = g->deferred;
-                g->deferred = c;
-            } else {
-                handle_cmd(g, c, now);
-            }
-        }
+        drain_inbox(g, now, true);
         ks_leases_run(&g->leases, now, lease_event, g);
     }
 }
