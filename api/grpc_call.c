@@ -25,27 +25,7 @@ static void send_item_drop(send_item_t *it)
 
 grpc_status_code grpc_code_of(ks_status_t st)
 {
-    switch (st) {
-    case KS_OK:
-        return GRPC_STATUS_OK;
-    case KS_E_INVALID:
-        return GRPC_STATUS_INVALID_ARGUMENT;
-    case KS_E_NOT_FOUND:
-        return GRPC_STATUS_NOT_FOUND;
-    case KS_E_STALE:
-        return GRPC_STATUS_FAILED_PRECONDITION;
-    case KS_E_EXHAUSTED:
-        return GRPC_STATUS_RESOURCE_EXHAUSTED;
-    case KS_E_UNAVAILABLE:
-        return GRPC_STATUS_UNAVAILABLE;
-    case KS_E_PERMISSION:
-        return GRPC_STATUS_PERMISSION_DENIED;
-    case KS_E_UNAUTH:
-        return GRPC_STATUS_UNAUTHENTICATED;
-    case KS_E_INTERNAL:
-        break;
-    }
-    return GRPC_STATUS_INTERNAL;
+    return (grpc_status_code)ks_status_grpc_code(st); /* the one table, proxy/types.c */
 }
 
 void call_ref(call_t *c)

@@ -13,31 +13,6 @@
 
 /* ---- responses ---- */
 
-static int http_status_of(ks_status_t s)
-{
-    switch (s) {
-    case KS_OK:
-        return 200;
-    case KS_E_INVALID:
-        return 400;
-    case KS_E_NOT_FOUND:
-        return 404;
-    case KS_E_STALE:
-        return 409;
-    case KS_E_EXHAUSTED:
-        return 429;
-    case KS_E_UNAVAILABLE:
-        return 503;
-    case KS_E_PERMISSION:
-        return 403;
-    case KS_E_UNAUTH:
-        return 401;
-    case KS_E_INTERNAL:
-        break;
-    }
-    return 500;
-}
-
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
 {
     struct MHD_Response *resp =
@@ -165,7 +140,7 @@ static enum MHD_Result send_error_v(struct MHD_Connection *c, int status, ks_sta
         MHD_add_response_header(resp, "Retry-After", ra);
     }
     enum MHD_Result ret =
-        MHD_queue_response(c, (unsigned)(status ? status : http_status_of(st)), resp);
+        MHD_queue_response(c, (unsigned)(status ? status : ks_status_http(st)), resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -327,7 +302,7 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, "\",\"message\":");
         put_str(&jb, sum.message);
         ks_jbuf_lit(&jb, "}}");
-        return send_jbuf(r->conn, http_status_of(sum.status), &jb);
+        return send_jbuf(r->conn, ks_status_http(sum.status), &jb);
     }
     ks_jbuf_lit(&jb, "}");
     return send_jbuf(r->conn, 200, &jb);
