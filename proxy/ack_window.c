@@ -108,7 +108,7 @@ ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
     if (w->next_ready >= w->count)
         return NULL;
     ks_win_entry_t *e = at(w, w->next_ready++);
-    e->state = KS_REC_LEASED;
+    (void)ks_rec_move(e, KS_REC_LEASED);
     if (e->attempts < UINT16_MAX)
         e->attempts++;
     return e;
@@ -167,7 +167,7 @@ ks_win_ack_t ks_ack_window_ack_entry(ks_ack_window_t *w, ks_win_entry_t *e)
         return KS_ACK_DUPLICATE;
     if (e->attempts == 0)
         return KS_ACK_NOT_DELIVERED;
-    e->state = KS_REC_ACKED;
+    (void)ks_rec_move(e, KS_REC_ACKED);
     w->bytes -= e->bytes;
     release(w, e);
     pop_acked(w);

@@ -17,6 +17,28 @@ typedef enum {
 
 const char *ks_rec_state_str(ks_rec_state_t s);
 
+/* The whitelist of record-state moves, one bit per target state, indexed by the current
+ * state: ACKED is final (a done record is never handed out again), and a record being
+ * dead-lettered is neither leased nor dead-lettered a second time. */
+#define KS_REC_BIT(s) (1u << (s))
+#define KS_REC_ANY                                                                                 \
+    (KS_REC_BIT(KS_REC_READY) | KS_REC_BIT(KS_REC_LEASED) | KS_REC_BIT(KS_REC_ACKED) |             \
+     KS_REC_BIT(KS_REC_DELAYED) | KS_REC_BIT(KS_REC_DEAD_LETTERING))
+static const uint8_t ks_rec_moves[] = {
+    [KS_REC_READY] = KS_REC_ANY,
+    [KS_REC_LEASED] = KS_REC_ANY,
+    [KS_REC_ACKED] = 0,
+    [KS_REC_DELAYED] = KS_REC_ANY,
+    [KS_REC_DEAD_LETTERING] =
+        KS_REC_BIT(KS_REC_READY) | KS_REC_BIT(KS_REC_ACKED) | KS_REC_BIT(KS_REC_DELAYED),
+};
+
+/* True if a record may move from `from` to `to`. */
+static inline bool ks_rec_move_allowed(unsigned from, unsigned to)
+{
+    return from < sizeof(ks_rec_moves) && (ks_rec_moves[from] & KS_REC_BIT(to));
+}
+
 typedef struct ks_win_entry {
     int64_t offset;
     int64_t due_ms;        /* LEASED: lease deadline; DELAYED: when it is ready again */
@@ -31,6 +53,16 @@ typedef struct ks_win_entry {
     void *msg;             /* the record itself, owned by the window until acked */
     char *reason;          /* the last nack's reason (malloc'd), freed with msg */
 } ks_win_entry_t;
+
+/* Every record-state change after the entry was pushed goes through here: moves *state to
+ * `to` if the whitelist allows it and returns true; else leaves it and returns false. */
+static inline bool ks_rec_move(ks_win_entry_t *e, ks_rec_state_t to)
+{
+    if (!ks_rec_move_allowed(e->state, to))
+        return false;
+    e->state = (uint8_t)to;
+    return true;
+}
 
 /* flags: LEASED to a transport that has not taken it yet (its attempt is counted back
  * if it never does). The scheduler's own flags use the low bits. */

@@ -58,9 +58,9 @@ static int dlq_start(ks_group_t *g)
 void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
 {
     const rec_t *m = e->msg;
-    e->state = KS_REC_DEAD_LETTERING;
+    (void)ks_rec_move(e, KS_REC_DEAD_LETTERING);
     if (!g->dlq_rk && dlq_start(g) < 0) {
-        e->state = KS_REC_READY;
+        (void)ks_rec_move(e, KS_REC_READY);
         ks_key_sched_requeue(&p->sched, &p->win, e);
         return;
     }

@@ -9,7 +9,7 @@ static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
         dead_letter(g, p, e);
         return;
     }
-    e->state = KS_REC_READY;
+    (void)ks_rec_move(e, KS_REC_READY);
     ks_key_sched_requeue(&p->sched, &p->win, e);
 }
 
@@ -109,7 +109,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             e->reason = ks_xstrdup(c->u.settle.reason);
         }
         if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
-            e->state = KS_REC_READY;
+            (void)ks_rec_move(e, KS_REC_READY);
             dead_letter(g, p, e);
             return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};
         }

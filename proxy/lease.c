@@ -109,7 +109,7 @@ room:
 void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
                     uint32_t sub_id, int64_t now_ms, int64_t deadline_ms)
 {
-    e->state = KS_REC_LEASED;
+    (void)ks_rec_move(e, KS_REC_LEASED);
     e->sub_id = sub_id;
     e->leased_at_ms = now_ms;
     e->due_ms = now_ms + deadline_ms;
@@ -120,7 +120,7 @@ void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entr
 
 void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms)
 {
-    e->state = KS_REC_LEASED;
+    (void)ks_rec_move(e, KS_REC_LEASED);
     e->sub_id = sub_id;
     e->leased_at_ms = now_ms;
     e->due_ms = INT64_MAX;
@@ -152,11 +152,11 @@ int ks_lease_release(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_ent
     if (e->state != KS_REC_LEASED)
         return -1;
     if (delay_ms <= 0) {
-        e->state = KS_REC_READY;
+        (void)ks_rec_move(e, KS_REC_READY);
         e->due_ms = 0;
         return 1;
     }
-    e->state = KS_REC_DELAYED;
+    (void)ks_rec_move(e, KS_REC_DELAYED);
     e->due_ms = now_ms + delay_ms;
     push(l, w, owner, e->offset, e->due_ms);
     return 0;
@@ -165,7 +165,7 @@ int ks_lease_release(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_ent
 void ks_lease_delay(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
                     int64_t now_ms, int64_t delay_ms)
 {
-    e->state = KS_REC_DELAYED;
+    (void)ks_rec_move(e, KS_REC_DELAYED);
     e->due_ms = now_ms + delay_ms;
     push(l, w, owner, e->offset, e->due_ms);
 }

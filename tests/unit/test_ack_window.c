@@ -713,6 +713,37 @@ static void test_randomized_model(void **state)
         run_random(seeds[i], 30000);
 }
 
+/* The record-state whitelist: an acked record never moves again (a duplicate ack of it is
+ * answered, and it is never leased or requeued), a record being dead-lettered is not
+ * leased or dead-lettered twice, and the moves the engine makes are all allowed. */
+static void test_rec_state_whitelist(void **state)
+{
+    (void)state;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    assert_int_equal(ks_ack_window_push(&w, 10, 1, NULL), 0);
+    ks_win_entry_t *e = ks_ack_window_get(&w, 10);
+    /* ready -> leased -> delayed -> ready -> leased -> dead-lettering -> delayed (retry) */
+    assert_true(ks_rec_move(e, KS_REC_LEASED));
+    assert_true(ks_rec_move(e, KS_REC_DELAYED));
+    assert_true(ks_rec_move(e, KS_REC_READY));
+    assert_true(ks_rec_move(e, KS_REC_LEASED));
+    assert_true(ks_rec_move(e, KS_REC_LEASED)); /* a held lease granted */
+    assert_true(ks_rec_move(e, KS_REC_DEAD_LETTERING));
+    assert_false(ks_rec_move(e, KS_REC_LEASED));
+    assert_false(ks_rec_move(e, KS_REC_DEAD_LETTERING));
+    assert_int_equal(e->state, KS_REC_DEAD_LETTERING);
+    assert_true(ks_rec_move(e, KS_REC_DELAYED));
+    assert_true(ks_rec_move(e, KS_REC_DEAD_LETTERING));
+    assert_true(ks_rec_move(e, KS_REC_ACKED)); /* the dead-letter produce landed */
+    for (unsigned to = KS_REC_READY; to <= KS_REC_DEAD_LETTERING; to++) {
+        assert_false(ks_rec_move(e, (ks_rec_state_t)to));
+        assert_int_equal(e->state, KS_REC_ACKED);
+    }
+    assert_false(ks_rec_move_allowed(KS_REC_DEAD_LETTERING + 1, KS_REC_READY));
+    ks_ack_window_destroy(&w);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -727,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_leased_count),
         cmocka_unit_test(test_push_done_and_get),
         cmocka_unit_test(test_randomized_model),
+        cmocka_unit_test(test_rec_state_whitelist),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
