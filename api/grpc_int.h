@@ -94,6 +94,7 @@ typedef struct reply {
 typedef struct method_row {
     const char *path;
     method_t m;
+    ks_cmd_t cmd;    /* the engine command its decoder sends; KS_CMD_NONE: the edge answers */
     bool stream_in;  /* the client streams messages */
     bool needs_auth; /* a token (or certificate) must be valid before anything is read */
     /* The request decoder: reads one message, checks it and sends its command to the

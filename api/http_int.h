@@ -113,7 +113,7 @@ typedef struct route {
     const char *method; /* "GET" (HEAD too) or "POST" */
     const char *use;    /* the method(s) an error names when another is used */
     const char *path;   /* literal, with at most one {group} segment */
-    const char *cmd;    /* the engine command it sends; NULL: the edge answers */
+    ks_cmd_t cmd;       /* the engine command it sends; KS_CMD_NONE: the edge answers */
     int op;             /* the settle routes' ks_settle_op_t */
     bool probe;         /* served on the probe listener (http.health_listen) too */
     int auth;           /* route_auth_t: when the caller is checked */

@@ -575,21 +575,23 @@ typedef enum {
  * request; a request with another method gets 400 "use <use> for <url>". A new endpoint
  * for an existing command is a row here, a decoder above and an encoder in http_json.c. */
 static const route_t routes[] = {
-    {"GET", "GET or HEAD", "/healthz", NULL, 0, true, AUTH_NONE, decode_health, NULL},
-    {"GET", "GET or HEAD", "/readyz", "status", 0, true, AUTH_NONE, decode_ready, http_reply_ready},
-    {"GET", "GET", "/v1/groups", "status", 0, false, AUTH_METHOD, decode_status, http_reply_status},
-    {"GET", "GET", "/v1/groups/", "status", 0, false, AUTH_METHOD, decode_status,
+    {"GET", "GET or HEAD", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
+    {"GET", "GET or HEAD", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready,
+     http_reply_ready},
+    {"GET", "GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}", "status", 0, false, AUTH_METHOD, decode_status,
+    {"GET", "GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}/records", "fetch", 0, false, AUTH_FIRST, decode_fetch,
+    {"GET", "GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
+     http_reply_status},
+    {"GET", "GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
      http_reply_fetch},
-    {"POST", "POST", "/v1/groups/{group}/acks", "settle", KS_SETTLE_ACK, false, AUTH_FIRST,
+    {"POST", "POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/nacks", "settle", KS_SETTLE_NACK, false, AUTH_FIRST,
+    {"POST", "POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/deadline", "settle", KS_SETTLE_EXTEND, false, AUTH_FIRST,
-     decode_settle, http_reply_ack},
+    {"POST", "POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false,
+     AUTH_FIRST, decode_settle, http_reply_ack},
 };
 
 /* Whether url matches pat, a literal path with at most one {group} segment (one or more

@@ -18,6 +18,9 @@ typedef enum {
         KS_CMD__CNT /* not a command: how many there are */
 } ks_cmd_t;
 
+/* No engine command: an edge's table row that the edge answers itself (a probe, reflection). */
+#define KS_CMD_NONE KS_CMD__CNT
+
 /* "fetch", "settle", ...; "unknown" outside the enum. Any thread. */
 const char *ks_cmd_name(ks_cmd_t t);
 
