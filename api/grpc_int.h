@@ -271,6 +271,10 @@ char **fast_ack_ids(grpc_slice sl, size_t *n_out);
 /* ---- grpc_methods.c: the method table, unary methods ---- */
 
 void settle_ctx_free(settle_ctx_t *x);
+/* Sends cmd to the engine through its one door (ks_engine_submit), holding a reference on c
+ * for the command's callback. Returns KS_OK (the callback will run and drop it), or the
+ * error, after finishing c with the engine's message (the callback never runs). */
+ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
 /* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,

@@ -17,14 +17,16 @@ void settle_ctx_free(settle_ctx_t *x)
     free(x);
 }
 
-/* The command went to the engine (st KS_OK: its callback will run, holding the reference
- * taken for it), or failed at once: the reference goes and the call ends with err. */
-static void submitted(call_t *c, ks_status_t st, const char *err)
+ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd)
 {
+    char err[512];
+    call_ref(c);
+    ks_status_t st = ks_engine_submit(c->s->eng, cmd, err, sizeof(err));
     if (st) {
-        call_unref(c);
         call_finish(c, grpc_code_of(st), "%s", err);
+        call_unref(c);
     }
+    return st;
 }
 
 /* ---- replies: the shared policy (ack summary, visibility, status walk) is api/edge.c ---- */
@@ -185,13 +187,17 @@ bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, c
         call_finish(c, grpc_code_of(st), "%s", err);
         return false;
     }
-    call_ref(c);
-    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
-                          on_settled, x, err, sizeof(err));
-    if (st) {
+    ks_cmd_req_t cmd = {.type = KS_CMD_SETTLE, /* a unary row's command, or a stream's acks */
+                        .group = group,
+                        .u.settle = {.op = op,
+                                     .ms = ms,
+                                     .reason = reason,
+                                     .ack_ids = (const char *const *)x->ids,
+                                     .n = n,
+                                     .cb = on_settled,
+                                     .opaque = x}};
+    if (grpc_submit(c, &cmd)) {
         settle_ctx_free(x);
-        call_unref(c);
-        call_finish(c, grpc_code_of(st), "%s", err);
         return false;
     }
     return true;
@@ -380,7 +386,6 @@ void bad_message(call_t *c, const char *what)
 static void decode_fetch(call_t *c, grpc_slice sl)
 {
     ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
     if (!r) {
         bad_message(c, "FetchRequest");
@@ -388,16 +393,18 @@ static void decode_fetch(call_t *c, grpc_slice sl)
     }
     if (authorized(c, r->group) &&
         scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
-        ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
-                             .wait_ms = r->wait_ms,
-                             .deadline_ms = r->deadline_ms,
-                             .subscriber = r->subscriber,
-                             .max_bytes = msg_max_record_bytes(s->cfg)};
-        call_ref(c);
-        submitted(c,
-                  ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
-                                  on_batch, c, err, sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {.type = c->row->cmd,
+                            .group = r->group,
+                            .u.fetch = {.topics = (const char *const *)r->topics,
+                                        .topic_cnt = r->n_topics,
+                                        .opts = {.max = r->max ? r->max : 100,
+                                                 .wait_ms = r->wait_ms,
+                                                 .deadline_ms = r->deadline_ms,
+                                                 .subscriber = r->subscriber,
+                                                 .max_bytes = msg_max_record_bytes(s->cfg)},
+                                        .cb = on_batch,
+                                        .opaque = c}};
+        (void)grpc_submit(c, &cmd);
     }
     ksidecar__v1__fetch_request__free_unpacked(r, NULL);
 }
@@ -444,11 +451,10 @@ static void decode_modify(call_t *c, grpc_slice sl)
 /* The status command for group (NULL: every group). */
 static void submit_status(call_t *c, const char *group)
 {
-    char err[512];
-    if (authorized(c, group)) {
-        call_ref(c);
-        submitted(c, ks_engine_status(c->s->eng, group, on_status, c, err, sizeof(err)), err);
-    }
+    ks_cmd_req_t cmd = {
+        .type = c->row->cmd, .group = group, .u.status = {.cb = on_status, .opaque = c}};
+    if (authorized(c, group))
+        (void)grpc_submit(c, &cmd);
 }
 
 static void decode_get_group(call_t *c, grpc_slice sl)
@@ -475,8 +481,6 @@ static void decode_list_groups(call_t *c, grpc_slice sl)
 
 static void decode_seek(call_t *c, grpc_slice sl)
 {
-    ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
     if (!r) {
         bad_message(c, "SeekRequest");
@@ -507,19 +511,21 @@ static void decode_seek(call_t *c, grpc_slice sl)
             ksidecar__v1__seek_request__free_unpacked(r, NULL);
             return;
         }
-        call_ref(c);
-        submitted(c,
-                  ks_engine_seek(s->eng, r->group, r->topic, r->partition, kind, v, on_seek, c, err,
-                                 sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {.type = c->row->cmd,
+                            .group = r->group,
+                            .u.seek = {.topic = r->topic,
+                                       .partition = r->partition,
+                                       .kind = kind,
+                                       .value = v,
+                                       .cb = on_seek,
+                                       .opaque = c}};
+        (void)grpc_submit(c, &cmd);
     }
     ksidecar__v1__seek_request__free_unpacked(r, NULL);
 }
 
 static void decode_produce(call_t *c, grpc_slice sl)
 {
-    ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
     if (!r) {
         bad_message(c, "ProduceRequest");
@@ -555,10 +561,10 @@ static void decode_produce(call_t *c, grpc_slice sl)
                 hs[h].value_len = p->headers[k]->value.len;
             }
         }
-        call_ref(c);
-        submitted(c,
-                  ks_engine_produce(s->eng, recs, r->n_records, on_produced, c, err, sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {
+            .type = c->row->cmd,
+            .u.produce = {.recs = recs, .n = r->n_records, .cb = on_produced, .opaque = c}};
+        (void)grpc_submit(c, &cmd);
         free(recs);
         free(hs);
     }

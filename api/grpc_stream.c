@@ -192,30 +192,31 @@ static void stream_fetch_as(call_t *c, int wait_ms, bool counted)
         max = c->s->cfg->fetch_max_records;
     if (max > STREAM_BATCH_MAX)
         max = STREAM_BATCH_MAX;
-    ks_fetch_opts_t o = {.max = (int)max,
-                         .wait_ms = wait_ms,
-                         .deadline_ms = c->deadline_ms,
-                         .subscriber = c->sub,
-                         .credit_records = c->credit_records,
-                         .credit_bytes = c->credit_bytes,
-                         .max_bytes = msg_max_record_bytes(c->s->cfg),
-                         .notify = 1,
-                         .confirm = 1,
-                         .hold_stalled = 1};
-    char err[512];
-    pthread_mutex_lock(&c->lock);
-    if (!counted)
+    ks_cmd_req_t cmd = {.type = c->row->cmd,
+                        .group = c->group,
+                        .u.fetch = {.topics = (const char *const *)c->topics,
+                                    .topic_cnt = c->topic_cnt,
+                                    .opts = {.max = (int)max,
+                                             .wait_ms = wait_ms,
+                                             .deadline_ms = c->deadline_ms,
+                                             .subscriber = c->sub,
+                                             .credit_records = c->credit_records,
+                                             .credit_bytes = c->credit_bytes,
+                                             .max_bytes = msg_max_record_bytes(c->s->cfg),
+                                             .notify = 1,
+                                             .confirm = 1,
+                                             .hold_stalled = 1},
+                                    .cb = on_stream_fetch,
+                                    .opaque = c}};
+    if (!counted) {
+        pthread_mutex_lock(&c->lock);
         c->fetches_out++;
-    c->refs++;
-    pthread_mutex_unlock(&c->lock);
-    ks_status_t st = ks_engine_fetch(c->s->eng, c->group, (const char *const *)c->topics,
-                                     c->topic_cnt, &o, on_stream_fetch, c, err, sizeof(err));
-    if (st) {
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (grpc_submit(c, &cmd)) {
         pthread_mutex_lock(&c->lock);
         c->fetches_out--;
         pthread_mutex_unlock(&c->lock);
-        call_finish(c, grpc_code_of(st), "%s", err);
-        call_unref(c);
     }
 }
 

@@ -49,6 +49,22 @@ enum MHD_Result http_reply(req_t *r)
     return r->route->encode(r);
 }
 
+/* Sends cmd (of r's route: its type is the row's command) to the engine through its one
+ * door, with the engine's reference on r for the command's callback. Returns KS_OK (the
+ * callback will run and drop it), or the error with err and the reference dropped. */
+static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *err, size_t errsize)
+{
+    cmd->type = r->route->cmd;
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_submit(h->eng, cmd, err, errsize);
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+    }
+    return st;
+}
+
 typedef struct {
     const char *topics[MAX_TOPICS];
     size_t topic_cnt;
@@ -214,18 +230,18 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         }
         r->long_poll = true;
     }
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    ks_fetch_opts_t opts = {.max = (int)max,
-                            .wait_ms = (int)wait,
-                            .deadline_ms = (int)deadline,
-                            .subscriber = a.subscriber,
-                            .confirm = 1};
+    ks_cmd_req_t cmd = {.group = group,
+                        .u.fetch = {.topics = topics,
+                                    .topic_cnt = tc,
+                                    .opts = {.max = (int)max,
+                                             .wait_ms = (int)wait,
+                                             .deadline_ms = (int)deadline,
+                                             .subscriber = a.subscriber,
+                                             .confirm = 1},
+                                    .cb = on_fetch,
+                                    .opaque = r}};
     snprintf(r->group, sizeof(r->group), "%s", group);
-    st = ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
         if (r->long_poll)
             atomic_fetch_sub(&h->long_polls, 1);
         r->long_poll = false;
@@ -320,15 +336,16 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                            r->ack_cnt, err, sizeof(err));
     if (st)
         return http_send_error(r->conn, st, "%s", err);
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    st = ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids,
-                          r->ack_cnt, on_ack, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    ks_cmd_req_t cmd = {.group = group,
+                        .u.settle = {.op = op,
+                                     .ms = ms,
+                                     .reason = reason,
+                                     .ack_ids = (const char *const *)r->ack_ids,
+                                     .n = r->ack_cnt,
+                                     .cb = on_ack,
+                                     .opaque = r}};
+    if ((st = http_submit(h, r, &cmd, err, sizeof(err))))
         return http_send_error(r->conn, st, "%s", err);
-    }
     return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
@@ -412,14 +429,10 @@ static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 {
     char err[512];
     r->status_one = group != NULL;
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    ks_status_t st = ks_engine_status(h->eng, group, on_status, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
+    ks_status_t st = http_submit(h, r, &cmd, err, sizeof(err));
+    if (st)
         return http_send_error(r->conn, st, "%s", err);
-    }
     return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
@@ -484,7 +497,9 @@ static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
     for (size_t i = 0; i < n; i++) {
         char err[256];
         const char *name = h->cfg->static_groups[i].name;
-        if (ks_engine_status(h->eng, name, on_ready_status, r, err, sizeof(err))) {
+        ks_cmd_req_t cmd = {
+            .type = r->route->cmd, .group = name, .u.status = {.cb = on_ready_status, .opaque = r}};
+        if (ks_engine_submit(h->eng, &cmd, err, sizeof(err))) {
             not_ready(r, "static group %s: %s", name, err);
             ready_one_done(r);
         }
