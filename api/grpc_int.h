@@ -275,6 +275,9 @@ void settle_ctx_free(settle_ctx_t *x);
  * for the command's callback. Returns KS_OK (the callback will run and drop it), or the
  * error, after finishing c with the engine's message (the callback never runs). */
 ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
+/* A fetch's KS_FETCH_UNSET_* bits from its protobuf fields: 0, protobuf's "not set", is no
+ * valid max or deadline_ms, so it takes the default. (wait_ms 0 is a valid value: no wait.) */
+unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
 /* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,

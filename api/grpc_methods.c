@@ -17,6 +17,11 @@ void settle_ctx_free(settle_ctx_t *x)
     free(x);
 }
 
+unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms)
+{
+    return (max == 0 ? KS_FETCH_UNSET_MAX : 0) | (deadline_ms == 0 ? KS_FETCH_UNSET_DEADLINE : 0);
+}
+
 ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd)
 {
     char err[512];
@@ -397,11 +402,12 @@ static void decode_fetch(call_t *c, grpc_slice sl)
                             .group = r->group,
                             .u.fetch = {.topics = (const char *const *)r->topics,
                                         .topic_cnt = r->n_topics,
-                                        .opts = {.max = r->max ? r->max : 100,
+                                        .opts = {.max = r->max,
                                                  .wait_ms = r->wait_ms,
                                                  .deadline_ms = r->deadline_ms,
                                                  .subscriber = r->subscriber,
                                                  .max_bytes = msg_max_record_bytes(s->cfg)},
+                                        .unset = grpc_fetch_unset(r->max, r->deadline_ms),
                                         .cb = on_batch,
                                         .opaque = c}};
         (void)grpc_submit(c, &cmd);

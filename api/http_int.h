@@ -18,9 +18,8 @@
 #include "http_api.h"
 #include "json_out.h"
 
-#define LOGC        "http"
-#define MAX_TOPICS  64
-#define MAX_ACK_IDS KS_MAX_ACK_IDS
+#define LOGC       "http"
+#define MAX_TOPICS 64
 /* A URL longer than this, or with more query parameters, is answered 414. Both fit in
  * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
  * parameter in the connection's pool, and when they overflow it logs a 431 that it never
