@@ -94,6 +94,7 @@ typedef struct reply {
 typedef struct method_row {
     const char *path;
     method_t m;
+    ks_cmd_t cmd;    /* the engine command its decoder sends; KS_CMD_NONE: the edge answers */
     bool stream_in;  /* the client streams messages */
     bool needs_auth; /* a token (or certificate) must be valid before anything is read */
     /* The request decoder: reads one message, checks it and sends its command to the
@@ -270,6 +271,13 @@ char **fast_ack_ids(grpc_slice sl, size_t *n_out);
 /* ---- grpc_methods.c: the method table, unary methods ---- */
 
 void settle_ctx_free(settle_ctx_t *x);
+/* Sends cmd to the engine through its one door (ks_engine_submit), holding a reference on c
+ * for the command's callback. Returns KS_OK (the callback will run and drop it), or the
+ * error, after finishing c with the engine's message (the callback never runs). */
+ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
+/* A fetch's KS_FETCH_UNSET_* bits from its protobuf fields: 0, protobuf's "not set", is no
+ * valid max or deadline_ms, so it takes the default. (wait_ms 0 is a valid value: no wait.) */
+unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
 /* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,

@@ -17,14 +17,21 @@ void settle_ctx_free(settle_ctx_t *x)
     free(x);
 }
 
-/* The command went to the engine (st KS_OK: its callback will run, holding the reference
- * taken for it), or failed at once: the reference goes and the call ends with err. */
-static void submitted(call_t *c, ks_status_t st, const char *err)
+unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms)
 {
+    return (max == 0 ? KS_FETCH_UNSET_MAX : 0) | (deadline_ms == 0 ? KS_FETCH_UNSET_DEADLINE : 0);
+}
+
+ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd)
+{
+    char err[512];
+    call_ref(c);
+    ks_status_t st = ks_engine_submit(c->s->eng, cmd, err, sizeof(err));
     if (st) {
-        call_unref(c);
         call_finish(c, grpc_code_of(st), "%s", err);
+        call_unref(c);
     }
+    return st;
 }
 
 /* ---- replies: the shared policy (ack summary, visibility, status walk) is api/edge.c ---- */
@@ -185,13 +192,17 @@ bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, c
         call_finish(c, grpc_code_of(st), "%s", err);
         return false;
     }
-    call_ref(c);
-    st = ks_engine_settle(c->s->eng, group, op, ms, reason, (const char *const *)x->ids, n,
-                          on_settled, x, err, sizeof(err));
-    if (st) {
+    ks_cmd_req_t cmd = {.type = KS_CMD_SETTLE, /* a unary row's command, or a stream's acks */
+                        .group = group,
+                        .u.settle = {.op = op,
+                                     .ms = ms,
+                                     .reason = reason,
+                                     .ack_ids = (const char *const *)x->ids,
+                                     .n = n,
+                                     .cb = on_settled,
+                                     .opaque = x}};
+    if (grpc_submit(c, &cmd)) {
         settle_ctx_free(x);
-        call_unref(c);
-        call_finish(c, grpc_code_of(st), "%s", err);
         return false;
     }
     return true;
@@ -380,7 +391,6 @@ void bad_message(call_t *c, const char *what)
 static void decode_fetch(call_t *c, grpc_slice sl)
 {
     ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
     if (!r) {
         bad_message(c, "FetchRequest");
@@ -388,16 +398,19 @@ static void decode_fetch(call_t *c, grpc_slice sl)
     }
     if (authorized(c, r->group) &&
         scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
-        ks_fetch_opts_t o = {.max = r->max ? r->max : 100,
-                             .wait_ms = r->wait_ms,
-                             .deadline_ms = r->deadline_ms,
-                             .subscriber = r->subscriber,
-                             .max_bytes = msg_max_record_bytes(s->cfg)};
-        call_ref(c);
-        submitted(c,
-                  ks_engine_fetch(s->eng, r->group, (const char *const *)r->topics, r->n_topics, &o,
-                                  on_batch, c, err, sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {.type = c->row->cmd,
+                            .group = r->group,
+                            .u.fetch = {.topics = (const char *const *)r->topics,
+                                        .topic_cnt = r->n_topics,
+                                        .opts = {.max = r->max,
+                                                 .wait_ms = r->wait_ms,
+                                                 .deadline_ms = r->deadline_ms,
+                                                 .subscriber = r->subscriber,
+                                                 .max_bytes = msg_max_record_bytes(s->cfg)},
+                                        .unset = grpc_fetch_unset(r->max, r->deadline_ms),
+                                        .cb = on_batch,
+                                        .opaque = c}};
+        (void)grpc_submit(c, &cmd);
     }
     ksidecar__v1__fetch_request__free_unpacked(r, NULL);
 }
@@ -444,11 +457,10 @@ static void decode_modify(call_t *c, grpc_slice sl)
 /* The status command for group (NULL: every group). */
 static void submit_status(call_t *c, const char *group)
 {
-    char err[512];
-    if (authorized(c, group)) {
-        call_ref(c);
-        submitted(c, ks_engine_status(c->s->eng, group, on_status, c, err, sizeof(err)), err);
-    }
+    ks_cmd_req_t cmd = {
+        .type = c->row->cmd, .group = group, .u.status = {.cb = on_status, .opaque = c}};
+    if (authorized(c, group))
+        (void)grpc_submit(c, &cmd);
 }
 
 static void decode_get_group(call_t *c, grpc_slice sl)
@@ -475,8 +487,6 @@ static void decode_list_groups(call_t *c, grpc_slice sl)
 
 static void decode_seek(call_t *c, grpc_slice sl)
 {
-    ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
     if (!r) {
         bad_message(c, "SeekRequest");
@@ -507,19 +517,21 @@ static void decode_seek(call_t *c, grpc_slice sl)
             ksidecar__v1__seek_request__free_unpacked(r, NULL);
             return;
         }
-        call_ref(c);
-        submitted(c,
-                  ks_engine_seek(s->eng, r->group, r->topic, r->partition, kind, v, on_seek, c, err,
-                                 sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {.type = c->row->cmd,
+                            .group = r->group,
+                            .u.seek = {.topic = r->topic,
+                                       .partition = r->partition,
+                                       .kind = kind,
+                                       .value = v,
+                                       .cb = on_seek,
+                                       .opaque = c}};
+        (void)grpc_submit(c, &cmd);
     }
     ksidecar__v1__seek_request__free_unpacked(r, NULL);
 }
 
 static void decode_produce(call_t *c, grpc_slice sl)
 {
-    ks_grpc_t *s = c->s;
-    char err[512];
     Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
     if (!r) {
         bad_message(c, "ProduceRequest");
@@ -555,10 +567,10 @@ static void decode_produce(call_t *c, grpc_slice sl)
                 hs[h].value_len = p->headers[k]->value.len;
             }
         }
-        call_ref(c);
-        submitted(c,
-                  ks_engine_produce(s->eng, recs, r->n_records, on_produced, c, err, sizeof(err)),
-                  err);
+        ks_cmd_req_t cmd = {
+            .type = c->row->cmd,
+            .u.produce = {.recs = recs, .n = r->n_records, .cb = on_produced, .opaque = c}};
+        (void)grpc_submit(c, &cmd);
         free(recs);
         free(hs);
     }
@@ -568,23 +580,28 @@ static void decode_produce(call_t *c, grpc_slice sl)
 /* ---- the method table ----
  * A new method for an existing command: one row, a decoder and an encoder. */
 static const method_row_t methods[] = {
-    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, true, true, handle_subscribe_msg, NULL},
-    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, false, true, decode_fetch, encode_fetch},
-    {"/ksidecar.v1.Consumer/Ack", M_ACK, false, true, decode_ack, encode_settled},
-    {"/ksidecar.v1.Consumer/Nack", M_NACK, false, true, decode_nack, encode_settled},
-    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, false, true, decode_modify,
+    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, KS_CMD_FETCH, true, true, handle_subscribe_msg,
+     NULL},
+    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, KS_CMD_FETCH, false, true, decode_fetch, encode_fetch},
+    {"/ksidecar.v1.Consumer/Ack", M_ACK, KS_CMD_SETTLE, false, true, decode_ack, encode_settled},
+    {"/ksidecar.v1.Consumer/Nack", M_NACK, KS_CMD_SETTLE, false, true, decode_nack, encode_settled},
+    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, KS_CMD_SETTLE, false, true, decode_modify,
      encode_settled},
-    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, false, true, decode_get_group, encode_group},
-    {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, false, true, decode_list_groups,
-     encode_groups},
-    {"/ksidecar.v1.Consumer/Seek", M_SEEK, false, true, decode_seek, encode_seek},
-    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, false, true, decode_produce, encode_produced},
-    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, false, false, decode_health, NULL},
-    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, false, false, decode_health, NULL},
-    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, true, false,
-     handle_reflection_msg, NULL},
-    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA, true,
+    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, KS_CMD_STATUS, false, true, decode_get_group,
+     encode_group},
+    {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, KS_CMD_STATUS, false, true,
+     decode_list_groups, encode_groups},
+    {"/ksidecar.v1.Consumer/Seek", M_SEEK, KS_CMD_SEEK, false, true, decode_seek, encode_seek},
+    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, KS_CMD_PRODUCE, false, true, decode_produce,
+     encode_produced},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, KS_CMD_NONE, false, false, decode_health,
+     NULL},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, KS_CMD_NONE, false, false, decode_health,
+     NULL},
+    {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, KS_CMD_NONE, true,
      false, handle_reflection_msg, NULL},
+    {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA,
+     KS_CMD_NONE, true, false, handle_reflection_msg, NULL},
 };
 
 const method_row_t *method_find(const char *path, size_t len)

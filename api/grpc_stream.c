@@ -183,62 +183,68 @@ void stream_refill(call_t *c)
         stream_fetch_as(c, STREAM_WAIT_MS, true);
 }
 
-/* Parks a fetch for the stream: it returns with records, an assignment change, or
- * after wait_ms. counted: fetches_out was already raised for it (stream_refill). */
-static void stream_fetch_as(call_t *c, int wait_ms, bool counted)
+/* The fetch a stream parks (wait_ms, and the stream's group, topics, subscriber, deadline
+ * and credits), as stream_open and a credits message check it and stream_fetch_as sends it. */
+static ks_cmd_req_t stream_cmd(call_t *c, int wait_ms)
 {
     int64_t max = c->credit_records > 0 ? c->credit_records : c->s->cfg->sub_max_records;
     if (max > c->s->cfg->fetch_max_records)
         max = c->s->cfg->fetch_max_records;
     if (max > STREAM_BATCH_MAX)
         max = STREAM_BATCH_MAX;
-    ks_fetch_opts_t o = {.max = (int)max,
-                         .wait_ms = wait_ms,
-                         .deadline_ms = c->deadline_ms,
-                         .subscriber = c->sub,
-                         .credit_records = c->credit_records,
-                         .credit_bytes = c->credit_bytes,
-                         .max_bytes = msg_max_record_bytes(c->s->cfg),
-                         .notify = 1,
-                         .confirm = 1,
-                         .hold_stalled = 1};
+    return (ks_cmd_req_t){.type = c->row->cmd,
+                          .group = c->group,
+                          .u.fetch = {.topics = (const char *const *)c->topics,
+                                      .topic_cnt = c->topic_cnt,
+                                      .opts = {.max = (int)max,
+                                               .wait_ms = wait_ms,
+                                               .deadline_ms = c->deadline_ms,
+                                               .subscriber = c->sub,
+                                               .credit_records = c->credit_records,
+                                               .credit_bytes = c->credit_bytes,
+                                               .max_bytes = msg_max_record_bytes(c->s->cfg),
+                                               .notify = 1,
+                                               .confirm = 1,
+                                               .hold_stalled = 1},
+                                      .unset = grpc_fetch_unset(1, c->deadline_ms),
+                                      .cb = on_stream_fetch,
+                                      .opaque = c}};
+}
+
+/* Checks the stream's fetch with new credits by the engine's validator (every range and
+ * default is there). Returns true, or false after finishing the call with its error. */
+static bool credits_valid(call_t *c, const Ksidecar__V1__Credits *cr)
+{
     char err[512];
-    pthread_mutex_lock(&c->lock);
-    if (!counted)
+    ks_cmd_req_t cmd = stream_cmd(c, 0);
+    cmd.u.fetch.opts.credit_records = cr->records;
+    cmd.u.fetch.opts.credit_bytes = cr->bytes;
+    ks_status_t st = ks_cmd_validate(c->s->cfg, &cmd, err, sizeof(err));
+    if (st)
+        call_finish(c, grpc_code_of(st), "%s", err);
+    return st == KS_OK;
+}
+
+/* Parks a fetch for the stream: it returns with records, an assignment change, or
+ * after wait_ms. counted: fetches_out was already raised for it (stream_refill). */
+static void stream_fetch_as(call_t *c, int wait_ms, bool counted)
+{
+    ks_cmd_req_t cmd = stream_cmd(c, wait_ms);
+    if (!counted) {
+        pthread_mutex_lock(&c->lock);
         c->fetches_out++;
-    c->refs++;
-    pthread_mutex_unlock(&c->lock);
-    ks_status_t st = ks_engine_fetch(c->s->eng, c->group, (const char *const *)c->topics,
-                                     c->topic_cnt, &o, on_stream_fetch, c, err, sizeof(err));
-    if (st) {
+        pthread_mutex_unlock(&c->lock);
+    }
+    if (grpc_submit(c, &cmd)) {
         pthread_mutex_lock(&c->lock);
         c->fetches_out--;
         pthread_mutex_unlock(&c->lock);
-        call_finish(c, grpc_code_of(st), "%s", err);
-        call_unref(c);
     }
 }
 
 static void stream_fetch(call_t *c, int wait_ms)
 {
     stream_fetch_as(c, wait_ms, false);
-}
-
-static bool check_credits(call_t *c, const Ksidecar__V1__Credits *cr)
-{
-    const ks_config_t *cfg = c->s->cfg;
-    if (cr->records < 0 || cr->bytes < 0) {
-        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "credits must not be negative");
-        return false;
-    }
-    if (cr->records > cfg->sub_max_credit_records || cr->bytes > cfg->sub_max_credit_bytes) {
-        call_finish(c, GRPC_STATUS_RESOURCE_EXHAUSTED,
-                    "credits above the limit (subscriber.max_credit_records %lld, "
-                    "subscriber.max_credit_bytes %lld)",
-                    (long long)cfg->sub_max_credit_records, (long long)cfg->sub_max_credit_bytes);
-        return false;
-    }
-    return true;
 }
 
 /* Counts a Subscribe stream against its client's limit. */
@@ -307,22 +313,22 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     }
     if (!authorized(c, o->group))
         return;
-    if (o->n_topics == 0) {
-        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "open.topics: name at least one topic");
-        return;
-    }
     if (!scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
         return;
-    if ((st = ks_engine_check_name(KS_NAME_SUBSCRIBER, o->subscriber, err, sizeof(err)))) {
+    /* The stream's fetch, checked before the stream counts: the topics and the subscriber
+     * as the client named them, its deadline and credits. */
+    ks_cmd_req_t cmd = {.type = c->row->cmd,
+                        .group = o->group,
+                        .u.fetch = {.topics = (const char *const *)o->topics,
+                                    .topic_cnt = o->n_topics,
+                                    .opts = {.wait_ms = 0,
+                                             .deadline_ms = o->deadline_ms,
+                                             .subscriber = o->subscriber,
+                                             .credit_records = o->credits ? o->credits->records : 0,
+                                             .credit_bytes = o->credits ? o->credits->bytes : 0},
+                                    .unset = grpc_fetch_unset(0, o->deadline_ms)}};
+    if ((st = ks_cmd_validate(s->cfg, &cmd, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);
-        return;
-    }
-    if (o->credits && !check_credits(c, o->credits))
-        return;
-    if (o->deadline_ms < 0 || o->deadline_ms > s->cfg->lease_max_deadline_ms) {
-        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
-                    "deadline_ms must be from 0 to %d (lease.max_deadline_ms)",
-                    s->cfg->lease_max_deadline_ms);
         return;
     }
     if (!count_stream(c)) {
@@ -391,7 +397,7 @@ void handle_subscribe_msg(call_t *c, grpc_slice sl)
                    r->modify_deadline->ack_ids, r->modify_deadline->n_ack_ids, true);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS:
-        if (check_credits(c, r->credits)) {
+        if (credits_valid(c, r->credits)) {
             c->credit_records = r->credits->records;
             c->credit_bytes = r->credits->bytes;
             /* A quick extra fetch carries the new credits to the engine at once (at the

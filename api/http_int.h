@@ -18,9 +18,8 @@
 #include "http_api.h"
 #include "json_out.h"
 
-#define LOGC        "http"
-#define MAX_TOPICS  64
-#define MAX_ACK_IDS KS_MAX_ACK_IDS
+#define LOGC       "http"
+#define MAX_TOPICS 64
 /* A URL longer than this, or with more query parameters, is answered 414. Both fit in
  * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
  * parameter in the connection's pool, and when they overflow it logs a 431 that it never
@@ -113,7 +112,7 @@ typedef struct route {
     const char *method; /* "GET" (HEAD too) or "POST" */
     const char *use;    /* the method(s) an error names when another is used */
     const char *path;   /* literal, with at most one {group} segment */
-    const char *cmd;    /* the engine command it sends; NULL: the edge answers */
+    ks_cmd_t cmd;       /* the engine command it sends; KS_CMD_NONE: the edge answers */
     int op;             /* the settle routes' ks_settle_op_t */
     bool probe;         /* served on the probe listener (http.health_listen) too */
     int auth;           /* route_auth_t: when the caller is checked */

@@ -1,6 +1,7 @@
 /* http_routes.c: the HTTP edge's routes: each request decoded into an engine command,
  * the engine callbacks that store its answer, and the authorization of each route. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,6 +48,22 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 enum MHD_Result http_reply(req_t *r)
 {
     return r->route->encode(r);
+}
+
+/* Sends cmd (of r's route: its type is the row's command) to the engine through its one
+ * door, with the engine's reference on r for the command's callback. Returns KS_OK (the
+ * callback will run and drop it), or the error with err and the reference dropped. */
+static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *err, size_t errsize)
+{
+    cmd->type = r->route->cmd;
+    atomic_fetch_add(&r->refs, 1);
+    r->submitted = true;
+    ks_status_t st = ks_engine_submit(h->eng, cmd, err, errsize);
+    if (st) {
+        r->submitted = false;
+        atomic_fetch_sub(&r->refs, 1);
+    }
+    return st;
 }
 
 typedef struct {
@@ -102,6 +119,25 @@ int http_parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
+/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or marks it
+ * unset in cmd (bit) when absent. Returns false after queueing the error when it is not an
+ * integer. Its range is the validator's. */
+static bool opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
+                    ks_cmd_req_t *cmd, enum MHD_Result *ret)
+{
+    long n;
+    if (!v) {
+        cmd->u.fetch.unset |= bit;
+        return true;
+    }
+    if (http_parse_int(v, INT_MIN, INT_MAX, &n) == 0) {
+        *out = (int)n;
+        return true;
+    }
+    *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an integer, got \"%s\"", name, v);
+    return false;
+}
+
 static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
 {
     fetch_args_t a = {0};
@@ -142,7 +178,6 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
             topics[tc++] = t; /* an empty name: let validation name it */
         }
     }
-    long max = 100, wait = h->cfg->fetch_default_wait_ms;
     char err[512];
     ks_status_t st;
     if (too_many) {
@@ -160,29 +195,20 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         ret = http_send_error(r->conn, st, "%s", err);
         goto out;
     }
-    if (a.max && http_parse_int(a.max, 1, h->cfg->fetch_max_records, &max) < 0) {
-        ret = http_send_error(r->conn, KS_E_INVALID,
-                              "max must be an integer from 1 to %d (fetch.max_records), got \"%s\"",
-                              h->cfg->fetch_max_records, a.max);
+    /* Only the syntax here: the ranges and the defaults of what is left out are the
+     * validator's (ks_cmd_validate). */
+    ks_cmd_req_t cmd = {.group = group,
+                        .u.fetch = {.topics = topics,
+                                    .topic_cnt = tc,
+                                    .opts = {.subscriber = a.subscriber, .confirm = 1},
+                                    .cb = on_fetch,
+                                    .opaque = r}};
+    if (!opt_int(r, "max", a.max, &cmd.u.fetch.opts.max, KS_FETCH_UNSET_MAX, &cmd, &ret) ||
+        !opt_int(r, "wait_ms", a.wait_ms, &cmd.u.fetch.opts.wait_ms, KS_FETCH_UNSET_WAIT, &cmd,
+                 &ret) ||
+        !opt_int(r, "deadline_ms", a.deadline_ms, &cmd.u.fetch.opts.deadline_ms,
+                 KS_FETCH_UNSET_DEADLINE, &cmd, &ret))
         goto out;
-    }
-    if (a.wait_ms && http_parse_int(a.wait_ms, 0, h->cfg->fetch_max_wait_ms, &wait) < 0) {
-        ret = http_send_error(
-            r->conn, KS_E_INVALID,
-            "wait_ms must be an integer from 0 to %d (fetch.max_wait_ms), got \"%s\"",
-            h->cfg->fetch_max_wait_ms, a.wait_ms);
-        goto out;
-    }
-    long deadline = 0;
-    if (a.deadline_ms &&
-        http_parse_int(a.deadline_ms, 1, h->cfg->lease_max_deadline_ms, &deadline) < 0) {
-        ret =
-            http_send_error(r->conn, KS_E_INVALID,
-                            "deadline_ms must be an integer from 1 to %d (lease.max_deadline_ms), "
-                            "got \"%s\"",
-                            h->cfg->lease_max_deadline_ms, a.deadline_ms);
-        goto out;
-    }
     r->fmt = FMT_AUTO;
     if (a.format) {
         if (!strcmp(a.format, "base64"))
@@ -193,17 +219,19 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
             goto out;
         }
     }
+    /* Validated here too (ks_engine_submit checks again), for the wait it settles on. */
+    cmd.type = r->route->cmd;
+    if ((st = ks_cmd_validate(h->cfg, &cmd, err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
     if (head) {
         /* HEAD is safe: the group and parameters are checked as for GET, nothing is
          * leased, and the answer is an empty batch's headers. */
-        ks_status_t cst = ks_engine_check_group(h->eng, group, err, sizeof(err));
-        if (cst)
-            ret = http_send_error(r->conn, cst, "%s", err);
-        else
-            ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
+        ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
         goto out;
     }
-    if (wait > 0) {
+    if (cmd.u.fetch.opts.wait_ms > 0) {
         if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
             atomic_fetch_sub(&h->long_polls, 1);
             ret = http_send_error_at(r->conn, 429, KS_E_EXHAUSTED, 1,
@@ -214,18 +242,8 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         }
         r->long_poll = true;
     }
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    ks_fetch_opts_t opts = {.max = (int)max,
-                            .wait_ms = (int)wait,
-                            .deadline_ms = (int)deadline,
-                            .subscriber = a.subscriber,
-                            .confirm = 1};
     snprintf(r->group, sizeof(r->group), "%s", group);
-    st = ks_engine_fetch(h->eng, group, topics, tc, &opts, on_fetch, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
         if (r->long_poll)
             atomic_fetch_sub(&h->long_polls, 1);
         r->long_poll = false;
@@ -294,9 +312,9 @@ static bool fast_ack_ids(req_t *r)
         }
     }
     p = skip_ws(p, end);
-    if (p == end || *p++ != '}' || skip_ws(p, end) != end || n == 0 || n > MAX_ACK_IDS)
+    if (p == end || *p++ != '}' || skip_ws(p, end) != end)
         return false;
-    r->ack_ids = calloc(n, sizeof(char *));
+    r->ack_ids = calloc(n + 1, sizeof(char *));
     if (!r->ack_ids)
         abort();
     r->ack_ids_in_body = true;
@@ -320,15 +338,16 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                            r->ack_cnt, err, sizeof(err));
     if (st)
         return http_send_error(r->conn, st, "%s", err);
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    st = ks_engine_settle(h->eng, group, op, ms, reason, (const char *const *)r->ack_ids,
-                          r->ack_cnt, on_ack, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    ks_cmd_req_t cmd = {.group = group,
+                        .u.settle = {.op = op,
+                                     .ms = ms,
+                                     .reason = reason,
+                                     .ack_ids = (const char *const *)r->ack_ids,
+                                     .n = r->ack_cnt,
+                                     .cb = on_ack,
+                                     .opaque = r}};
+    if ((st = http_submit(h, r, &cmd, err, sizeof(err))))
         return http_send_error(r->conn, st, "%s", err);
-    }
     return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
@@ -384,13 +403,8 @@ static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, 
         ret = http_send_error(r->conn, KS_E_INVALID, "deadline_ms is required");
         goto out;
     }
-    size_t n = json_array_size(ids);
-    if (n == 0 || n > MAX_ACK_IDS) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "ack_ids must hold 1 to %d ack ids, got %zu",
-                              MAX_ACK_IDS, n);
-        goto out;
-    }
-    r->ack_ids = calloc(n, sizeof(char *));
+    size_t n = json_array_size(ids); /* how many may come is the validator's */
+    r->ack_ids = calloc(n + 1, sizeof(char *));
     if (!r->ack_ids)
         abort();
     for (size_t i = 0; i < n; i++) {
@@ -412,14 +426,10 @@ static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 {
     char err[512];
     r->status_one = group != NULL;
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
-    ks_status_t st = ks_engine_status(h->eng, group, on_status, r, err, sizeof(err));
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
+    ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
+    ks_status_t st = http_submit(h, r, &cmd, err, sizeof(err));
+    if (st)
         return http_send_error(r->conn, st, "%s", err);
-    }
     return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
@@ -484,7 +494,9 @@ static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
     for (size_t i = 0; i < n; i++) {
         char err[256];
         const char *name = h->cfg->static_groups[i].name;
-        if (ks_engine_status(h->eng, name, on_ready_status, r, err, sizeof(err))) {
+        ks_cmd_req_t cmd = {
+            .type = r->route->cmd, .group = name, .u.status = {.cb = on_ready_status, .opaque = r}};
+        if (ks_engine_submit(h->eng, &cmd, err, sizeof(err))) {
             not_ready(r, "static group %s: %s", name, err);
             ready_one_done(r);
         }
@@ -575,21 +587,23 @@ typedef enum {
  * request; a request with another method gets 400 "use <use> for <url>". A new endpoint
  * for an existing command is a row here, a decoder above and an encoder in http_json.c. */
 static const route_t routes[] = {
-    {"GET", "GET or HEAD", "/healthz", NULL, 0, true, AUTH_NONE, decode_health, NULL},
-    {"GET", "GET or HEAD", "/readyz", "status", 0, true, AUTH_NONE, decode_ready, http_reply_ready},
-    {"GET", "GET", "/v1/groups", "status", 0, false, AUTH_METHOD, decode_status, http_reply_status},
-    {"GET", "GET", "/v1/groups/", "status", 0, false, AUTH_METHOD, decode_status,
+    {"GET", "GET or HEAD", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
+    {"GET", "GET or HEAD", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready,
+     http_reply_ready},
+    {"GET", "GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}", "status", 0, false, AUTH_METHOD, decode_status,
+    {"GET", "GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}/records", "fetch", 0, false, AUTH_FIRST, decode_fetch,
+    {"GET", "GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
+     http_reply_status},
+    {"GET", "GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
      http_reply_fetch},
-    {"POST", "POST", "/v1/groups/{group}/acks", "settle", KS_SETTLE_ACK, false, AUTH_FIRST,
+    {"POST", "POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/nacks", "settle", KS_SETTLE_NACK, false, AUTH_FIRST,
+    {"POST", "POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/deadline", "settle", KS_SETTLE_EXTEND, false, AUTH_FIRST,
-     decode_settle, http_reply_ack},
+    {"POST", "POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false,
+     AUTH_FIRST, decode_settle, http_reply_ack},
 };
 
 /* Whether url matches pat, a literal path with at most one {group} segment (one or more

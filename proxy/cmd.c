@@ -96,10 +96,20 @@ ks_status_t ks_cmd_check_topics(const ks_config_t *cfg, const char *const *topic
 static ks_status_t check_fetch(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize)
 {
     ks_fetch_opts_t *opts = &req->u.fetch.opts;
+    unsigned unset = req->u.fetch.unset;
     ks_status_t st = ks_cmd_check_topics(cfg, req->u.fetch.topics, req->u.fetch.topic_cnt,
                                          "consume", err, errsize);
     if (st)
         return st;
+    /* The defaults of what the client left out; what it gave is checked below. */
+    if (unset & KS_FETCH_UNSET_MAX)
+        opts->max = cfg->fetch_max_records < KS_CMD_DEFAULT_MAX ? cfg->fetch_max_records
+                                                                : KS_CMD_DEFAULT_MAX;
+    if (unset & KS_FETCH_UNSET_WAIT)
+        opts->wait_ms = cfg->fetch_default_wait_ms;
+    if (unset & KS_FETCH_UNSET_DEADLINE)
+        opts->deadline_ms = cfg->lease_deadline_ms;
+    req->u.fetch.unset = 0;
     if (opts->max < 1 || opts->max > cfg->fetch_max_records) {
         snprintf(err, errsize, "max must be from 1 to %d (fetch.max_records), got %d",
                  cfg->fetch_max_records, opts->max);
@@ -110,17 +120,29 @@ static ks_status_t check_fetch(const ks_config_t *cfg, ks_cmd_req_t *req, char *
                  cfg->fetch_max_wait_ms, opts->wait_ms);
         return KS_E_INVALID;
     }
-    if (opts->deadline_ms < 0 || opts->deadline_ms > cfg->lease_max_deadline_ms) {
-        snprintf(err, errsize, "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %d",
-                 cfg->lease_max_deadline_ms, opts->deadline_ms);
+    if (opts->deadline_ms < 1 || opts->deadline_ms > cfg->lease_max_deadline_ms) {
+        snprintf(err, errsize,
+                 "deadline_ms must be from 1 to %d (lease.max_deadline_ms), got %d; leave it "
+                 "out for lease.deadline_ms (%d)",
+                 cfg->lease_max_deadline_ms, opts->deadline_ms, cfg->lease_deadline_ms);
         return KS_E_INVALID;
+    }
+    /* A subscriber's credits: 0 takes subscriber.max_records / max_bytes. */
+    if (opts->credit_records < 0 || opts->credit_bytes < 0) {
+        snprintf(err, errsize, "credits must not be negative");
+        return KS_E_INVALID;
+    }
+    if (opts->credit_records > cfg->sub_max_credit_records ||
+        opts->credit_bytes > cfg->sub_max_credit_bytes) {
+        snprintf(err, errsize,
+                 "credits above the limit (subscriber.max_credit_records %lld, "
+                 "subscriber.max_credit_bytes %lld)",
+                 (long long)cfg->sub_max_credit_records, (long long)cfg->sub_max_credit_bytes);
+        return KS_E_EXHAUSTED;
     }
     if (opts->subscriber &&
         (st = ks_cmd_check_name(KS_NAME_SUBSCRIBER, opts->subscriber, err, errsize)))
         return st;
-    /* The defaults: 0 takes lease.deadline_ms; no name is the default subscriber. */
-    if (opts->deadline_ms == 0)
-        opts->deadline_ms = cfg->lease_deadline_ms;
     if (!opts->subscriber || !*opts->subscriber)
         opts->subscriber = KS_CMD_DEFAULT_SUBSCRIBER;
     return KS_OK;
@@ -131,8 +153,9 @@ static ks_status_t check_settle(const ks_config_t *cfg, const ks_cmd_req_t *req,
 {
     ks_settle_op_t op = req->u.settle.op;
     int64_t ms = req->u.settle.ms;
-    if (req->u.settle.n == 0) {
-        snprintf(err, errsize, "ack_ids is empty: give at least one ack id");
+    if (req->u.settle.n == 0 || req->u.settle.n > KS_MAX_ACK_IDS) {
+        snprintf(err, errsize, "ack_ids must hold 1 to %d ack ids, got %zu", KS_MAX_ACK_IDS,
+                 req->u.settle.n);
         return KS_E_INVALID;
     }
     if (op == KS_SETTLE_NACK && (ms < 0 || ms > cfg->nack_max_delay_ms)) {

@@ -18,6 +18,9 @@ typedef enum {
         KS_CMD__CNT /* not a command: how many there are */
 } ks_cmd_t;
 
+/* No engine command: an edge's table row that the edge answers itself (a probe, reflection). */
+#define KS_CMD_NONE KS_CMD__CNT
+
 /* "fetch", "settle", ...; "unknown" outside the enum. Any thread. */
 const char *ks_cmd_name(ks_cmd_t t);
 
@@ -35,6 +38,7 @@ typedef struct ks_cmd_req {
             const char *const *topics;
             size_t topic_cnt;
             ks_fetch_opts_t opts; /* ks_cmd_validate fills in its defaults */
+            unsigned unset;       /* KS_FETCH_UNSET_*: options the client did not give */
             ks_fetch_cb *cb;
             void *opaque;
         } fetch;
@@ -75,13 +79,24 @@ typedef struct ks_cmd_req {
     } u;
 } ks_cmd_req_t;
 
+/* A fetch's options the client left out (u.fetch.unset): ks_cmd_validate fills each in with
+ * its default and clears the bit; a value given is checked against its range, so an explicit
+ * max=0 is refused while a missing max is the default. An edge whose wire cannot tell "not
+ * set" from 0 (protobuf) sets the bit for 0 where 0 is not a valid value. */
+#define KS_FETCH_UNSET_MAX      0x1 /* min(KS_CMD_DEFAULT_MAX, fetch.max_records) records */
+#define KS_FETCH_UNSET_WAIT     0x2 /* fetch.default_wait_ms */
+#define KS_FETCH_UNSET_DEADLINE 0x4 /* lease.deadline_ms */
+
+/* The records a fetch that names no max asks for (at most fetch.max_records). */
+#define KS_CMD_DEFAULT_MAX 100
+
 /* The subscriber a fetch without one is served as. */
 #define KS_CMD_DEFAULT_SUBSCRIBER "default"
 
 /* Checks req against cfg: every name, range and count its command takes, and fills in the
- * defaults (a fetch's lease deadline and subscriber). Returns KS_OK, or KS_E_INVALID /
- * KS_E_PERMISSION with err naming the argument, its bound and the config key behind it.
- * Whether the group runs is not its business (ks_engine_submit). Any thread. */
+ * defaults (a fetch's unset options and its subscriber). Validating twice is harmless. Returns
+ * KS_OK, or KS_E_INVALID / KS_E_PERMISSION with err naming the argument, its bound and the config
+ * key behind it. Whether the group runs is not its business (ks_engine_submit). Any thread. */
 ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize);
 
 /* Checks a name's syntax and length, the one bound every edge shares (ks_engine_check_name). */

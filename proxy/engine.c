@@ -400,8 +400,12 @@ ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const
     ks_cmd_req_t r = {
         .type = KS_CMD_FETCH,
         .group = group,
-        .u.fetch = {
-            .topics = topics, .topic_cnt = topic_cnt, .opts = *opts, .cb = cb, .opaque = opaque}};
+        .u.fetch = {.topics = topics,
+                    .topic_cnt = topic_cnt,
+                    .opts = *opts,
+                    .unset = opts->deadline_ms == 0 ? KS_FETCH_UNSET_DEADLINE : 0, /* types.h */
+                    .cb = cb,
+                    .opaque = opaque}};
     return ks_engine_submit(e, &r, err, errsize);
 }
 

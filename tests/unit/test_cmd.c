@@ -30,7 +30,10 @@ static ks_cmd_req_t fetch_req(const char *group, const char *const *topics, size
 {
     return (ks_cmd_req_t){.type = KS_CMD_FETCH,
                           .group = group,
-                          .u.fetch = {.topics = topics, .topic_cnt = n, .opts = {.max = 10}}};
+                          .u.fetch = {.topics = topics,
+                                      .topic_cnt = n,
+                                      .opts = {.max = 10},
+                                      .unset = KS_FETCH_UNSET_DEADLINE}};
 }
 
 /* Validates r and expects want, with an error that holds want_text when it is not KS_OK. */
@@ -72,8 +75,72 @@ static void test_fetch_defaults(void **state)
     r.u.fetch.opts.deadline_ms = 1234;
     r.u.fetch.opts.subscriber = "mine";
     assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.deadline_ms, cfg.lease_deadline_ms); /* unset wins */
+    r = fetch_req("g", topics, 1);
+    r.u.fetch.unset = 0;
+    r.u.fetch.opts.deadline_ms = 1234;
+    r.u.fetch.opts.subscriber = "mine";
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
     assert_int_equal(r.u.fetch.opts.deadline_ms, 1234);
     assert_string_equal(r.u.fetch.opts.subscriber, "mine");
+}
+
+/* What an edge leaves out takes its default here, and only here: max, wait_ms, deadline_ms. */
+static void test_fetch_unset_defaults(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"};
+    cfg.fetch_default_wait_ms = 777;
+    cfg.lease_deadline_ms = 4321;
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    r.u.fetch.opts = (ks_fetch_opts_t){0};
+    r.u.fetch.unset = KS_FETCH_UNSET_MAX | KS_FETCH_UNSET_WAIT | KS_FETCH_UNSET_DEADLINE;
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.max, KS_CMD_DEFAULT_MAX);
+    assert_int_equal(KS_CMD_DEFAULT_MAX, 100);
+    assert_int_equal(r.u.fetch.opts.wait_ms, 777);
+    assert_int_equal(r.u.fetch.opts.deadline_ms, 4321);
+    assert_int_equal(r.u.fetch.unset, 0);
+    /* Validating the filled-in request again changes nothing (ks_engine_submit does). */
+    ks_cmd_req_t again = r;
+    assert_int_equal(ks_cmd_validate(&cfg, &again, err, sizeof(err)), KS_OK);
+    assert_memory_equal(&again.u.fetch.opts, &r.u.fetch.opts, sizeof(r.u.fetch.opts));
+    /* A given wait_ms of 0 is no wait, not the default. */
+    r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.wait_ms = 0;
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.wait_ms, 0);
+    /* The default max never passes fetch.max_records. */
+    cfg.fetch_max_records = 20;
+    r = fetch_req("g", topics, 1);
+    r.u.fetch.unset |= KS_FETCH_UNSET_MAX;
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.max, 20);
+    ks_config_free(&cfg);
+    ks_config_defaults(&cfg);
+}
+
+/* A subscriber's credits: 0 .. subscriber.max_credit_records / max_credit_bytes. */
+static void test_fetch_credits(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"};
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.credit_records = -1;
+    expect(r, KS_E_INVALID, "credits must not be negative");
+    r.u.fetch.opts.credit_records = 0;
+    r.u.fetch.opts.credit_bytes = -1;
+    expect(r, KS_E_INVALID, "credits must not be negative");
+    r.u.fetch.opts.credit_bytes = cfg.sub_max_credit_bytes;
+    r.u.fetch.opts.credit_records = cfg.sub_max_credit_records;
+    expect(r, KS_OK, NULL);
+    r.u.fetch.opts.credit_records = cfg.sub_max_credit_records + 1;
+    expect(r, KS_E_EXHAUSTED,
+           "credits above the limit (subscriber.max_credit_records 100000, "
+           "subscriber.max_credit_bytes 1073741824)");
+    r.u.fetch.opts.credit_records = 1;
+    r.u.fetch.opts.credit_bytes = cfg.sub_max_credit_bytes + 1;
+    expect(r, KS_E_EXHAUSTED, "credits above the limit");
 }
 
 static void test_fetch_ranges(void **state)
@@ -91,10 +158,17 @@ static void test_fetch_ranges(void **state)
     expect(r, KS_E_INVALID, "wait_ms must be from 0 to 60000 (fetch.max_wait_ms), got -1");
     r.u.fetch.opts.wait_ms = cfg.fetch_max_wait_ms;
     expect(r, KS_OK, NULL);
+    r.u.fetch.unset = 0; /* a deadline given is checked, not replaced */
     r.u.fetch.opts.deadline_ms = cfg.lease_max_deadline_ms + 1;
     expect(r, KS_E_INVALID, "(lease.max_deadline_ms)");
     r.u.fetch.opts.deadline_ms = -1;
     expect(r, KS_E_INVALID, "(lease.max_deadline_ms)");
+    r.u.fetch.opts.deadline_ms = 0; /* given as 0 (HTTP deadline_ms=0): no deadline is 0 ms */
+    expect(r, KS_E_INVALID, "deadline_ms must be from 1 to 600000 (lease.max_deadline_ms), got 0");
+    r.u.fetch.opts.deadline_ms = 1;
+    expect(r, KS_OK, NULL);
+    r.u.fetch.opts.deadline_ms = cfg.lease_max_deadline_ms;
+    expect(r, KS_OK, NULL);
 }
 
 static void test_names_and_scopes(void **state)
@@ -130,10 +204,21 @@ static void test_settle_seek_produce(void **state)
     (void)state;
     const char *ids[] = {"x"};
     ks_cmd_req_t r = {.type = KS_CMD_SETTLE, .group = "g", .u.settle = {.op = KS_SETTLE_ACK}};
-    expect(r, KS_E_INVALID, "ack_ids is empty");
+    expect(r, KS_E_INVALID, "ack_ids must hold 1 to 100000 ack ids, got 0");
     r.u.settle.ack_ids = ids;
     r.u.settle.n = 1;
     expect(r, KS_OK, NULL); /* the ids themselves are the group loop's to judge */
+    /* At most KS_MAX_ACK_IDS per request, on every edge. */
+    static const char *many[KS_MAX_ACK_IDS + 1];
+    for (size_t i = 0; i <= KS_MAX_ACK_IDS; i++)
+        many[i] = "x";
+    r.u.settle.ack_ids = many;
+    r.u.settle.n = KS_MAX_ACK_IDS;
+    expect(r, KS_OK, NULL);
+    r.u.settle.n = KS_MAX_ACK_IDS + 1;
+    expect(r, KS_E_INVALID, "ack_ids must hold 1 to 100000 ack ids, got 100001");
+    r.u.settle.ack_ids = ids;
+    r.u.settle.n = 1;
     r.u.settle.op = KS_SETTLE_NACK;
     r.u.settle.ms = cfg.nack_max_delay_ms + 1;
     expect(r, KS_E_INVALID, "(nack.max_delay_ms)");
@@ -181,6 +266,8 @@ int main(void)
         cmocka_unit_test(test_tables),
         cmocka_unit_test(test_fetch_defaults),
         cmocka_unit_test(test_fetch_ranges),
+        cmocka_unit_test(test_fetch_unset_defaults),
+        cmocka_unit_test(test_fetch_credits),
         cmocka_unit_test(test_names_and_scopes),
         cmocka_unit_test(test_settle_seek_produce),
         cmocka_unit_test(test_status_and_no_reply_commands),

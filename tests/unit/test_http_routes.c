@@ -91,7 +91,7 @@ static void test_table(void **state)
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const route_t *rt = &routes[i];
         assert_non_null(rt->decode);
-        assert_true(!rt->cmd == !rt->encode);
+        assert_true((rt->cmd == KS_CMD_NONE) == !rt->encode);
         assert_true(rt->probe == (rt->auth == AUTH_NONE));
         assert_true(!strcmp(rt->method, "GET") || !strcmp(rt->method, "POST"));
         assert_non_null(strstr(rt->use, rt->method));
