@@ -14,6 +14,16 @@
  * the group loop dispatches through a table indexed by it (group_loop.c). A new command is a
  * row here, its checks in ks_cmd_validate, its posting in ks_engine_submit and one loop
  * handler. */
+/* FETCH: long-poll up to max records of the topics, waiting up to wait_ms for the first;
+ *   starts the group on first use and extends its subscription with new topics.
+ * SETTLE: acks, nacks (ms: redelivery delay; reason kept for the dead-letter headers) or
+ *   extends leases (ms: the new deadline from now).
+ * STATUS: one group's (NOT_FOUND if it does not run here), or every group's.
+ * SEEK: moves one assigned partition's fetch position; its leases become stale and its
+ *   window starts again there.
+ * RELEASE, RELEASE_UNREAD, DELIVERED: ks_engine_release, _release_unread, _delivered.
+ * PRODUCE: produces the records (copied); the callback runs once all are delivered or
+ *   failed. */
 #define KS_CMD_LIST(X)                                                                             \
     X(FETCH, "fetch", KS_CMDF_GROUP | KS_CMDF_CREATE)                                              \
     X(SETTLE, "settle", KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                         \

@@ -391,68 +391,7 @@ ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err,
     return KS_E_INVALID;
 }
 
-/* ---- the entry points the edges call: thin wrappers over ks_engine_submit ---- */
-
-ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
-                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
-                            void *opaque, char *err, size_t errsize)
-{
-    ks_cmd_req_t r = {
-        .type = KS_CMD_FETCH,
-        .group = group,
-        .u.fetch = {.topics = topics,
-                    .topic_cnt = topic_cnt,
-                    .opts = *opts,
-                    .unset = opts->deadline_ms == 0 ? KS_FETCH_UNSET_DEADLINE : 0, /* types.h */
-                    .cb = cb,
-                    .opaque = opaque}};
-    return ks_engine_submit(e, &r, err, errsize);
-}
-
-ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
-                             const char *reason, const char *const *ack_ids, size_t n,
-                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
-{
-    ks_cmd_req_t r = {.type = KS_CMD_SETTLE,
-                      .group = group,
-                      .u.settle = {.op = op,
-                                   .ms = ms,
-                                   .reason = reason,
-                                   .ack_ids = ack_ids,
-                                   .n = n,
-                                   .cb = cb,
-                                   .opaque = opaque}};
-    return ks_engine_submit(e, &r, err, errsize);
-}
-
-ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
-                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize)
-{
-    return ks_engine_settle(e, group, KS_SETTLE_ACK, 0, NULL, ack_ids, n, cb, opaque, err, errsize);
-}
-
-ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
-                             char *err, size_t errsize)
-{
-    ks_cmd_req_t r = {
-        .type = KS_CMD_STATUS, .group = group, .u.status = {.cb = cb, .opaque = opaque}};
-    return ks_engine_submit(e, &r, err, errsize);
-}
-
-ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
-                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
-                           char *err, size_t errsize)
-{
-    ks_cmd_req_t r = {.type = KS_CMD_SEEK,
-                      .group = group,
-                      .u.seek = {.topic = topic,
-                                 .partition = partition,
-                                 .kind = kind,
-                                 .value = value,
-                                 .cb = cb,
-                                 .opaque = opaque}};
-    return ks_engine_submit(e, &r, err, errsize);
-}
+/* ---- the commands with no answer, which the edges send as they go ---- */
 
 static void release(ks_engine_t *e, const char *group, const char *subscriber, bool unread)
 {
@@ -479,14 +418,6 @@ void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool
     ks_cmd_req_t r = {
         .type = KS_CMD_DELIVERED, .group = group, .u.delivered = {.token = token, .taken = taken}};
     (void)ks_engine_submit(e, &r, err, sizeof(err));
-}
-
-ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
-                              ks_produce_cb *cb, void *opaque, char *err, size_t errsize)
-{
-    ks_cmd_req_t r = {.type = KS_CMD_PRODUCE,
-                      .u.produce = {.recs = recs, .n = n, .cb = cb, .opaque = opaque}};
-    return ks_engine_submit(e, &r, err, errsize);
 }
 
 bool ks_engine_kafka_up(ks_engine_t *e)

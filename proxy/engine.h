@@ -22,43 +22,12 @@ typedef struct ks_engine ks_engine_t;
  * its group (or the producer). Returns KS_OK, and the command's callback runs exactly once
  * later (commands with no callback: nothing more happens); or an error with err filled, and
  * the callback never runs. cmd and what it points to are borrowed for the call only. Any
- * thread. The ks_engine_* commands below are wrappers over it. */
+ * thread. What each command does is on its row in cmd_list.h. */
 ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err, size_t errsize);
 
 /* Makes an engine for cfg (borrowed; must outlive the engine). Starts no group yet.
  * Returns NULL with err on failure. */
 ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize);
-
-/* Long-poll fetch: up to max records of the given topics from group, waiting up to
- * wait_ms for the first. Creates the group on first use if its name is allowed, and
- * extends its subscription with new topics. Any thread.
- * Returns KS_OK, and cb runs exactly once later; or an error with err filled, and cb
- * never runs. */
-ks_status_t ks_engine_fetch(ks_engine_t *e, const char *group, const char *const *topics,
-                            size_t topic_cnt, const ks_fetch_opts_t *opts, ks_fetch_cb *cb,
-                            void *opaque, char *err, size_t errsize);
-
-/* Acks ack ids of group. Any thread. Returns KS_OK and cb runs exactly once later,
- * or an error with err filled and cb never runs. */
-ks_status_t ks_engine_ack(ks_engine_t *e, const char *group, const char *const *ack_ids, size_t n,
-                          ks_ack_cb *cb, void *opaque, char *err, size_t errsize);
-
-/* Acks, nacks (ms = redelivery delay, reason kept for the dead-letter headers) or
- * extends leases (ms = new deadline from now). Same contract as ks_engine_ack. */
-ks_status_t ks_engine_settle(ks_engine_t *e, const char *group, ks_settle_op_t op, int64_t ms,
-                             const char *reason, const char *const *ack_ids, size_t n,
-                             ks_ack_cb *cb, void *opaque, char *err, size_t errsize);
-
-/* Status of one group (group != NULL; NOT_FOUND if it is not running here) or of all.
- * Returns KS_OK and cb runs once later (any thread), or an error and cb never runs. */
-ks_status_t ks_engine_status(ks_engine_t *e, const char *group, ks_status_cb *cb, void *opaque,
-                             char *err, size_t errsize);
-
-/* Moves one assigned partition's fetch position; its in-flight leases become stale
- * and its window starts again there. Same contract as ks_engine_ack. */
-ks_status_t ks_engine_seek(ks_engine_t *e, const char *group, const char *topic, int32_t partition,
-                           ks_seek_kind_t kind, int64_t value, ks_seek_cb *cb, void *opaque,
-                           char *err, size_t errsize);
 
 /* The subscriber is gone (its stream closed): its leases go back to the pool now,
  * not at their deadline, and its waiting fetches end. Any thread; no answer. */
@@ -75,11 +44,6 @@ void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *sub
  * per batch; until then its records cannot expire (a subscriber's release also returns
  * them). Any thread; no answer. */
 void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken);
-
-/* Produces recs (copied) and calls cb when every one is delivered or failed. Returns
- * KS_OK (cb will run) or an error with err (cb will not run). Any thread. */
-ks_status_t ks_engine_produce(ks_engine_t *e, const ks_produce_rec_t *recs, size_t n,
-                              ks_produce_cb *cb, void *opaque, char *err, size_t errsize);
 
 /* True while Kafka answers (a metadata probe every 2 s). Any thread. gRPC health and
  * /healthz both answer from this: SERVING exactly when it is true. */
