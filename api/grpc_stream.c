@@ -30,22 +30,31 @@ static bool tp_in(const ks_tp_t *set, size_t n, const ks_tp_t *x)
 }
 
 /* Tells the stream how its assignment changed since the last snapshot. */
+/* Fills tps/tpp with the partitions of from[0..n) that are not in in[0..in_n); returns how
+ * many. The topics point into from. */
+static size_t tp_not_in(const ks_tp_t *from, size_t n, const ks_tp_t *in, size_t in_n,
+                        Ksidecar__V1__TopicPartition *tps, Ksidecar__V1__TopicPartition **tpp)
+{
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (tp_in(in, in_n, &from[i]))
+            continue;
+        ksidecar__v1__topic_partition__init(&tps[m]);
+        tps[m].topic = (char *)(uintptr_t)from[i].topic;
+        tps[m].partition = from[i].partition;
+        tpp[m] = &tps[m];
+        m++;
+    }
+    return m;
+}
+
 static void send_assignment_diff(call_t *c, const ks_batch_t *b)
 {
     Ksidecar__V1__TopicPartition *tps = calloc(b->assign_cnt + c->snap_cnt + 1, sizeof(*tps));
     Ksidecar__V1__TopicPartition **tpp = calloc(b->assign_cnt + c->snap_cnt + 1, sizeof(*tpp));
     if (!tps || !tpp)
         abort();
-    size_t n = 0;
-    for (size_t i = 0; i < c->snap_cnt; i++) {
-        if (tp_in(b->assigned, b->assign_cnt, &c->snap[i]))
-            continue;
-        ksidecar__v1__topic_partition__init(&tps[n]);
-        tps[n].topic = c->snap[i].topic;
-        tps[n].partition = c->snap[i].partition;
-        tpp[n] = &tps[n];
-        n++;
-    }
+    size_t n = tp_not_in(c->snap, c->snap_cnt, b->assigned, b->assign_cnt, tps, tpp);
     if (n) {
         Ksidecar__V1__Revocation rv = KSIDECAR__V1__REVOCATION__INIT;
         rv.n_partitions = n;
@@ -55,16 +64,7 @@ static void send_assignment_diff(call_t *c, const ks_batch_t *b)
         resp.revocation = &rv;
         call_send(c, &resp.base);
     }
-    size_t m = 0;
-    for (size_t i = 0; i < b->assign_cnt; i++) {
-        if (tp_in(c->snap, c->snap_cnt, &b->assigned[i]))
-            continue;
-        ksidecar__v1__topic_partition__init(&tps[m]);
-        tps[m].topic = (char *)(uintptr_t)b->assigned[i].topic;
-        tps[m].partition = b->assigned[i].partition;
-        tpp[m] = &tps[m];
-        m++;
-    }
+    size_t m = tp_not_in(b->assigned, b->assign_cnt, c->snap, c->snap_cnt, tps, tpp);
     if (m) {
         Ksidecar__V1__Assignment as = KSIDECAR__V1__ASSIGNMENT__INIT;
         as.n_partitions = m;

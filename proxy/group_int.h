@@ -217,14 +217,23 @@ struct ks_group {
     char **topics; /* the subscription */
     size_t topic_cnt;
     cmd_t *wait_head, *wait_tail;
-    cmd_t *deferred;            /* fetches that arrived inside a rebalance callback */
+    cmd_t *deferred;            /* fetches that arrived during a revoke's grace */
     dlv_t *dlv_head, *dlv_tail; /* confirmed batches not reported yet, oldest first */
     uint64_t next_token;
     uint32_t next_epoch;
     uint64_t assign_ver; /* bumped on every assignment change */
     group_life_t life;
     int64_t drain_until_ms; /* GROUP_DRAINING: until when */
-    bool in_rebalance;
+    bool in_rebalance;      /* inside a rebalance callback, or finishing a revoke it left */
+    /* A revoke whose grace runs in this loop (group_rebalance.c): the REVOKE callback marked
+     * the partitions REVOKING and returned without giving them up; revoke_step commits them
+     * and calls the unassign once their leases are settled or rv_until_ms came. librdkafka
+     * waits for that call (join state wait-unassign-call) and keeps heartbeating meanwhile.
+     * rv_parts NULL: no revoke is pending. */
+    rd_kafka_topic_partition_list_t *rv_parts;
+    part_t **rv;
+    size_t rv_cnt;
+    int64_t rv_until_ms;
     bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
@@ -268,10 +277,10 @@ void group_life_move(ks_group_t *g, group_life_t to);
 
 /* group_loop.c */
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
-/* The one inbox drain: runs every command posted since the last, in order. Inside a
- * revoke's grace (in_revoke) a command the catalogue does not allow during a rebalance (a
- * fetch) waits in g->deferred for the loop's next pass instead. */
-void drain_inbox(ks_group_t *g, int64_t now, bool in_revoke);
+/* The one inbox drain: runs every command posted since the last, in order. While a
+ * revoke's grace is pending a command the catalogue does not allow during a rebalance (a
+ * fetch) waits in g->deferred until the revoke is finished. */
+void drain_inbox(ks_group_t *g, int64_t now);
 void *loop_main(void *arg);
 
 /* group_intake.c */
@@ -308,9 +317,16 @@ void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
 void drain_dlq(ks_group_t *g);
 
 /* group_rebalance.c */
+/* A new INITIALIZING partition of g, in g->parts, with no librdkafka queue yet (the
+ * assignment adds that; unit tests use it bare). */
+part_t *part_new(ks_group_t *g, const char *topic, int32_t partition);
 void part_remove(ks_group_t *g, part_t *p);
 void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                   void *opaque);
+/* A pending revoke's grace, one loop pass: finishes the revoke (final commit, windows
+ * dropped, unassign) once its partitions' leases are all settled, its grace ran out, or
+ * force (the loop is stopping). Nothing pending: does nothing. */
+void revoke_step(ks_group_t *g, int64_t now, bool force);
 void subscribe_to(ks_group_t *g, char *const *topics, size_t n);
 
 /* group_status.c */

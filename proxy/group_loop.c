@@ -86,14 +86,24 @@ void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
     cmd_fns[c->type](g, c, now);
 }
 
-void drain_inbox(ks_group_t *g, int64_t now, bool in_revoke)
+void drain_inbox(ks_group_t *g, int64_t now)
 {
+    /* Fetches held back by a revoke that has ended since, first (they came first). */
+    while (g->deferred && !g->rv_parts) {
+        cmd_t *c = g->deferred;
+        g->deferred = c->next_wait;
+        handle_cmd(g, c, now);
+    }
+    cmd_t **tail = &g->deferred;
+    while (*tail)
+        tail = &(*tail)->next_wait;
     for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next; nd; nd = next) {
         next = nd->next;
         cmd_t *c = (cmd_t *)nd;
-        if (in_revoke && !(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) {
-            c->next_wait = g->deferred; /* a fetch: after the rebalance callback */
-            g->deferred = c;
+        if (g->rv_parts && !(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) {
+            c->next_wait = NULL; /* a fetch: after the revoke, in the order they came */
+            *tail = c;
+            tail = &c->next_wait;
         } else {
             handle_cmd(g, c, now);
         }
@@ -128,6 +138,8 @@ static void arm_timer(ks_group_t *g, int64_t now)
         next = idle_due(g);
     if (g->life == GROUP_DRAINING && g->drain_until_ms < next)
         next = g->drain_until_ms;
+    if (g->rv_parts && g->rv_until_ms < next)
+        next = g->rv_until_ms;
     if (next < now + 1)
         next = now + 1;
     if (next == g->timer_due_ms)
@@ -191,14 +203,10 @@ void *loop_main(void *arg)
         if (dlq_ev)
             drain_dlq(g);
         int64_t now = ks_now_ms();
-        while (g->deferred) {
-            cmd_t *c = g->deferred;
-            g->deferred = c->next_wait;
-            handle_cmd(g, c, now);
-        }
-        drain_inbox(g, now, false);
+        drain_inbox(g, now);
         intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
+        revoke_step(g, now, false); /* after the acks and expiries above */
         commit_held(g, now);
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
@@ -224,8 +232,10 @@ void *loop_main(void *arg)
         }
     }
 
-    /* Refuse new commands, answer what is still queued, commit, leave. */
+    /* Refuse new commands, end a revoke's grace, answer what is still queued, commit,
+     * leave. */
     group_life_move(g, GROUP_NOT_DELIVERING);
+    revoke_step(g, ks_now_ms(), true);
     for (ks_inbox_node_t *nd = ks_inbox_close(&g->inbox), *next; nd; nd = next) {
         next = nd->next;
         handle_cmd(g, (cmd_t *)nd, ks_now_ms());

@@ -1,10 +1,9 @@
 /* group_rebalance.c: the subscription, and assignment and revocation of partitions (the rebalance
- * callback and its revoke grace). */
+ * callback, and the revoke grace that the group loop runs). */
 #include "group_int.h"
 
-static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
+part_t *part_new(ks_group_t *g, const char *topic, int32_t partition)
 {
-    ks_owner_assert(&g->owner);
     part_t *p = calloc(1, sizeof(*p));
     if (!p)
         abort();
@@ -24,6 +23,13 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
     }
     g->parts[g->part_cnt++] = p;
     ks_mem_parts_add(1); /* every partition's window share shrinks */
+    return p;
+}
+
+static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
+{
+    ks_owner_assert(&g->owner);
+    part_t *p = part_new(g, topic, partition);
     /* Take the partition's records from its own queue. Cleared before assign, the
      * forward stays cleared (librdkafka keeps an application's choice). */
     p->q = rd_kafka_queue_get_partition(g->rk, topic, partition);
@@ -68,35 +74,6 @@ void part_remove(ks_group_t *g, part_t *p)
     free(p);
 }
 
-/* Inside a revoke: keep taking acks for the revoking partitions until their leases
- * are all settled or revoke_grace_ms ran out. Fetches wait until after the callback. */
-static void revoke_grace(ks_group_t *g, part_t **revoking, size_t n)
-{
-    /* At shutdown the drain already waited for acks. */
-    int64_t until = g->life == GROUP_STOPPING ? 0 : ks_now_ms() + g->cfg->revoke_grace_ms;
-    for (;;) {
-        size_t leased = 0;
-        for (size_t i = 0; i < n; i++)
-            leased += revoking[i]->leased;
-        int64_t now = ks_now_ms();
-        if (leased == 0 || now >= until)
-            break;
-        int64_t next = ks_leases_next_due(&g->leases);
-        int64_t wait = (next < until ? next : until) - now;
-        if (wait < 1)
-            wait = 1;
-        struct epoll_event ev;
-        int efd = epoll_create1(EPOLL_CLOEXEC);
-        struct epoll_event want = {.events = EPOLLIN, .data.fd = ks_inbox_fd(&g->inbox)};
-        epoll_ctl(efd, EPOLL_CTL_ADD, ks_inbox_fd(&g->inbox), &want);
-        epoll_wait(efd, &ev, 1, (int)(wait > 1000 ? 1000 : wait));
-        close(efd);
-        now = ks_now_ms();
-        drain_inbox(g, now, true);
-        ks_leases_run(&g->leases, now, lease_event, g);
-    }
-}
-
 /* A revoked partition leaves: acks accepted on it that no confirmed commit covers will be
  * delivered again by its next owner. Counts and logs them; why says what failed. */
 static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
@@ -111,11 +88,96 @@ static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
             p->topic, p->partition, (long long)n, why);
 }
 
+static size_t leased_of(part_t *const *parts, size_t n)
+{
+    size_t leased = 0;
+    for (size_t i = 0; i < n; i++)
+        leased += parts[i]->leased;
+    return leased;
+}
+
+/* Reports what an (un)assign call returned. */
+static void assign_result(ks_group_t *g, rd_kafka_error_t *error, rd_kafka_resp_err_t aerr)
+{
+    if (error) {
+        ks_err(g->log_name, "(un)assign failed: %s", rd_kafka_error_string(error));
+        rd_kafka_error_destroy(error);
+    } else if (aerr) {
+        ks_err(g->log_name, "assign failed: %s", rd_kafka_err2str(aerr));
+    }
+}
+
+/* The end of a revoke: the final commit of each revoked partition (synchronous, under the
+ * generation that revoked: librdkafka has not rejoined yet), its window dropped, and the
+ * partitions given back to librdkafka. Runs inside the callback when there is nothing to
+ * wait for, else from revoke_step. Takes rev (freed) and parts (not freed). */
+static void revoke_finish(ks_group_t *g, part_t **rev, size_t n,
+                          rd_kafka_topic_partition_list_t *parts)
+{
+    rd_kafka_t *rk = g->rk;
+    bool was = g->in_rebalance;
+    g->in_rebalance = true; /* the commit below may go out even during a rejoin */
+    /* A lost assignment can no longer be committed (librdkafka has dropped the
+     * generation): no commit, and its unconfirmed acks are counted. */
+    bool lost = rd_kafka_assignment_lost(rk) == 1;
+    if (lost)
+        ks_warn(g->log_name, "assignment lost: %zu partition(s) revoked without a commit", n);
+    for (size_t i = 0; i < n; i++) {
+        rd_kafka_resp_err_t cerr =
+            lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, rev[i]);
+        count_lost_acks(g, rev[i], lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+    }
+    for (size_t i = 0; i < n; i++)
+        part_remove(g, rev[i]);
+    free(rev);
+    g->assign_ver++;
+    bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
+    rd_kafka_error_t *error = NULL;
+    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
+    /* From here to the ASSIGN that ends the rebalance, no commit may go out. */
+    if (coop) {
+        ks_rejoin_guard_revoke(&g->rj, lost, ks_now_ms());
+        error = rd_kafka_incremental_unassign(rk, parts);
+    } else {
+        aerr = rd_kafka_assign(rk, NULL);
+    }
+    assign_result(g, error, aerr);
+    g->in_rebalance = was;
+}
+
+void revoke_step(ks_group_t *g, int64_t now, bool force)
+{
+    if (!g->rv_parts)
+        return;
+    size_t leased = leased_of(g->rv, g->rv_cnt);
+    if (leased && now < g->rv_until_ms && !force)
+        return;
+    if (leased)
+        ks_warn(g->log_name,
+                "revoke grace over (%d ms): %zu records still leased on them will be "
+                "delivered again by the partitions' next owner",
+                g->cfg->revoke_grace_ms, leased);
+    rd_kafka_topic_partition_list_t *parts = g->rv_parts;
+    part_t **rev = g->rv;
+    size_t n = g->rv_cnt;
+    g->rv_parts = NULL;
+    g->rv = NULL;
+    g->rv_cnt = 0;
+    revoke_finish(g, rev, n, parts);
+    rd_kafka_topic_partition_list_destroy(parts);
+}
+
 void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partition_list_t *parts,
                   void *opaque)
 {
     ks_group_t *g = opaque;
     ks_owner_enter(&g->owner);
+    /* librdkafka sends no rebalance while it waits for the unassign of the last one; if it
+     * ever does, that revoke ends now, before anything else moves. */
+    if (g->rv_parts) {
+        ks_warn(g->log_name, "a rebalance came while a revoke's grace ran: ending it now");
+        revoke_step(g, ks_now_ms(), true);
+    }
     g->in_rebalance = true;
     bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     rd_kafka_error_t *error = NULL;
@@ -144,9 +206,10 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
             error = rd_kafka_incremental_assign(rk, parts);
         else
             aerr = rd_kafka_assign(rk, parts);
+        assign_result(g, error, aerr);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
-        /* 1. stop delivering (streams hear of it); 2. let leases finish; 3. commit;
-         * 4. give them up. */
+        /* 1. stop delivering (streams hear of it); 2. let leases finish, in the loop;
+         * 3. commit; 4. give them up (revoke_finish). */
         g->assign_ver++;
         part_t **rev = calloc((size_t)parts->cnt + 1, sizeof(*rev));
         size_t n = 0;
@@ -159,37 +222,23 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
                 rev[n++] = p;
             }
         }
-        /* A lost assignment can no longer be committed (librdkafka has dropped the
-         * generation): no grace, no commit, and its unconfirmed acks are counted. */
-        bool lost = rd_kafka_assignment_lost(rk) == 1;
-        if (lost)
-            ks_warn(g->log_name, "assignment lost: %zu partition(s) revoked without a commit", n);
-        else
-            revoke_grace(g, rev, n);
-        for (size_t i = 0; i < n; i++) {
-            rd_kafka_resp_err_t cerr =
-                lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, rev[i]);
-            count_lost_acks(g, rev[i], lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+        /* A grace only when there are leases to wait for, the assignment can still be
+         * committed, and the group is not stopping (its drain already waited for acks). */
+        bool wait = rd_kafka_assignment_lost(rk) != 1 && g->life != GROUP_STOPPING &&
+                    g->cfg->revoke_grace_ms > 0 && leased_of(rev, n) > 0;
+        if (wait) {
+            g->rv_parts = rd_kafka_topic_partition_list_copy(parts);
+            g->rv = rev;
+            g->rv_cnt = n;
+            g->rv_until_ms = ks_now_ms() + g->cfg->revoke_grace_ms;
+            ks_info(g->log_name, "revoking %zu partition(s): up to %d ms for %zu leased records", n,
+                    g->cfg->revoke_grace_ms, leased_of(rev, n));
+        } else {
+            revoke_finish(g, rev, n, parts);
         }
-        for (size_t i = 0; i < n; i++)
-            part_remove(g, rev[i]);
-        free(rev);
-        /* From here to the ASSIGN that ends the rebalance, no commit may go out. */
-        if (coop)
-            ks_rejoin_guard_revoke(&g->rj, lost, ks_now_ms());
-        if (coop)
-            error = rd_kafka_incremental_unassign(rk, parts);
-        else
-            aerr = rd_kafka_assign(rk, NULL);
     } else {
         ks_err(g->log_name, "rebalance failed: %s", rd_kafka_err2str(err));
-        aerr = rd_kafka_assign(rk, NULL);
-    }
-    if (error) {
-        ks_err(g->log_name, "(un)assign failed: %s", rd_kafka_error_string(error));
-        rd_kafka_error_destroy(error);
-    } else if (aerr) {
-        ks_err(g->log_name, "assign failed: %s", rd_kafka_err2str(aerr));
+        assign_result(g, NULL, rd_kafka_assign(rk, NULL));
     }
     g->in_rebalance = false;
     ks_owner_leave(&g->owner);

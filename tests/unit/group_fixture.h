@@ -30,25 +30,11 @@ static inline ks_group_t *fx_group(const char *name, ks_ordering_t ordering)
     return g;
 }
 
-/* An ACTIVE partition of g with no librdkafka queue (as part_add makes one, less the queue). */
+/* An ACTIVE partition of g with no librdkafka queue (part_add's partition, less the queue). */
 static inline part_t *fx_part(ks_group_t *g, const char *topic, int32_t partition)
 {
-    part_t *p = calloc(1, sizeof(*p));
-    if (!p)
-        abort();
-    p->topic = ks_xstrdup(topic);
-    p->partition = partition;
-    p->epoch = ++g->next_epoch;
-    p->state = KS_PS_ACTIVE;
-    p->committed = -1;
-    ks_commit_track_init(&p->ct, -1);
-    ks_ack_window_init(&p->win, free);
-    ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
-    g->parts = realloc(g->parts, (g->part_cnt + 1) * sizeof(*g->parts));
-    if (!g->parts)
-        abort();
-    g->parts[g->part_cnt++] = p;
-    ks_mem_parts_add(1);
+    part_t *p = part_new(g, topic, partition);
+    part_move(g, p, KS_PS_ACTIVE);
     return p;
 }
 

@@ -1,5 +1,6 @@
 /* test_group_mock.c: runs one group's real loop (proxy/group.h) against librdkafka's mock
- * cluster: records fetched through the inbox, acked, and their offsets committed. */
+ * cluster: records fetched through the inbox, acked, and their offsets committed; and a
+ * cooperative revoke whose grace runs in the loop while the kept partition keeps flowing. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -9,6 +10,7 @@
 #include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafka_mock.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -101,18 +103,31 @@ static rd_kafka_t *mock_cluster(char *bootstraps, size_t size)
     return rk;
 }
 
+/* Group name's loop on the mock cluster, with every default but the revoke grace (ms, if
+ * not NULL). cfg is filled in; free it with ks_config_free. */
+static ks_group_t *group_on(ks_config_t *cfg, const char *bootstraps, const char *name,
+                            const char *grace_ms)
+{
+    char err[512];
+    ks_config_defaults(cfg);
+    assert_int_equal(ks_config_set(cfg, "kafka.bootstrap.servers", bootstraps, err, sizeof(err)),
+                     0);
+    if (grace_ms)
+        assert_int_equal(ks_config_set(cfg, "group.revoke_grace_ms", grace_ms, err, sizeof(err)),
+                         0);
+    ks_group_t *g = ks_group_start(name, cfg, &cfg->group_defaults, false, 7, never_idle, NULL, err,
+                                   sizeof(err));
+    assert_non_null(g);
+    return g;
+}
+
 static void test_fetch_ack_commit(void **state)
 {
     (void)state;
-    char bootstraps[256], err[512];
+    char bootstraps[256];
     rd_kafka_t *mock = mock_cluster(bootstraps, sizeof(bootstraps));
     ks_config_t cfg;
-    ks_config_defaults(&cfg);
-    assert_int_equal(ks_config_set(&cfg, "kafka.bootstrap.servers", bootstraps, err, sizeof(err)),
-                     0);
-    ks_group_t *g = ks_group_start("mock-group", &cfg, &cfg.group_defaults, false, 7, never_idle,
-                                   NULL, err, sizeof(err));
-    assert_non_null(g);
+    ks_group_t *g = group_on(&cfg, bootstraps, "mock-group", NULL);
 
     /* Fetch until every record came (the mock's first JoinGroup takes about 3 s). */
     const char *topics[] = {TOPIC};
@@ -178,10 +193,207 @@ static void test_fetch_ack_commit(void **state)
     rd_kafka_destroy(mock);
 }
 
+/* A second member of the group: a plain librdkafka consumer, polled on its own thread. */
+typedef struct member {
+    rd_kafka_t *rk;
+    pthread_t thr;
+    atomic_bool stop;
+} member_t;
+
+static void *member_poll(void *arg)
+{
+    member_t *m = arg;
+    while (!atomic_load(&m->stop)) {
+        rd_kafka_message_t *msg = rd_kafka_consumer_poll(m->rk, 100);
+        if (msg)
+            rd_kafka_message_destroy(msg);
+    }
+    return NULL;
+}
+
+static void member_start(member_t *m, const char *bootstraps, const char *group)
+{
+    char e[512];
+    rd_kafka_conf_t *conf = rd_kafka_conf_new();
+    assert_int_equal(rd_kafka_conf_set(conf, "bootstrap.servers", bootstraps, e, sizeof(e)), 0);
+    assert_int_equal(rd_kafka_conf_set(conf, "group.id", group, e, sizeof(e)), 0);
+    assert_int_equal(rd_kafka_conf_set(conf, "partition.assignment.strategy", "cooperative-sticky",
+                                       e, sizeof(e)),
+                     0);
+    assert_int_equal(rd_kafka_conf_set(conf, "enable.auto.commit", "false", e, sizeof(e)), 0);
+    m->rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, sizeof(e));
+    assert_non_null(m->rk);
+    rd_kafka_poll_set_consumer(m->rk);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, TOPIC, RD_KAFKA_PARTITION_UA);
+    assert_int_equal(rd_kafka_subscribe(m->rk, l), 0);
+    rd_kafka_topic_partition_list_destroy(l);
+    atomic_init(&m->stop, false);
+    assert_int_equal(pthread_create(&m->thr, NULL, member_poll, m), 0);
+}
+
+static void member_stop(member_t *m)
+{
+    atomic_store(&m->stop, true);
+    pthread_join(m->thr, NULL);
+    rd_kafka_consumer_close(m->rk);
+    rd_kafka_destroy(m->rk);
+}
+
+static ks_group_status_t *group_status(ks_group_t *g)
+{
+    assert_int_equal(ks_group_status(g, on_status, NULL), KS_OK);
+    return take((void **)&status);
+}
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
+/* The partition of st in state, or -1. */
+static int32_t part_in(const ks_group_status_t *st, const char *state)
+{
+    for (size_t i = 0; i < st->part_cnt; i++)
+        if (strcmp(st->parts[i].state, state) == 0)
+            return st->parts[i].partition;
+    return -1;
+}
+
+/* A second member joins; the cooperative rebalance revokes one of the group's two
+ * partitions while records of it are leased. The revoke's grace runs in the group loop, not
+ * inside librdkafka's callback: while it waits for those leases, a fetch parked before the
+ * rebalance is served with nacked records of the kept partition, acks of the revoking one
+ * are taken, and once they are all acked the revoke ends at once (well before its 20 s
+ * grace) with its final commit at the partition's end, where the new member starts. */
+static void test_revoke_grace_runs_in_the_loop(void **state)
+{
+    (void)state;
+    char bootstraps[256];
+    rd_kafka_t *mock = mock_cluster(bootstraps, sizeof(bootstraps));
+    ks_config_t cfg;
+    ks_group_t *g = group_on(&cfg, bootstraps, "grace-group", "20000");
+
+    /* Lease every record, acking none. */
+    const char *topics[] = {TOPIC};
+    ks_fetch_opts_t opts = {.max = 100, .wait_ms = 1000, .deadline_ms = 60000, .subscriber = "s"};
+    char *ids[2][RECORDS];
+    size_t idn[2] = {0, 0};
+    for (int64_t until = ks_now_ms() + 30000; idn[0] + idn[1] < RECORDS && ks_now_ms() < until;) {
+        assert_int_equal(ks_group_fetch(g, topics, 1, &opts, on_batch, NULL), KS_OK);
+        ks_batch_t *b = take((void **)&batch);
+        assert_int_equal(b->status, KS_OK);
+        for (size_t i = 0; i < b->cnt; i++) {
+            int32_t p = b->recs[i].partition;
+            assert_true(p == 0 || p == 1);
+            char id[KS_ACK_ID_MAX];
+            ks_record_ack_id(&b->recs[i], id, sizeof(id));
+            ids[p][idn[p]++] = ks_xstrdup(id);
+        }
+        ks_batch_free(b);
+    }
+    assert_int_equal(idn[0] + idn[1], RECORDS);
+
+    /* A fetch parked before the rebalance: nothing is left to give it yet. */
+    ks_fetch_opts_t park = {.max = 100, .wait_ms = 60000, .deadline_ms = 60000, .subscriber = "s"};
+    assert_int_equal(ks_group_fetch(g, topics, 1, &park, on_batch, NULL), KS_OK);
+
+    member_t m;
+    member_start(&m, bootstraps, "grace-group");
+
+    /* Wait for the revoke: one partition REVOKING, the other ACTIVE. */
+    int32_t rev = -1, kept = -1;
+    for (int64_t until = ks_now_ms() + 40000; rev < 0 && ks_now_ms() < until;) {
+        ks_group_status_t *st = group_status(g);
+        rev = part_in(st, "REVOKING");
+        kept = part_in(st, "ACTIVE");
+        ks_group_status_free(st);
+        if (rev < 0)
+            sleep_ms(100);
+    }
+    assert_true(rev == 0 || rev == 1);
+    assert_int_equal(kept, 1 - rev);
+    if (idn[rev] == 0)
+        fail_msg("no record of the revoked partition %d was leased", rev);
+
+    /* Nacked records of the kept partition reach the parked fetch during the grace (new
+     * records could not: librdkafka 2.0.2 pauses fetching for the whole assignment until the
+     * unassign call). */
+    assert_int_equal(ks_group_settle(g, KS_SETTLE_NACK, 0, NULL, (const char *const *)ids[kept],
+                                     idn[kept], on_acks, NULL),
+                     KS_OK);
+    ks_ack_result_t *r = take((void **)&acks);
+    assert_int_equal(ack_n, idn[kept]);
+    for (size_t i = 0; i < ack_n; i++)
+        assert_int_equal(r[i].status, KS_OK);
+    free(r);
+    for (size_t i = 0; i < idn[kept]; i++)
+        free(ids[kept][i]);
+    idn[kept] = 0;
+    ks_batch_t *b = take((void **)&batch);
+    assert_int_equal(b->status, KS_OK);
+    assert_true(b->cnt > 0);
+    for (size_t i = 0; i < b->cnt; i++) {
+        assert_int_equal(b->recs[i].partition, kept);
+        assert_int_equal(b->recs[i].attempt, 2);
+        char id[KS_ACK_ID_MAX];
+        ks_record_ack_id(&b->recs[i], id, sizeof(id));
+        ids[kept][idn[kept]++] = ks_xstrdup(id);
+    }
+    ks_batch_free(b);
+    {
+        /* ... while the revoke still waits for the leases of its partition. */
+        ks_group_status_t *st = group_status(g);
+        assert_int_equal(part_in(st, "REVOKING"), rev);
+        ks_group_status_free(st);
+    }
+
+    /* Its acks are taken during the grace; with the last one the revoke ends. */
+    assert_int_equal(ks_group_settle(g, KS_SETTLE_ACK, 0, NULL, (const char *const *)ids[rev],
+                                     idn[rev], on_acks, NULL),
+                     KS_OK);
+    r = take((void **)&acks);
+    assert_int_equal(ack_n, idn[rev]);
+    for (size_t i = 0; i < ack_n; i++)
+        assert_int_equal(r[i].status, KS_OK);
+    free(r);
+    int64_t acked_at = ks_now_ms();
+    bool gone = false;
+    while (!gone && ks_now_ms() < acked_at + 15000) {
+        ks_group_status_t *st = group_status(g);
+        gone = st->part_cnt == 1 && st->parts[0].partition == kept;
+        ks_group_status_free(st);
+        if (!gone)
+            sleep_ms(50);
+    }
+    assert_true(gone); /* within 15 s of the acks, where the grace had 20 s to go */
+
+    /* The final commit of the revoked partition is at its end. */
+    int64_t lo = -1, hi = -1;
+    assert_int_equal(rd_kafka_query_watermark_offsets(mock, TOPIC, rev, &lo, &hi, 5000), 0);
+    rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
+    rd_kafka_topic_partition_list_add(l, TOPIC, rev);
+    assert_int_equal(rd_kafka_committed(m.rk, l, 10000), 0);
+    assert_int_equal(l->elems[0].offset, hi);
+    rd_kafka_topic_partition_list_destroy(l);
+
+    ks_group_request_shutdown(g, ks_now_ms() + 2000);
+    assert_int_equal(ks_group_join(g, ks_now_ms() + 20000), 0);
+    ks_group_destroy(g);
+    member_stop(&m);
+    for (int p = 0; p < 2; p++)
+        for (size_t i = 0; i < idn[p]; i++)
+            free(ids[p][i]);
+    ks_config_free(&cfg);
+    rd_kafka_destroy(mock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fetch_ack_commit),
+        cmocka_unit_test(test_revoke_grace_runs_in_the_loop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
