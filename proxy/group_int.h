@@ -279,8 +279,10 @@ void group_life_move(ks_group_t *g, group_life_t to);
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
 /* The one inbox drain: runs every command posted since the last, in order. While a
  * revoke's grace is pending a command the catalogue does not allow during a rebalance (a
- * fetch) waits in g->deferred until the revoke is finished. */
-void drain_inbox(ks_group_t *g, int64_t now);
+ * fetch) waits in g->deferred until the revoke is finished; those run first on the next
+ * drain after it. close: the last drain, which also closes the inbox (the loop's exit,
+ * where no revoke is pending any more). */
+void drain_inbox(ks_group_t *g, int64_t now, bool close);
 void *loop_main(void *arg);
 
 /* group_intake.c */

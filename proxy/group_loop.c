@@ -86,7 +86,7 @@ void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
     cmd_fns[c->type](g, c, now);
 }
 
-void drain_inbox(ks_group_t *g, int64_t now)
+void drain_inbox(ks_group_t *g, int64_t now, bool close)
 {
     /* Fetches held back by a revoke that has ended since, first (they came first). */
     while (g->deferred && !g->rv_parts) {
@@ -97,7 +97,8 @@ void drain_inbox(ks_group_t *g, int64_t now)
     cmd_t **tail = &g->deferred;
     while (*tail)
         tail = &(*tail)->next_wait;
-    for (ks_inbox_node_t *nd = ks_inbox_take_all(&g->inbox), *next; nd; nd = next) {
+    ks_inbox_node_t *all = close ? ks_inbox_close(&g->inbox) : ks_inbox_take_all(&g->inbox);
+    for (ks_inbox_node_t *nd = all, *next; nd; nd = next) {
         next = nd->next;
         cmd_t *c = (cmd_t *)nd;
         if (g->rv_parts && !(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) {
@@ -203,7 +204,7 @@ void *loop_main(void *arg)
         if (dlq_ev)
             drain_dlq(g);
         int64_t now = ks_now_ms();
-        drain_inbox(g, now);
+        drain_inbox(g, now, false);
         intake(g); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
         revoke_step(g, now, false); /* after the acks and expiries above */
@@ -236,15 +237,7 @@ void *loop_main(void *arg)
      * leave. */
     group_life_move(g, GROUP_NOT_DELIVERING);
     revoke_step(g, ks_now_ms(), true);
-    for (ks_inbox_node_t *nd = ks_inbox_close(&g->inbox), *next; nd; nd = next) {
-        next = nd->next;
-        handle_cmd(g, (cmd_t *)nd, ks_now_ms());
-    }
-    while (g->deferred) {
-        cmd_t *c = g->deferred;
-        g->deferred = c->next_wait;
-        handle_cmd(g, c, ks_now_ms());
-    }
+    drain_inbox(g, ks_now_ms(), true);
     serve_waiting(g, ks_now_ms());
     close_consumer(g);
     ks_info(g->log_name, "group loop stopped: committed and left the group");
