@@ -30,7 +30,7 @@ export interface SubscriberOptions extends ConnectionOptions {
   topics: string[];
   /** Optional subscriber name, shown in ksidecar's group status. */
   subscriber?: string;
-  /** Most messages delivered and not yet acked or nacked (the stream's record credits). Default 1000. */
+  /** Most messages delivered and not yet acked or nacked (the stream's record credits). Default 4000. */
   maxMessages?: number;
   /** Most key+value bytes delivered and not yet settled (byte credits). Default 10 MiB. */
   maxBytes?: number;
@@ -40,7 +40,7 @@ export interface SubscriberOptions extends ConnectionOptions {
   maxExtensionMs?: number;
   /** Acks and nacks are sent at most this long after the first one queued. Default 5. */
   flushMs?: number;
-  /** ...or as soon as this many are queued. Default 500. */
+  /** ...or as soon as this many are queued. Default 1000. */
   flushIds?: number;
   /** close()'s wait for the ack results. Default 30000. */
   closeTimeoutMs?: number;

@@ -23,12 +23,12 @@ const conn = require('./connect');
 const E = require('./errors');
 
 const DEFAULTS = {
-  maxMessages: 1000,
+  maxMessages: 4000,
   maxBytes: 10 * 1024 * 1024,
   ackDeadlineMs: 30000,
   maxExtensionMs: 60 * 60 * 1000,
   flushMs: 5,
-  flushIds: 500,
+  flushIds: 1000,
   closeTimeoutMs: 30000,
   connectTimeoutMs: 10000,
   reconnectTimeoutMs: Infinity,
