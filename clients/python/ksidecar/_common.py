@@ -74,11 +74,11 @@ class Settings:
     target: str
     group: str
     topics: tuple
-    max_messages: int = 1000
+    max_messages: int = 4000
     max_bytes: int = 100 << 20
     deadline_ms: int = 30000
     max_lease_extension_s: float = 3600.0
-    ack_max_ids: int = 500
+    ack_max_ids: int = 1000
     ack_max_delay_ms: float = 5.0
     token: str = None
     tls: TLS = None
