@@ -229,10 +229,8 @@ struct ks_group {
      * the partitions REVOKING and returned without giving them up; revoke_step commits them
      * and calls the unassign once their leases are settled or rv_until_ms came. librdkafka
      * waits for that call (join state wait-unassign-call) and keeps heartbeating meanwhile.
-     * rv_parts NULL: no revoke is pending. */
+     * rv_parts NULL: no revoke is pending. Its partitions are those in REVOKING. */
     rd_kafka_topic_partition_list_t *rv_parts;
-    part_t **rv;
-    size_t rv_cnt;
     int64_t rv_until_ms;
     bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */

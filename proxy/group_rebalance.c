@@ -88,11 +88,14 @@ static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
             p->topic, p->partition, (long long)n, why);
 }
 
-static size_t leased_of(part_t *const *parts, size_t n)
+/* Records leased on the partitions being revoked: those in REVOKING, which only a revoke
+ * moves a partition to (part_remove takes it out right after). */
+static size_t revoking_leased(const ks_group_t *g)
 {
     size_t leased = 0;
-    for (size_t i = 0; i < n; i++)
-        leased += parts[i]->leased;
+    for (size_t i = 0; i < g->part_cnt; i++)
+        if (g->parts[i]->state == KS_PS_REVOKING)
+            leased += g->parts[i]->leased;
     return leased;
 }
 
@@ -107,12 +110,11 @@ static void assign_result(ks_group_t *g, rd_kafka_error_t *error, rd_kafka_resp_
     }
 }
 
-/* The end of a revoke: the final commit of each revoked partition (synchronous, under the
- * generation that revoked: librdkafka has not rejoined yet), its window dropped, and the
- * partitions given back to librdkafka. Runs inside the callback when there is nothing to
- * wait for, else from revoke_step. Takes rev (freed) and parts (not freed). */
-static void revoke_finish(ks_group_t *g, part_t **rev, size_t n,
-                          rd_kafka_topic_partition_list_t *parts)
+/* The end of a revoke: the final commit of each revoking partition (synchronous, under the
+ * generation that revoked: librdkafka has not rejoined yet), its window dropped, and parts
+ * given back to librdkafka. Runs inside the callback when there is nothing to wait for,
+ * else from revoke_step. */
+static void revoke_finish(ks_group_t *g, rd_kafka_topic_partition_list_t *parts)
 {
     rd_kafka_t *rk = g->rk;
     bool was = g->in_rebalance;
@@ -120,16 +122,23 @@ static void revoke_finish(ks_group_t *g, part_t **rev, size_t n,
     /* A lost assignment can no longer be committed (librdkafka has dropped the
      * generation): no commit, and its unconfirmed acks are counted. */
     bool lost = rd_kafka_assignment_lost(rk) == 1;
+    size_t n = 0;
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (p->state != KS_PS_REVOKING)
+            continue;
+        n++;
+        rd_kafka_resp_err_t cerr = lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, p);
+        count_lost_acks(g, p, lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+    }
     if (lost)
         ks_warn(g->log_name, "assignment lost: %zu partition(s) revoked without a commit", n);
-    for (size_t i = 0; i < n; i++) {
-        rd_kafka_resp_err_t cerr =
-            lost ? RD_KAFKA_RESP_ERR_NO_ERROR : commit_moved(g, true, rev[i]);
-        count_lost_acks(g, rev[i], lost ? "the assignment was lost" : rd_kafka_err2str(cerr));
+    for (size_t i = 0; i < g->part_cnt;) {
+        if (g->parts[i]->state == KS_PS_REVOKING)
+            part_remove(g, g->parts[i]); /* moves the last partition to i */
+        else
+            i++;
     }
-    for (size_t i = 0; i < n; i++)
-        part_remove(g, rev[i]);
-    free(rev);
     g->assign_ver++;
     bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
     rd_kafka_error_t *error = NULL;
@@ -149,7 +158,7 @@ void revoke_step(ks_group_t *g, int64_t now, bool force)
 {
     if (!g->rv_parts)
         return;
-    size_t leased = leased_of(g->rv, g->rv_cnt);
+    size_t leased = revoking_leased(g);
     if (leased && now < g->rv_until_ms && !force)
         return;
     if (leased)
@@ -158,12 +167,8 @@ void revoke_step(ks_group_t *g, int64_t now, bool force)
                 "delivered again by the partitions' next owner",
                 g->cfg->revoke_grace_ms, leased);
     rd_kafka_topic_partition_list_t *parts = g->rv_parts;
-    part_t **rev = g->rv;
-    size_t n = g->rv_cnt;
     g->rv_parts = NULL;
-    g->rv = NULL;
-    g->rv_cnt = 0;
-    revoke_finish(g, rev, n, parts);
+    revoke_finish(g, parts);
     rd_kafka_topic_partition_list_destroy(parts);
 }
 
@@ -211,30 +216,25 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
         /* 1. stop delivering (streams hear of it); 2. let leases finish, in the loop;
          * 3. commit; 4. give them up (revoke_finish). */
         g->assign_ver++;
-        part_t **rev = calloc((size_t)parts->cnt + 1, sizeof(*rev));
         size_t n = 0;
-        if (!rev)
-            abort();
         for (int i = 0; i < parts->cnt; i++) {
             part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
             if (p) {
                 part_move(g, p, KS_PS_REVOKING);
-                rev[n++] = p;
+                n++;
             }
         }
         /* A grace only when there are leases to wait for, the assignment can still be
          * committed, and the group is not stopping (its drain already waited for acks). */
-        bool wait = rd_kafka_assignment_lost(rk) != 1 && g->life != GROUP_STOPPING &&
-                    g->cfg->revoke_grace_ms > 0 && leased_of(rev, n) > 0;
-        if (wait) {
+        size_t leased = revoking_leased(g);
+        if (rd_kafka_assignment_lost(rk) != 1 && g->life != GROUP_STOPPING &&
+            g->cfg->revoke_grace_ms > 0 && leased > 0) {
             g->rv_parts = rd_kafka_topic_partition_list_copy(parts);
-            g->rv = rev;
-            g->rv_cnt = n;
             g->rv_until_ms = ks_now_ms() + g->cfg->revoke_grace_ms;
             ks_info(g->log_name, "revoking %zu partition(s): up to %d ms for %zu leased records", n,
-                    g->cfg->revoke_grace_ms, leased_of(rev, n));
+                    g->cfg->revoke_grace_ms, leased);
         } else {
-            revoke_finish(g, rev, n, parts);
+            revoke_finish(g, parts);
         }
     } else {
         ks_err(g->log_name, "rebalance failed: %s", rd_kafka_err2str(err));
