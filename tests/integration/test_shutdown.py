@@ -12,7 +12,7 @@ def test_sigterm_while_groups_are_joining_exits_cleanly(bootstrap):
     moment of a join."""
     topic = unique("tjoin")
     create_topic(bootstrap, topic, 4)
-    codes = []
+    codes, errs = [], []
     for i in range(16):
         port, gport = free_port(), free_port()
         p = subprocess.Popen([BIN, f"--kafka.bootstrap.servers={bootstrap}",
@@ -36,5 +36,7 @@ def test_sigterm_while_groups_are_joining_exits_cleanly(bootstrap):
         err = p.stderr.read().decode(errors="replace")
         assert "Assertion" not in err, err[-2000:]
         codes.append(rc)
+        if rc != 0:
+            errs.append(f"round {i}, exit {rc}:\n{err[-3000:]}")
     print("\nexit codes:", codes)
-    assert codes == [0] * len(codes), codes
+    assert codes == [0] * len(codes), (codes, "\n".join(errs))
