@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -549,5 +550,118 @@ func TestPublisherRoundTrip(t *testing.T) {
 	stop()
 	if got["k3"] != "v3/x" {
 		t.Fatalf("k3 -> %q, want v3/x", got["k3"])
+	}
+}
+
+// reconnectLog keeps the delays of the library's "reconnecting" warnings, with their times.
+type reconnectLog struct {
+	mu     sync.Mutex
+	at     []time.Time
+	delays []time.Duration
+}
+
+func (l *reconnectLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *reconnectLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *reconnectLog) WithGroup(string) slog.Handler            { return l }
+func (l *reconnectLog) Handle(_ context.Context, r slog.Record) error {
+	if !strings.Contains(r.Message, "reconnecting") {
+		return nil
+	}
+	r.Attrs(func(a slog.Attr) bool {
+		if a.Key == "in" {
+			l.mu.Lock()
+			l.at = append(l.at, time.Now())
+			l.delays = append(l.delays, a.Value.Duration())
+			l.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+func (l *reconnectLog) snapshot() ([]time.Time, []time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]time.Time(nil), l.at...), append([]time.Duration(nil), l.delays...)
+}
+
+// ksidecar killed and kept down: reconnect k waits min(MaxBackoff, MinBackoff*2^k) times a
+// jitter in [0.5, 1], and really waits that long; once ksidecar is back on its port the
+// Subscriber resumes by itself and every record ends acked and committed.
+func TestReconnectBacksOffExponentiallyWithJitter(t *testing.T) {
+	const parts, n, want = 4, 2000, 10
+	const minB, maxB = 50 * time.Millisecond, 800 * time.Millisecond
+	tp := topic(t, parts, n, 0, 100)
+	sc := startSidecar(t)
+	rl := &reconnectLog{}
+	c := sc.dial(t, ksidecar.WithLogger(slog.New(rl)))
+	group := unique("g")
+	sub, err := c.Subscriber(ksidecar.SubscriberConfig{Group: group, Topics: []string{tp},
+		MaxOutstandingMessages: 500, MinBackoff: minB, MaxBackoff: maxB})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	seen := map[pos]bool{}
+	killed := make(chan struct{})
+	var after atomic.Int64 // deliveries after the kill
+	stop := receive(t, sub, func(_ context.Context, m *ksidecar.Message) {
+		mu.Lock()
+		seen[pos{m.Partition, m.Offset}] = true
+		k := len(seen)
+		mu.Unlock()
+		select {
+		case <-killed:
+			after.Add(1)
+		default:
+			if k > 600 {
+				<-killed // the rest wait for the kill: ksidecar must deliver them again
+			}
+		}
+		m.Ack()
+	})
+	count := func() int { mu.Lock(); defer mu.Unlock(); return len(seen) }
+	waitFor(t, "600 records", 60*time.Second, func() bool { return count() >= 600 })
+	sc.kill(syscall.SIGKILL)
+	close(killed)
+	waitFor(t, fmt.Sprintf("%d reconnect attempts", want), 60*time.Second, func() bool {
+		_, d := rl.snapshot()
+		return len(d) >= want
+	})
+	at, delays := rl.snapshot()
+	at, delays = at[:want], delays[:want]
+	up := time.Now()
+	sc.run() // same ports
+	waitCommitted(t, tp, group, parts, 120*time.Second)
+	t.Logf("committed == end offsets %v after the restart began; %d deliveries after the kill",
+		time.Since(up).Round(time.Millisecond), after.Load())
+	if count() != n {
+		t.Errorf("%d distinct records seen, want %d", count(), n)
+	}
+	if err := stop(); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("reconnect delays: %v", delays)
+	capped := map[time.Duration]bool{}
+	ncapped := 0
+	for k, d := range delays {
+		base := min(minB<<k, maxB)
+		if d < base/2 || d > base {
+			t.Errorf("reconnect %d waited %v, want within [%v, %v]", k+1, d, base/2, base)
+		}
+		if k > 0 && at[k].Sub(at[k-1]) < delays[k-1] {
+			t.Errorf("reconnect %d came %v after the one before, which was to wait %v", k+1,
+				at[k].Sub(at[k-1]), delays[k-1])
+		}
+		if minB<<k >= maxB {
+			capped[d] = true
+			ncapped++
+		}
+	}
+	if ncapped < 4 || len(capped) < 2 {
+		t.Errorf("the capped delays %v are not jittered", delays)
+	}
+	if sub.Streams() < want {
+		t.Errorf("%d streams opened, want at least %d", sub.Streams(), want)
 	}
 }

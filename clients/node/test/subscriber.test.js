@@ -2,6 +2,7 @@
 'use strict';
 const test = require('node:test');
 const assert = require('node:assert');
+const net = require('node:net');
 const { Subscriber, Publisher, KsidecarAuthError, KsidecarConnectError } = require('..');
 const h = require('./helpers');
 
@@ -204,6 +205,63 @@ test('kill -9 of ksidecar mid-stream, then a restart: reconnects by itself, noth
   assert.ok(warnings.some((w) => /ended .*reconnecting/.test(w)), `the break was reported: ${warnings}`);
   assert.ok(warnings.some((w) => /is STALE/.test(w)), `the stale ack was reported: ${warnings}`);
   await h.waitCommitted(group, topic, P, 60000);
+});
+
+test('ksidecar down: connection attempts back off from backoffInitialMs to backoffMaxMs with jitter; then it resumes', async (t) => {
+  const N = 2000;
+  const P = 4;
+  const initial = 50;
+  const max = 800;
+  const want = 12;
+  const { sc, topic, group } = await h.fixture(t, 'backoff', P, N, { size: 100 });
+  const sub = new Subscriber(sc.target, {
+    group, topics: [topic], maxMessages: 500, backoffInitialMs: initial, backoffMaxMs: max, logger: quiet,
+  });
+  const seen = new Set();
+  let down = false;
+  const holding = [];
+  sub.on('message', (m) => {
+    seen.add(`${m.partition}/${m.offset}`);
+    if (!down && seen.size > 600) {
+      holding.push(m); // the rest wait for the kill: ksidecar must deliver them again
+      return;
+    }
+    m.ack();
+  });
+  await h.waitFor(() => seen.size > 600, 30000, '600 records');
+  down = true;
+  await sc.kill();
+  for (const m of holding) m.ack(); // STALE: their stream is gone
+  // While ksidecar is down, its port takes TCP connections and drops them at once: each
+  // accept is one connection attempt of the Subscriber, at the time it came.
+  const port = Number(sc.target.split(':').pop());
+  const tries = [];
+  const srv = net.createServer((sock) => {
+    tries.push(Date.now());
+    sock.destroy();
+  });
+  await new Promise((r, j) => srv.once('error', j).listen(port, '127.0.0.1', r));
+  try {
+    await h.waitFor(() => tries.length >= want, 60000, `${want} connection attempts`, 20);
+  } finally {
+    await new Promise((r) => srv.close(r));
+  }
+  const restartedAt = Date.now();
+  await sc.start(); // same ports
+  await h.waitCommitted(group, topic, P, 60000);
+  const back = Date.now() - restartedAt;
+  await sub.close();
+  const at = tries.slice(0, want);
+  const gaps = at.slice(1).map((x, i) => x - at[i]);
+  console.log(`connection attempt gaps (ms): ${JSON.stringify(gaps)}; committed == end ${back} ms after the restart began`);
+  assert.ok(gaps[0] < 4 * initial + 100, `first gap ${gaps[0]} ms: the backoff did not start near ${initial} ms`);
+  const head = Math.max(...gaps.slice(0, 3));
+  const tail = gaps.slice(-4);
+  assert.ok(head < Math.min(...tail), `gaps ${JSON.stringify(gaps)} did not grow`);
+  for (const g of gaps) assert.ok(g <= max * 1.25 + 150, `gap ${g} ms over the ${max} ms cap (gaps ${JSON.stringify(gaps)})`);
+  assert.ok(Math.min(...tail) >= max * 0.75 - 50, `the last gaps ${JSON.stringify(tail)} did not reach the cap`);
+  assert.ok(new Set(tail).size > 1, `the last gaps ${JSON.stringify(tail)} are not jittered`);
+  assert.strictEqual(seen.size, N);
 });
 
 test('close with acks pending: all of them arrive', async (t) => {

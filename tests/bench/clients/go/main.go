@@ -31,7 +31,7 @@ var (
 	partitions = flag.Int("partitions", 8, "partitions")
 	size       = flag.Int("size", 100, "value bytes")
 	rounds     = flag.Int("rounds", 1, "rounds of every run over the same records")
-	only       = flag.String("only", "", "comma-separated runs to do (franz-default,franz-tuned,ks-default,ks-tuned)")
+	only       = flag.String("only", "", "comma-separated runs to do (franz-default,franz-tuned,ks-default,ks-tuned,c-client,librdkafka)")
 	ksbench    = flag.String("ksbench", os.Getenv("KSIDECAR_TEST_KSBENCH"), "ksidecar's C benchmark client (build/ksbench): runs as the server's ceiling when given")
 	tCredits   = flag.Int("tuned-credits", 20000, "tuned run: MaxOutstandingMessages")
 	tBatch     = flag.Int("tuned-ack-batch", 2000, "tuned run: AckBatchSize")
@@ -286,6 +286,23 @@ func cClient(topic string, end map[int32]int64) result {
 		checkCommitted(topic, group, end)), rate}
 }
 
+// librdkafka runs ksbench's native consumer (librdkafka 2.0.2, the library inside ksidecar,
+// its local queue unbounded) on the same records: no server can hand out records faster
+// than the Kafka client it reads them with, so this bounds every ksidecar figure.
+func librdkafka(topic string, end map[int32]int64) result {
+	group := fmt.Sprintf("native-%d", time.Now().UnixNano())
+	out := run(*ksbench, "native", "--bootstrap", *bootstrap, "--topic", topic, "--group", group,
+		"--count", strconv.Itoa(*records))
+	rate := 0.0
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "rate="); ok {
+			rate, _ = strconv.ParseFloat(v, 64)
+		}
+	}
+	return result{"librdkafka 2.0.2 consumer (C)", fmt.Sprintf("%s; %s", strings.TrimSpace(out),
+		checkCommitted(topic, group, end)), rate}
+}
+
 func median(v []float64) float64 {
 	s := append([]float64(nil), v...)
 	sort.Float64s(s)
@@ -316,12 +333,13 @@ func main() {
 		{"ks-default", func() result { return native(topic, end, false) }},
 		{"ks-tuned", func() result { return native(topic, end, true) }},
 		{"c-client", func() result { return cClient(topic, end) }},
+		{"librdkafka", func() result { return librdkafka(topic, end) }},
 	}
 	rates := map[string][]float64{}
 	names := map[string]string{}
 	for r := 0; r < *rounds; r++ {
 		for _, x := range runs {
-			if *only != "" && !strings.Contains(","+*only+",", ","+x.key+",") || x.key == "c-client" && *ksbench == "" {
+			if *only != "" && !strings.Contains(","+*only+",", ","+x.key+",") || (x.key == "c-client" || x.key == "librdkafka") && *ksbench == "" {
 				continue
 			}
 			var res result
@@ -343,14 +361,22 @@ func main() {
 		}
 	}
 	for _, k := range []string{"ks-default", "ks-tuned"} {
-		for _, b := range []string{"franz-default", "franz-tuned", "c-client"} {
+		for _, b := range []string{"franz-default", "franz-tuned", "c-client", "librdkafka"} {
 			if len(rates[k]) > 0 && len(rates[b]) > 0 {
 				target := " (target >= 0.5x)"
 				if b == "c-client" {
 					target = " (the library's cost over the server's ceiling)"
+				} else if b == "librdkafka" {
+					target = " (against the Kafka client inside ksidecar)"
 				}
 				fmt.Printf("  ratio %-30s / %-28s = %.2fx%s\n", names[k], names[b], median(rates[k])/median(rates[b]), target)
 			}
+		}
+	}
+	for _, b := range []string{"franz-default", "franz-tuned"} {
+		if len(rates["librdkafka"]) > 0 && len(rates[b]) > 0 {
+			fmt.Printf("  ratio %-30s / %-28s = %.2fx (the most any ksidecar client could reach)\n",
+				names["librdkafka"], names[b], median(rates["librdkafka"])/median(rates[b]))
 		}
 	}
 	fmt.Println("\ncommands (round 1; later rounds repeat them with new groups and ports):")
