@@ -165,6 +165,7 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
     if (!sizes || !ids)
         abort();
     size_t body = 0;
+    ks_ack_id_writer_t w = {0};
     for (size_t i = 0; i < b->cnt; i++) {
         if (idlen + KS_ACK_ID_MAX > idcap) {
             idcap = 2 * idcap + KS_ACK_ID_MAX;
@@ -172,7 +173,10 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
             if (!ids)
                 abort();
         }
-        size_t al = ks_record_ack_id(&b->recs[i], ids + idlen, KS_ACK_ID_MAX);
+        const ks_record_t *r = &b->recs[i];
+        size_t al = ks_ack_id_writer_put(&w, ids + idlen, KS_ACK_ID_MAX, r->ack_instance,
+                                         r->ack_group_hash, r->ack_epoch, r->partition, r->offset,
+                                         (uint32_t)r->attempt, r->topic);
         idlen += al;
         sizes[2 * i + 1] = al;
         sizes[2 * i] = record_size(&b->recs[i], al);

@@ -204,7 +204,7 @@ static void put_bytes(ks_jbuf_t *b, const char *field, const char *enc_field, co
 }
 
 /* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
-static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt)
+static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w)
 {
     ks_jbuf_lit(b, "{\"topic\":");
     ks_jbuf_str(b, r->topic, strlen(r->topic)); /* topic names are ASCII */
@@ -231,7 +231,10 @@ static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt)
     }
     ks_jbuf_lit(b, "],\"ack_id\":");
     char id[KS_ACK_ID_MAX];
-    ks_jbuf_str(b, id, ks_record_ack_id(r, id, sizeof(id)));
+    ks_jbuf_str(b, id,
+                ks_ack_id_writer_put(w, id, sizeof(id), r->ack_instance, r->ack_group_hash,
+                                     r->ack_epoch, r->partition, r->offset, (uint32_t)r->attempt,
+                                     r->topic));
     ks_jbuf_lit(b, ",\"attempt\":");
     ks_jbuf_int(b, r->attempt);
     ks_jbuf_lit(b, "}");
@@ -261,10 +264,11 @@ enum MHD_Result http_reply_fetch(req_t *r)
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 64 + b->cnt * 256);
     ks_jbuf_lit(&jb, "{\"records\":[");
+    ks_ack_id_writer_t w = {0};
     for (size_t i = 0; i < b->cnt; i++) {
         if (i)
             ks_jbuf_lit(&jb, ",");
-        put_record(&jb, &b->recs[i], r->fmt);
+        put_record(&jb, &b->recs[i], r->fmt, &w);
     }
     ks_jbuf_lit(&jb, "]}");
     return send_jbuf(r->conn, 200, &jb);

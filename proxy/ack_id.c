@@ -3,6 +3,7 @@
 #include "ack_id.h"
 
 #include <errno.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,17 +42,10 @@ static char *put_hex8(char *p, uint32_t v)
     return p;
 }
 
-/* Hand-rolled rather than snprintf: this runs once per delivered record. */
-size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group_hash,
-                       uint32_t epoch, int32_t partition, int64_t offset, uint32_t attempt,
-                       const char *topic, size_t tl)
+/* "a1<instance><group hash>-<epoch>-<partition>-" at p; returns the end. */
+static char *put_head(char *p, uint32_t instance, uint32_t group_hash, uint32_t epoch,
+                      int32_t partition)
 {
-    if (size < KS_ACK_ID_MAX && size < 2 + 16 + 4 * 21 + tl + 1) {
-        if (size)
-            buf[0] = '\0';
-        return 0;
-    }
-    char *p = buf;
     *p++ = 'a';
     *p++ = '1';
     p = put_hex8(p, instance);
@@ -61,6 +55,12 @@ size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group
     *p++ = '-';
     p = put_dec(p, (uint64_t)(partition < 0 ? 0 : partition));
     *p++ = '-';
+    return p;
+}
+
+/* "<offset>-<attempt>-<topic>" and its NUL at p; returns the end (at the NUL). */
+static char *put_tail(char *p, int64_t offset, uint32_t attempt, const char *topic, size_t tl)
+{
     p = put_dec(p, (uint64_t)(offset < 0 ? 0 : offset));
     *p++ = '-';
     p = put_dec(p, attempt);
@@ -68,7 +68,53 @@ size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group
     memcpy(p, topic, tl);
     p += tl;
     *p = '\0';
-    return (size_t)(p - buf);
+    return p;
+}
+
+static bool room_for(char *buf, size_t size, size_t tl)
+{
+    if (size < KS_ACK_ID_MAX && size < 2 + 16 + 4 * 21 + tl + 1) {
+        if (size)
+            buf[0] = '\0';
+        return false;
+    }
+    return true;
+}
+
+/* Hand-rolled rather than snprintf: this runs once per delivered record. */
+size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group_hash,
+                       uint32_t epoch, int32_t partition, int64_t offset, uint32_t attempt,
+                       const char *topic, size_t tl)
+{
+    if (!room_for(buf, size, tl))
+        return 0;
+    char *p = put_head(buf, instance, group_hash, epoch, partition);
+    return (size_t)(put_tail(p, offset, attempt, topic, tl) - buf);
+}
+
+size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint32_t instance,
+                            uint32_t group_hash, uint32_t epoch, int32_t partition, int64_t offset,
+                            uint32_t attempt, const char *topic)
+{
+    __typeof__(w->slot[0]) *sl = &w->slot[(uint32_t)partition & 15];
+    if (!sl->ok || sl->topic != topic) {
+        sl->tl = strlen(topic);
+        sl->topic = topic;
+    }
+    if (!sl->ok || sl->partition != partition || sl->instance != instance ||
+        sl->group_hash != group_hash || sl->epoch != epoch) {
+        sl->head_len =
+            (uint8_t)(put_head(sl->head, instance, group_hash, epoch, partition) - sl->head);
+        sl->partition = partition;
+        sl->instance = instance;
+        sl->group_hash = group_hash;
+        sl->epoch = epoch;
+        sl->ok = true;
+    }
+    if (!room_for(buf, size, sl->tl))
+        return 0;
+    memcpy(buf, sl->head, sl->head_len);
+    return (size_t)(put_tail(buf + sl->head_len, offset, attempt, topic, sl->tl) - buf);
 }
 
 size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
@@ -115,6 +161,46 @@ static int hex8(const char *p, uint32_t *out)
     return 0;
 }
 
+/* The offset, attempt and topic of s from p on (p just past the partition's '-'). A topic
+ * equal to *checked passed ks_valid_kafka_name already; one that passes it now is kept
+ * there (when checked is not NULL). */
+static int parse_tail(const char *s, const char *p, ks_ack_ref_t *out, const char **checked)
+{
+    uint64_t v;
+    if (!(p = read_num(p, INT64_MAX, &v)))
+        return -1;
+    out->offset = (int64_t)v;
+    if (!(p = read_num(p, UINT32_MAX, &v)))
+        return -1;
+    out->attempt = (uint32_t)v;
+    size_t tl = strnlen(p, sizeof(((ks_ack_id_t *)0)->topic));
+    if (tl >= sizeof(((ks_ack_id_t *)0)->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX)
+        return -1;
+    if (!(checked && *checked && strcmp(p, *checked) == 0)) {
+        if (!ks_valid_kafka_name(p))
+            return -1;
+        if (checked)
+            *checked = p;
+    }
+    out->topic = p;
+    out->ok = true;
+    return 0;
+}
+
+/* Epoch and partition, from p (just past the group hash's '-'); returns the position after
+ * the partition's '-', or NULL. */
+static const char *parse_epoch_partition(const char *p, ks_ack_ref_t *out)
+{
+    uint64_t v;
+    if (!(p = read_num(p, UINT32_MAX, &v)))
+        return NULL;
+    out->epoch = (uint32_t)v;
+    if (!(p = read_num(p, INT32_MAX, &v)))
+        return NULL;
+    out->partition = (int32_t)v;
+    return p;
+}
+
 int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out)
 {
     out->ok = false;
@@ -124,27 +210,34 @@ int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out)
     /* hex8 stops at the first non-hex byte, so it never reads past a shorter string's NUL. */
     if (hex8(p, &out->instance) < 0 || hex8(p + 8, &out->group_hash) < 0 || p[16] != '-')
         return -1;
-    p += 17;
-    uint64_t v;
-    if (!(p = read_num(p, UINT32_MAX, &v)))
+    if (!(p = parse_epoch_partition(p + 17, out)))
         return -1;
-    out->epoch = (uint32_t)v;
-    if (!(p = read_num(p, INT32_MAX, &v)))
+    return parse_tail(s, p, out, NULL);
+}
+
+int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_cache_t *c)
+{
+    out->ok = false;
+    /* 19 bytes before the epoch: "a1", 16 hex digits, '-' (strnlen: never past the NUL). */
+    if (s[0] != 'a' || s[1] != '1' || strnlen(s + 2, 17) < 17)
         return -1;
-    out->partition = (int32_t)v;
-    if (!(p = read_num(p, INT64_MAX, &v)))
+    const char *p = parse_epoch_partition(s + 19, out);
+    if (!p)
         return -1;
-    out->offset = (int64_t)v;
-    if (!(p = read_num(p, UINT32_MAX, &v)))
-        return -1;
-    out->attempt = (uint32_t)v;
-    size_t tl = strnlen(p, sizeof(((ks_ack_id_t *)0)->topic));
-    if (tl >= sizeof(((ks_ack_id_t *)0)->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX ||
-        !ks_valid_kafka_name(p))
-        return -1;
-    out->topic = p;
-    out->ok = true;
-    return 0;
+    __typeof__(c->slot[0]) *sl = &c->slot[(uint32_t)out->partition & 15];
+    if (sl->ok && memcmp(sl->lead, s + 2, sizeof(sl->lead)) == 0) {
+        out->instance = sl->instance;
+        out->group_hash = sl->group_hash;
+    } else {
+        if (hex8(s + 2, &out->instance) < 0 || hex8(s + 10, &out->group_hash) < 0 || s[18] != '-')
+            return -1;
+        memcpy(sl->lead, s + 2, sizeof(sl->lead));
+        sl->instance = out->instance;
+        sl->group_hash = out->group_hash;
+        sl->topic = NULL;
+        sl->ok = true;
+    }
+    return parse_tail(s, p, out, &sl->topic);
 }
 
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out)

@@ -26,6 +26,27 @@ size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group
                        uint32_t epoch, int32_t partition, int64_t offset, uint32_t attempt,
                        const char *topic, size_t tl);
 
+/* Writes ack ids one after another, keeping per partition (16 slots, by partition) the head
+ * of its last id ("a1", instance, group hash, epoch and partition) and its topic's length:
+ * a batch's records come from a few partitions, and ids of one partition differ only in
+ * offset and attempt. Start it zeroed; it keeps pointers to the topics it was given. */
+typedef struct ks_ack_id_writer {
+    struct {
+        bool ok;
+        uint8_t head_len;
+        int32_t partition;
+        uint32_t instance, group_hash, epoch;
+        const char *topic; /* by pointer: a batch's records of one partition share it */
+        size_t tl;
+        char head[2 + 16 + 3 * 11 + 1];
+    } slot[16];
+} ks_ack_id_writer_t;
+
+/* Like ks_ack_id_write, with the parts of an ack id. */
+size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint32_t instance,
+                            uint32_t group_hash, uint32_t epoch, int32_t partition, int64_t offset,
+                            uint32_t attempt, const char *topic);
+
 /* Parses text made by ks_ack_id_format. Returns 0, or -1 if s is not a well-formed id
  * (out is then undefined). */
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out);
@@ -34,7 +55,8 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out);
  * it). Parsing costs a few hundred instructions an id, so the edges' threads parse an ack
  * batch before it reaches the group loop. */
 typedef struct ks_ack_ref {
-    bool ok; /* false: malformed (the other fields are then undefined) */
+    bool ok;           /* false: malformed (the other fields are then undefined) */
+    uint16_t head_len; /* bytes up to the offset ("a1...-epoch-partition-"), when ok */
     uint32_t instance, group_hash, epoch;
     int32_t partition;
     int64_t offset;
@@ -45,6 +67,22 @@ typedef struct ks_ack_ref {
 /* Parses s like ks_ack_id_parse, without copying the topic. Returns 0 or -1 (out->ok
  * says the same). */
 int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out);
+
+/* What ks_ack_id_parse_ref_cached keeps from the ids it parsed, per partition (16 slots):
+ * the instance and group hash text, and the last topic it checked (by pointer: those
+ * strings must outlive the cache). Start it zeroed. */
+typedef struct ks_ack_parse_cache {
+    struct {
+        bool ok;
+        char lead[17]; /* the 16 hex digits and the '-' after them */
+        uint32_t instance, group_hash;
+        const char *topic;
+    } slot[16];
+} ks_ack_parse_cache_t;
+
+/* ks_ack_id_parse_ref, skipping the hex and topic checks that an earlier id of the same
+ * partition with the same bytes there already passed. Same result as ks_ack_id_parse_ref. */
+int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_cache_t *c);
 
 uint32_t ks_ack_id_group_hash(const char *group);
 

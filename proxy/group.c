@@ -302,8 +302,9 @@ ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const 
     c->u.settle.refs = malloc((n ? n : 1) * sizeof(ks_ack_ref_t));
     if (!c->u.settle.refs)
         abort();
+    ks_ack_parse_cache_t pc = {0};
     for (size_t i = 0; i < n; i++)
-        ks_ack_id_parse_ref(c->u.settle.ids[i], &c->u.settle.refs[i]);
+        ks_ack_id_parse_ref_cached(c->u.settle.ids[i], &c->u.settle.refs[i], &pc);
     c->u.settle.cb = cb;
     c->u.settle.opaque = opaque;
     return post(g, c);

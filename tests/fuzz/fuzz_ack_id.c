@@ -1,5 +1,6 @@
 /* fuzz_ack_id.c: libFuzzer harness for ack id parsing (proxy/ack_id.c): no crash, and every id
- * that parses formats back to text that parses to the same fields. */
+ * that parses formats back to text that parses to the same fields; and the input's lines parsed
+ * through one ks_ack_parse_cache_t give what each gives alone. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +38,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             back.partition != id.partition || back.offset != id.offset ||
             back.attempt != id.attempt || strcmp(back.topic, id.topic) != 0)
             abort();
+    }
+    /* Lines parsed one after another through one cache give what each gives alone. */
+    if (strchr(s, '\n')) {
+        ks_ack_parse_cache_t c = {0};
+        for (char *line = s, *next; line; line = next) {
+            next = strchr(line, '\n');
+            if (next)
+                *next++ = '\0';
+            ks_ack_ref_t a, b;
+            int ra = ks_ack_id_parse_ref(line, &a);
+            int rb = ks_ack_id_parse_ref_cached(line, &b, &c);
+            if (ra != rb || a.ok != b.ok)
+                abort();
+            if (a.ok && (a.instance != b.instance || a.group_hash != b.group_hash ||
+                         a.epoch != b.epoch || a.partition != b.partition || a.offset != b.offset ||
+                         a.attempt != b.attempt || strcmp(a.topic, b.topic) != 0))
+                abort();
+        }
     }
     free(s);
     return 0;

@@ -349,6 +349,93 @@ static void test_group_hash(void **state)
     assert_int_not_equal(out.group_hash, ks_ack_id_group_hash("orders"));
 }
 
+/* The writer gives the same text as ks_ack_id_write for every id of a run, whatever
+ * changes from one id to the next (partition, also to one of the same slot, epoch,
+ * instance, topic, or nothing). */
+static void test_writer_matches_write(void **state)
+{
+    static const char t1[] = "orders", t2[] = "orders.v2", t3[] = "orders"; /* t3: t1's text */
+    struct {
+        uint32_t inst, hash, epoch;
+        int32_t part;
+        int64_t off;
+        uint32_t att;
+        const char *topic;
+    } seq[] = {
+        {1, 2, 3, 0, 0, 1, t1},
+        {1, 2, 3, 0, 1, 1, t1},
+        {1, 2, 3, 0, 99, 7, t1},
+        {1, 2, 3, 1, 5, 1, t1},
+        {1, 2, 4, 1, 6, 1, t1},
+        {1, 9, 4, 1, 6, 1, t1},
+        {8, 9, 4, 1, 6, 1, t1},
+        {8, 9, 4, 1, 7, 2, t2},
+        {8, 9, 4, 1, 8, 2, t3},
+        {8, 9, 4, 1, 8, 2, t3},
+        {UINT32_MAX, UINT32_MAX, UINT32_MAX, INT32_MAX, INT64_MAX, UINT32_MAX, t2},
+        {0, 0, 0, 0, 0, 0, t1},
+    };
+    ks_ack_id_writer_t w = {0};
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        char a[KS_ACK_ID_MAX], b[KS_ACK_ID_MAX];
+        size_t na =
+            ks_ack_id_write(a, sizeof(a), seq[i].inst, seq[i].hash, seq[i].epoch, seq[i].part,
+                            seq[i].off, seq[i].att, seq[i].topic, strlen(seq[i].topic));
+        size_t nb = ks_ack_id_writer_put(&w, b, sizeof(b), seq[i].inst, seq[i].hash, seq[i].epoch,
+                                         seq[i].part, seq[i].off, seq[i].att, seq[i].topic);
+        if (na != nb || strcmp(a, b) != 0)
+            fail_msg("id %zu: writer gave %s, ks_ack_id_write %s", i, b, a);
+    }
+}
+
+/* Parsing through the cache gives what parsing alone gives, for runs that share a
+ * partition's head, alternate partitions, differ in instance or topic, or turn malformed
+ * after well-formed ids. */
+static void test_parse_cached_matches_parse(void **state)
+{
+    const char *seq[] = {
+        "a10000000a00000001-2-3-4-5-t",
+        "a10000000a00000001-2-3-5-1-t",
+        "a10000000a00000001-2-19-5-1-t", /* another partition, the same slot (19 & 15 == 3) */
+        "a10000000a00000001-2-3-6-1-t2",
+        "a10000000a00000001-2-3-7-1-t/2", /* a bad topic after good ones */
+        "a10000000a00000001-2-3-8-1-t",
+        "a10000000a00000001-2-3-", /* the head alone */
+        "a10000000a00000001-2-3",  /* shorter than the head */
+        "a10000000a0000000",       /* shorter than the lead */
+        "a10000000a00000001-2-3-9-1-t",
+        "a10000000a00000001-2-4-9-1-t",  /* another partition */
+        "a10000000a00000001-2-3-10-1-t", /* back to the first */
+        "a10000000a00000001-2-4-x-1-t",  /* a bad offset */
+        "a10000000a00000001-2-4-10-1-",  /* no topic */
+        "a10000000a00000001-2-4-10-1-t",
+        "a10000000b00000001-2-4-10-1-t", /* another instance */
+        "a10000000b0000000g-2-4-10-1-t", /* a bad hex digit */
+        "a10000000b00000001+2-4-10-1-t", /* no '-' after the hex */
+        "a10000000b00000001-2-4-10-1-t\x01",
+        "a10000000b00000001-2-4-10-1-t",
+        "",
+        "a10000000b00000001-2-4-11-1-t",
+    };
+    ks_ack_parse_cache_t c = {0};
+    for (size_t i = 0; i < sizeof(seq) / sizeof(seq[0]); i++) {
+        ks_ack_ref_t a, b;
+        int ra = ks_ack_id_parse_ref(seq[i], &a);
+        int rb = ks_ack_id_parse_ref_cached(seq[i], &b, &c);
+        if (ra != rb || a.ok != b.ok)
+            fail_msg("id %zu (%s): parsed alone %d, through the cache %d", i, seq[i], ra, rb);
+        if (a.ok) {
+            assert_int_equal(a.instance, b.instance);
+            assert_int_equal(a.group_hash, b.group_hash);
+            assert_int_equal(a.epoch, b.epoch);
+            assert_int_equal(a.partition, b.partition);
+            assert_int_equal(a.offset, b.offset);
+            assert_int_equal(a.attempt, b.attempt);
+            assert_string_equal(a.topic, b.topic);
+        }
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -361,6 +448,8 @@ int main(void)
         cmocka_unit_test(test_parse_rejects_wrapping_offset),
         cmocka_unit_test(test_parse_rejects_overlong),
         cmocka_unit_test(test_group_hash),
+        cmocka_unit_test(test_writer_matches_write),
+        cmocka_unit_test(test_parse_cached_matches_parse),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
