@@ -55,8 +55,7 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out);
  * it). Parsing costs a few hundred instructions an id, so the edges' threads parse an ack
  * batch before it reaches the group loop. */
 typedef struct ks_ack_ref {
-    bool ok;           /* false: malformed (the other fields are then undefined) */
-    uint16_t head_len; /* bytes up to the offset ("a1...-epoch-partition-"), when ok */
+    bool ok; /* false: malformed (the other fields are then undefined) */
     uint32_t instance, group_hash, epoch;
     int32_t partition;
     int64_t offset;

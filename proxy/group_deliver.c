@@ -107,21 +107,28 @@ static bool wants_topic(const cmd_t *c, const char *topic)
     return false;
 }
 
+/* The records of one partition share one copy of its topic in a batch. seen holds the last
+ * partition met in each of 16 slots (by partition number): true when p is not that one, and
+ * so needs a copy of its own. A batch takes records from its partitions in turn, so they
+ * rarely come two in a row. */
+static bool new_topic_copy(const part_t **seen, const part_t *p)
+{
+    const part_t **sl = &seen[(uint32_t)p->partition & 15];
+    if (*sl == p)
+        return false;
+    *sl = p;
+    return true;
+}
+
 /* Copies the leased entries into one batch the API thread can own. */
 static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **ents, size_t n)
 {
     size_t need = align8(n * sizeof(ks_record_t));
-    /* The records of one partition share one copy of its topic: the last partition seen in
-     * each of 16 slots (by partition number) and its copy. A batch takes records from its
-     * partitions in turn, so they rarely come two in a row. */
     const part_t *seen[16] = {0};
     for (size_t i = 0; i < n; i++) {
         const rec_t *r = ents[i]->msg;
-        const part_t **sl = &seen[(uint32_t)eparts[i]->partition & 15];
-        if (*sl != eparts[i]) {
+        if (new_topic_copy(seen, eparts[i]))
             need += align8(strlen(eparts[i]->topic) + 1);
-            *sl = eparts[i];
-        }
         need += align8(r->key_len + 1) + align8(r->value_len + 1) +
                 align8(r->header_cnt * sizeof(ks_header_t));
         for (size_t h = 0; h < r->header_cnt; h++)
@@ -150,12 +157,10 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         const rec_t *m = ents[i]->msg;
         const part_t *p = eparts[i];
         ks_record_t *r = &b->recs[i];
-        size_t slot = (uint32_t)p->partition & 15;
-        if (seen[slot] != p) { /* the same sequence of misses as the sizing loop above */
-            seen[slot] = p;
-            copy[slot] = PUT(p->topic, strlen(p->topic));
-        }
-        r->topic = copy[slot];
+        const char **topic = &copy[(uint32_t)p->partition & 15];
+        if (new_topic_copy(seen, p)) /* the same calls as in the sizing loop above */
+            *topic = PUT(p->topic, strlen(p->topic));
+        r->topic = *topic;
         r->partition = p->partition;
         r->offset = ents[i]->offset;
         r->timestamp = m->timestamp;
