@@ -173,10 +173,7 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
             if (!ids)
                 abort();
         }
-        const ks_record_t *r = &b->recs[i];
-        size_t al = ks_ack_id_writer_put(&w, ids + idlen, KS_ACK_ID_MAX, r->ack_instance,
-                                         r->ack_group_hash, r->ack_epoch, r->partition, r->offset,
-                                         (uint32_t)r->attempt, r->topic);
+        size_t al = ks_record_ack_id_put(&w, &b->recs[i], ids + idlen, KS_ACK_ID_MAX);
         idlen += al;
         sizes[2 * i + 1] = al;
         sizes[2 * i] = record_size(&b->recs[i], al);

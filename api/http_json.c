@@ -231,10 +231,7 @@ static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_a
     }
     ks_jbuf_lit(b, "],\"ack_id\":");
     char id[KS_ACK_ID_MAX];
-    ks_jbuf_str(b, id,
-                ks_ack_id_writer_put(w, id, sizeof(id), r->ack_instance, r->ack_group_hash,
-                                     r->ack_epoch, r->partition, r->offset, (uint32_t)r->attempt,
-                                     r->topic));
+    ks_jbuf_str(b, id, ks_record_ack_id_put(w, r, id, sizeof(id)));
     ks_jbuf_lit(b, ",\"attempt\":");
     ks_jbuf_int(b, r->attempt);
     ks_jbuf_lit(b, "}");

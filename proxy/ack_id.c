@@ -97,11 +97,11 @@ size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint3
                             uint32_t attempt, const char *topic)
 {
     __typeof__(w->slot[0]) *sl = &w->slot[(uint32_t)partition & 15];
-    if (!sl->ok || sl->topic != topic) {
+    if (sl->topic != topic) {
         sl->tl = strlen(topic);
         sl->topic = topic;
     }
-    if (!sl->ok || sl->partition != partition || sl->instance != instance ||
+    if (!sl->head_len || sl->partition != partition || sl->instance != instance ||
         sl->group_hash != group_hash || sl->epoch != epoch) {
         sl->head_len =
             (uint8_t)(put_head(sl->head, instance, group_hash, epoch, partition) - sl->head);
@@ -109,7 +109,6 @@ size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint3
         sl->instance = instance;
         sl->group_hash = group_hash;
         sl->epoch = epoch;
-        sl->ok = true;
     }
     if (!room_for(buf, size, sl->tl))
         return 0;
@@ -225,7 +224,7 @@ int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_ca
     if (!p)
         return -1;
     __typeof__(c->slot[0]) *sl = &c->slot[(uint32_t)out->partition & 15];
-    if (sl->ok && memcmp(sl->lead, s + 2, sizeof(sl->lead)) == 0) {
+    if (memcmp(sl->lead, s + 2, sizeof(sl->lead)) == 0) {
         out->instance = sl->instance;
         out->group_hash = sl->group_hash;
     } else {
@@ -235,7 +234,6 @@ int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_ca
         sl->instance = out->instance;
         sl->group_hash = out->group_hash;
         sl->topic = NULL;
-        sl->ok = true;
     }
     return parse_tail(s, p, out, &sl->topic);
 }

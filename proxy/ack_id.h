@@ -32,11 +32,11 @@ size_t ks_ack_id_write(char *buf, size_t size, uint32_t instance, uint32_t group
  * offset and attempt. Start it zeroed; it keeps pointers to the topics it was given. */
 typedef struct ks_ack_id_writer {
     struct {
-        bool ok;
-        uint8_t head_len;
+        uint8_t head_len; /* 0 until the slot's first id */
         int32_t partition;
         uint32_t instance, group_hash, epoch;
-        const char *topic; /* by pointer: a batch's records of one partition share it */
+        const char *topic; /* by pointer: a batch's records of one partition share it; NULL
+                            * until the slot's first id */
         size_t tl;
         char head[2 + 16 + 3 * 11 + 1];
     } slot[16];
@@ -72,8 +72,8 @@ int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out);
  * strings must outlive the cache). Start it zeroed. */
 typedef struct ks_ack_parse_cache {
     struct {
-        bool ok;
-        char lead[17]; /* the 16 hex digits and the '-' after them */
+        char lead[17]; /* the 16 hex digits and the '-' after them; zeroed (so no id's: they
+                        * have no NUL there) until the slot's first id */
         uint32_t instance, group_hash;
         const char *topic;
     } slot[16];

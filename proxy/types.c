@@ -57,6 +57,13 @@ size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)
                            strlen(r->topic));
 }
 
+size_t ks_record_ack_id_put(struct ks_ack_id_writer *w, const ks_record_t *r, char *buf,
+                            size_t size)
+{
+    return ks_ack_id_writer_put(w, buf, size, r->ack_instance, r->ack_group_hash, r->ack_epoch,
+                                r->partition, r->offset, (uint32_t)r->attempt, r->topic);
+}
+
 void ks_batch_free(ks_batch_t *b)
 {
     if (!b)

@@ -66,6 +66,11 @@ typedef struct ks_record {
 /* Writes r's ack id into buf (KS_ACK_ID_MAX bytes suffice). Returns its length. */
 size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size);
 
+/* The same, through w (proxy/ack_id.h), for a batch's records one after another. */
+struct ks_ack_id_writer;
+size_t ks_record_ack_id_put(struct ks_ack_id_writer *w, const ks_record_t *r, char *buf,
+                            size_t size);
+
 typedef struct ks_batch {
     ks_status_t status; /* KS_OK, or why no records came */
     char message[256];  /* a message a person can act on, when status != KS_OK */

@@ -78,6 +78,12 @@ static bool never_idle(ks_group_t *g, void *opaque)
     return false;
 }
 
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
+    nanosleep(&ts, NULL);
+}
+
 /* A producer that hosts the mock cluster, with TOPIC (2 partitions) holding RECORDS records. */
 static rd_kafka_t *mock_cluster(char *bootstraps, size_t size)
 {
@@ -178,10 +184,8 @@ static void test_fetch_ack_commit(void **state)
         for (size_t i = 0; i < st->part_cnt; i++)
             committed += st->parts[i].committed > 0 ? st->parts[i].committed : 0;
         ks_group_status_free(st);
-        if (committed != RECORDS) {
-            struct timespec ts = {0, 200 * 1000000};
-            nanosleep(&ts, NULL);
-        }
+        if (committed != RECORDS)
+            sleep_ms(200);
     }
     assert_int_equal(committed, RECORDS);
 
@@ -267,11 +271,8 @@ static void member_start(member_t *m, const char *bootstraps, const char *group)
 static void member_stop(member_t *m)
 {
     /* (see member_synced) after the mock's race the member may not have synced yet */
-    for (int64_t until = ks_now_ms() + 40000;
-         !atomic_load(&member_synced) && ks_now_ms() < until;) {
-        struct timespec ts = {0, 100 * 1000000};
-        nanosleep(&ts, NULL);
-    }
+    for (int64_t until = ks_now_ms() + 40000; !atomic_load(&member_synced) && ks_now_ms() < until;)
+        sleep_ms(100);
     if (!atomic_load(&member_synced))
         fail_msg("the second member never had a SyncGroup through");
     atomic_store(&m->stop, true);
@@ -284,12 +285,6 @@ static ks_group_status_t *group_status(ks_group_t *g)
 {
     assert_int_equal(ks_group_status(g, on_status, NULL), KS_OK);
     return take((void **)&status);
-}
-
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
-    nanosleep(&ts, NULL);
 }
 
 /* The partition of st in state, or -1. */

@@ -276,14 +276,20 @@ func cClient(topic string, end map[int32]int64) result {
 	out := run(*ksbench, "grpc", "--addr", target, "--topic", topic, "--group", group,
 		"--count", strconv.Itoa(*records), "--credits", "20000", "--ack-batch", "2000")
 	ks := cpuSecs(pid) - ks0
-	rate := 0.0
-	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, "rate="); ok {
-			rate, _ = strconv.ParseFloat(v, 64)
-		}
-	}
+	rate := ksbenchRate(out)
 	return result{"ksidecar C client (ksbench)", fmt.Sprintf("%s; ksidecar CPU %.2f s; %s", strings.TrimSpace(out), ks,
 		checkCommitted(topic, group, end)), rate}
+}
+
+// ksbenchRate is the rate=N (records a second) that ksbench prints, or 0.
+func ksbenchRate(out string) float64 {
+	for _, f := range strings.Fields(out) {
+		if v, ok := strings.CutPrefix(f, "rate="); ok {
+			r, _ := strconv.ParseFloat(v, 64)
+			return r
+		}
+	}
+	return 0
 }
 
 // librdkafka runs ksbench's native consumer (librdkafka 2.0.2, the library inside ksidecar,
@@ -293,12 +299,7 @@ func librdkafka(topic string, end map[int32]int64) result {
 	group := fmt.Sprintf("native-%d", time.Now().UnixNano())
 	out := run(*ksbench, "native", "--bootstrap", *bootstrap, "--topic", topic, "--group", group,
 		"--count", strconv.Itoa(*records))
-	rate := 0.0
-	for _, f := range strings.Fields(out) {
-		if v, ok := strings.CutPrefix(f, "rate="); ok {
-			rate, _ = strconv.ParseFloat(v, 64)
-		}
-	}
+	rate := ksbenchRate(out)
 	return result{"librdkafka 2.0.2 consumer (C)", fmt.Sprintf("%s; %s", strings.TrimSpace(out),
 		checkCommitted(topic, group, end)), rate}
 }
