@@ -177,11 +177,19 @@ def test_large_records_come_in_messages_a_default_client_accepts(bootstrap, side
     produce(bootstrap, topic, 1000, size=10_000)
     static = json.dumps([{"name": g, "topics": [topic]}])
     sc = start_grpc(sidecars, [f"--groups.static={static}"])
+    last = {}
+
     def in_window():
-        parts = sc.get(f"/v1/groups/{g}")[1].get("partitions") or [{}]
+        last["group"] = sc.get(f"/v1/groups/{g}")[1]
+        parts = last["group"].get("partitions") or [{}]
         return parts[0].get("window_records") == 1000
 
-    wait_for(in_window, 30, 0.5, "all 1,000 records in the window")
+    # 60 s, not 30: the join and 10 MB of fetches under ASan on a busy machine once took
+    # longer; a timeout says where the group stood and what ksidecar logged.
+    try:
+        wait_for(in_window, 60, 0.5, "all 1,000 records in the window")
+    except AssertionError as e:
+        raise AssertionError(f"{e}\ngroup: {last.get('group')}\nksidecar's log:\n{sc.logs()}") from None
     st = streams(sc.consumer, open_msg(g, topic, records=5000))
     got, batches = [], 0
     deadline = time.time() + 60
