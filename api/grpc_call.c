@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "util.h"
 
 static void send_item_drop(send_item_t *it)
 {
@@ -46,11 +47,8 @@ void call_free(call_t *c)
         grpc_call_unref(c->call);
     grpc_call_details_destroy(&c->details);
     grpc_metadata_array_destroy(&c->req_md);
-    for (size_t i = 0; i < c->topic_cnt; i++)
-        free(c->topics[i]);
-    free(c->topics);
-    free(c->snap);
-    free(c->arrived); /* empty: each arrived batch held a reference */
+    if (c->has_ss)
+        ks_substream_destroy(&c->ss);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -84,46 +82,34 @@ static const char *md_get(const call_t *c, const char *key, char *buf, size_t si
 
 /* ---- sending: one SEND_MESSAGE in flight, the rest queued ---- */
 
-int64_t mono_ms(void)
+/* A record message is no longer queued (sent, failed or dropped): the stream's core hears
+ * whether the client's side took it. Locked by caller. Returns true when the core wants a
+ * refill (ks_substream_refill, once c->lock is released). */
+static bool batch_gone_locked(call_t *c, uint64_t token, int64_t bytes, bool taken)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+    return c->has_ss && ks_substream_msg_done(&c->ss, token, bytes, taken);
 }
 
-bool queue_full_locked(const call_t *c)
+/* The send in flight ended (taken: it completed). Locked by caller; returns as
+ * batch_gone_locked. */
+static bool sent_done_locked(call_t *c, bool taken)
 {
-    return c->q_batches >= c->s->cfg->grpc_stream_queue_messages ||
-           c->q_bytes >= c->s->cfg->grpc_stream_queue_bytes;
-}
-
-/* A record message is no longer queued (sent, failed or dropped): the engine hears
- * whether the transport took it (token 0: nothing to say). Locked by caller; the
- * engine only posts to the group loop. */
-static void batch_gone_locked(call_t *c, uint64_t token, int64_t bytes, bool taken)
-{
-    c->q_batches--;
-    c->q_bytes -= bytes;
-    if (token)
-        ks_engine_delivered(c->s->eng, c->group, token, taken);
-}
-
-/* The send in flight ended (taken: it completed). Locked by caller. */
-static void sent_done_locked(call_t *c, bool taken)
-{
+    bool refill = false;
     if (c->in_flight_batch)
-        batch_gone_locked(c, c->in_flight_token, c->in_flight_bytes, taken);
+        refill = batch_gone_locked(c, c->in_flight_token, c->in_flight_bytes, taken);
     c->in_flight_batch = false;
     c->in_flight_token = 0;
     c->in_flight_bytes = 0;
-    c->send_started_ms = 0;
+    if (c->has_ss)
+        ks_substream_send_end(&c->ss);
+    return refill;
 }
 
 /* Drops a queued message that will never go out. Locked by caller. */
 void item_drop_locked(call_t *c, send_item_t *it)
 {
     if (it->batch)
-        batch_gone_locked(c, it->batch->deliver_token, it->batch->bytes, false);
+        (void)batch_gone_locked(c, it->batch->deliver_token, it->batch->bytes, false);
     send_item_drop(it);
 }
 
@@ -149,7 +135,8 @@ static void kick_locked(call_t *c)
         c->in_flight_batch = it.batch != NULL;
         c->in_flight_token = it.batch ? it.batch->deliver_token : 0;
         c->in_flight_bytes = it.batch ? it.batch->bytes : 0;
-        c->send_started_ms = mono_ms();
+        if (c->has_ss)
+            ks_substream_send_begin(&c->ss, ks_now_ms());
         if (it.batch)
             bb = encode_records(it.batch, true);
         else if (it.acks)
@@ -168,7 +155,7 @@ static void kick_locked(call_t *c)
             c->sending = false;
             c->in_flight = NULL;
             grpc_byte_buffer_destroy(bb);
-            sent_done_locked(c, false);
+            (void)sent_done_locked(c, false);
         }
         return;
     }
@@ -192,10 +179,6 @@ static void kick_locked(call_t *c)
 void call_send_item(call_t *c, send_item_t it)
 {
     pthread_mutex_lock(&c->lock);
-    if (it.batch) {
-        c->q_batches++;
-        c->q_bytes += it.batch->bytes;
-    }
     if (c->closed || c->status_started || c->want_status) {
         item_drop_locked(c, &it);
         pthread_mutex_unlock(&c->lock);
@@ -243,7 +226,7 @@ void call_send_bb(call_t *c, grpc_byte_buffer *bb)
 /* Queues a message (m is packed now; the caller keeps m). */
 void call_send(call_t *c, const ProtobufCMessage *m)
 {
-    call_send_bb(c, pack(m));
+    call_send_bb(c, grpc_pack(m));
 }
 
 /* Ends the call with a status once the queued messages are out. */
@@ -264,6 +247,8 @@ void call_finish(call_t *c, grpc_status_code st, const char *fmt, ...)
             kick_locked(c);
     }
     pthread_mutex_unlock(&c->lock);
+    if (c->has_ss)
+        ks_substream_stop(&c->ss); /* an ending stream takes no more records */
 }
 
 void on_kick(void *ctx, bool ok)
@@ -309,15 +294,17 @@ void on_send_done(void *ctx, bool ok)
     grpc_byte_buffer_destroy(c->in_flight);
     c->in_flight = NULL;
     c->sending = false;
-    if (!ok)
+    if (!ok) {
         c->closed = true;
-    sent_done_locked(c, ok);
-    bool refill = ok && c->fetch_blocked && !queue_full_locked(c);
+        if (c->has_ss)
+            ks_substream_stop(&c->ss);
+    }
+    bool refill = sent_done_locked(c, ok);
     if (c->qn > 0 || c->want_status)
         kick_locked(c);
     pthread_mutex_unlock(&c->lock);
     if (refill)
-        stream_refill(c);
+        ks_substream_refill(&c->ss);
     call_unref(c);
 }
 
@@ -365,7 +352,7 @@ const char *cert_subject(const call_t *c, char *buf, size_t size)
 /* Identifies the caller (its token, else its certificate's subject) into c->who and
  * checks the group scope for group (NULL: identity only). Finishes the call and returns
  * false when refused. */
-bool authorized(call_t *c, const char *group)
+bool grpc_authorized(call_t *c, const char *group)
 {
     if (!c->s->auth)
         return true;
@@ -381,8 +368,8 @@ bool authorized(call_t *c, const char *group)
 
 /* Checks the topic names (valid, not internal: ks_engine_check_topics, what a client
  * may not "verb") and that the caller's scope covers each. Finishes the call and returns
- * false when refused. Call after authorized(). */
-bool scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n)
+ * false when refused. Call after grpc_authorized(). */
+bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n)
 {
     char err[512];
     ks_status_t st = ks_edge_check_topics(c->s->eng, c->s->auth, c->who, scope, verb, names, n, err,

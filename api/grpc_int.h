@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ack_id.h"
+#include "substream.h"
 #include "grpc_api.h"
 #include "grpc_tsan.h"
 #include "grpc/health/v1/health.pb-c.h"
@@ -27,9 +28,6 @@
 
 #define LOGC           "grpc"
 #define ARMED_REQUESTS 16
-#define STREAM_WAIT_MS 30000
-/* Fetches a stream keeps parked: while one batch is on its way, the next fills. */
-#define STREAM_PIPELINE 2
 /* Most records in one stream message (their bytes are bounded by the credits). 2M
  * records of 100 bytes through one stream with 20,000 credits, three runs each: 1,000 a
  * message 1.25-1.26M rec/s, 2,000 1.23-1.39M, 4,000 1.30-1.51M, 8,000 1.38-1.49M. (When
@@ -122,7 +120,7 @@ struct ks_grpc {
     int nthreads;
     pthread_t health_thread;
     atomic_bool stopping;
-    atomic_uint next_id;
+    ks_subhub_t *hub;     /* every subscriber stream of the process, and the stall sweep */
     pthread_mutex_t lock; /* guards calls, peers, peer_cnt */
     call_t *calls;        /* every live call, for shutdown and health watches */
     peer_count_t *peers;
@@ -156,39 +154,18 @@ struct call {
     size_t qh, qn, qcap;
     bool sending;
     grpc_byte_buffer *in_flight;
-    /* Subscribe's bound on queued record messages (grpc.stream_queue_*): record
-     * messages queued or in flight and their key+value bytes; while at the bound the
-     * stream parks no fetch, so the group loop delivers nothing to it (as with credits
-     * used up). The one in flight: its batch's deliver_token (reported to the engine when
-     * the send completes) and bytes; when it started (0: none), for grpc.stream_stall_ms. */
-    int q_batches;
-    int64_t q_bytes;
-    bool fetch_blocked; /* a fetch was held back at the bound; the next send done re-arms */
+    /* The record message in flight: its batch's deliver_token and bytes, reported to the
+     * stream's core (ks_substream_msg_done) when the send completes. */
     bool in_flight_batch;
     uint64_t in_flight_token;
     int64_t in_flight_bytes;
-    int64_t send_started_ms;
-    bool stalled; /* cut off for not reading: its leases go back uncounted */
     bool want_status;
     grpc_status_code st;
     char msg[512];
-    /* Subscribe streams. */
-    bool opened;
-    char group[256];
-    char sub[KS_SUBSCRIBER_KEY_MAX];
-    char **topics;
-    size_t topic_cnt;
-    int64_t credit_records, credit_bytes;
-    int deadline_ms;
-    int fetches_out;
-    /* Batches the engine answered the stream's fetches with, oldest first (arrived_h),
-     * each with its fetch's reference, waiting for ev_arrive on a completion-queue thread;
-     * arrive_posted: ev_arrive is on its way or running (one thread takes them, in order). */
-    ks_batch_t **arrived;
-    size_t arrived_h, arrived_n, arrived_cap;
-    bool arrive_posted;
-    ks_tp_t *snap; /* the assignment the stream was last told */
-    size_t snap_cnt;
+    /* Subscribe streams: the subscriber-stream core (set up by stream_init, has_ss; ss is
+     * guarded by its own lock, taken after this one). */
+    bool has_ss;
+    ks_substream_t ss;
     char peer_host[264];       /* what its streams count against: identity, else host */
     const ks_principal_t *who; /* who called (set by authorized); NULL without auth */
     bool counted;
@@ -215,9 +192,6 @@ void call_ref(call_t *c);
 void call_unref(call_t *c);
 /* Frees c at once (a call grpc never matched: no references out). */
 void call_free(call_t *c);
-int64_t mono_ms(void);
-/* The stream's record messages are at grpc.stream_queue_*. Locked by caller. */
-bool queue_full_locked(const call_t *c);
 /* Drops a queued message that will never go out. Locked by caller. */
 void item_drop_locked(call_t *c, send_item_t *it);
 /* Queues a message (the call takes it.bb and it.batch). */
@@ -246,17 +220,17 @@ void start_recv(call_t *c);
 const char *cert_subject(const call_t *c, char *buf, size_t size);
 /* Identifies the caller and checks the group scope for group (NULL: identity only).
  * Finishes the call and returns false when refused. */
-bool authorized(call_t *c, const char *group);
+bool grpc_authorized(call_t *c, const char *group);
 /* Checks topic names and the caller's scope over each. Finishes the call and returns
- * false when refused. Call after authorized(). */
-bool scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n);
+ * false when refused. Call after grpc_authorized(). */
+bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n);
 
 /* ---- grpc_wire.c: encoders and decoders by hand ---- */
 
 /* Packs m into a new byte buffer. */
-grpc_byte_buffer *pack(const ProtobufCMessage *m);
+grpc_byte_buffer *grpc_pack(const ProtobufCMessage *m);
 /* Copies a received message into one contiguous slice. Caller unrefs. */
-grpc_slice flatten(grpc_byte_buffer *bb);
+grpc_slice grpc_flatten(grpc_byte_buffer *bb);
 /* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
 grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
 /* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
@@ -266,7 +240,7 @@ Ksidecar__V1__AckStatus ack_status_of(ks_status_t st);
 bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* SubscribeRequest{ack} read in place into one block of ids (ks_strv_pack's shape), or
  * NULL for any other message (protobuf-c reads those). */
-char **fast_ack_ids(grpc_slice sl, size_t *n_out);
+char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out);
 
 /* ---- grpc_methods.c: the method table, unary methods ---- */
 
@@ -278,13 +252,13 @@ ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
 /* A fetch's KS_FETCH_UNSET_* bits from its protobuf fields: 0, protobuf's "not set", is no
  * valid max or deadline_ms, so it takes the default. (wait_ms 0 is a valid value: no wait.) */
 unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
-/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+/* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
-bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                  char **ids, size_t n, bool stream);
-/* settle_owned for ids the caller keeps. */
-bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-            char **ids, size_t n, bool stream);
+bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
+                       const char *reason, char **ids, size_t n, bool stream);
+/* grpc_settle_owned for ids the caller keeps. */
+bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                 char **ids, size_t n, bool stream);
 /* Finishes the call: the request is not a valid `what` message. */
 void bad_message(call_t *c, const char *what);
 /* The row for a method path (len bytes), or NULL. */
@@ -292,16 +266,14 @@ const method_row_t *method_find(const char *path, size_t len);
 
 /* ---- grpc_stream.c: Subscribe ---- */
 
-/* The stream's arrived batches (ev_arrive). */
+/* Makes c (a Subscribe call) a transport of the subscriber-stream core. */
+void stream_init(call_t *c);
+/* The stream's arrived batches (ev_arrive): the core drains them. */
 void on_arrive(void *ctx, bool ok);
-/* Parks fetches up to the pipeline depth, unless the send queue is at its bound. */
-void stream_refill(call_t *c);
 /* One message of a Subscribe stream. */
 void handle_subscribe_msg(call_t *c, grpc_slice sl);
 /* The stream no longer counts against its client's limit. */
 void uncount_stream(call_t *c);
-/* Cuts off the streams whose client took no message for grpc.stream_stall_ms. */
-void cut_stalled(ks_grpc_t *s);
 
 /* ---- grpc_reflect.c: health and reflection ---- */
 
@@ -313,7 +285,7 @@ void reflection_load(ks_grpc_t *s);
 void decode_health(call_t *c, grpc_slice sl);
 /* One message of a reflection stream. */
 void handle_reflection_msg(call_t *c, grpc_slice sl);
-/* The health thread: Watch updates and stalled streams, every 250 ms. */
+/* The health thread: Watch updates, every 250 ms. */
 void *health_main(void *arg);
 
 /* ---- grpc_server.c ---- */

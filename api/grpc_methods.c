@@ -172,10 +172,10 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
     call_reply(opaque, res, n, NULL);
 }
 
-/* Sends ids (one block, as ks_strv_pack makes; settle_owned takes it) to the engine.
+/* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
-bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                  char **ids, size_t n, bool stream)
+bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
+                       const char *reason, char **ids, size_t n, bool stream)
 {
     settle_ctx_t *x = calloc(1, sizeof(*x));
     if (!x)
@@ -208,12 +208,12 @@ bool settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, c
     return true;
 }
 
-/* settle_owned for ids the caller keeps. */
-bool settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-            char **ids, size_t n, bool stream)
+/* grpc_settle_owned for ids the caller keeps. */
+bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                 char **ids, size_t n, bool stream)
 {
-    return settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
-                        stream);
+    return grpc_settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
+                             stream);
 }
 
 /* ---- reply encoders ----
@@ -396,8 +396,8 @@ static void decode_fetch(call_t *c, grpc_slice sl)
         bad_message(c, "FetchRequest");
         return;
     }
-    if (authorized(c, r->group) &&
-        scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
+    if (grpc_authorized(c, r->group) &&
+        grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
         ks_cmd_req_t cmd = {.type = c->row->cmd,
                             .group = r->group,
                             .u.fetch = {.topics = (const char *const *)r->topics,
@@ -422,8 +422,8 @@ static void decode_ack(call_t *c, grpc_slice sl)
         bad_message(c, "AckRequest");
         return;
     }
-    if (authorized(c, r->group))
-        settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
+    if (grpc_authorized(c, r->group))
+        grpc_settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
     ksidecar__v1__ack_request__free_unpacked(r, NULL);
 }
 
@@ -434,9 +434,9 @@ static void decode_nack(call_t *c, grpc_slice sl)
         bad_message(c, "NackRequest");
         return;
     }
-    if (authorized(c, r->group))
-        settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
-               false);
+    if (grpc_authorized(c, r->group))
+        grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
+                    false);
     ksidecar__v1__nack_request__free_unpacked(r, NULL);
 }
 
@@ -448,9 +448,9 @@ static void decode_modify(call_t *c, grpc_slice sl)
         bad_message(c, "ModifyAckDeadlineRequest");
         return;
     }
-    if (authorized(c, r->group))
-        settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
-               false);
+    if (grpc_authorized(c, r->group))
+        grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
+                    false);
     ksidecar__v1__modify_ack_deadline_request__free_unpacked(r, NULL);
 }
 
@@ -459,7 +459,7 @@ static void submit_status(call_t *c, const char *group)
 {
     ks_cmd_req_t cmd = {
         .type = c->row->cmd, .group = group, .u.status = {.cb = on_status, .opaque = c}};
-    if (authorized(c, group))
+    if (grpc_authorized(c, group))
         (void)grpc_submit(c, &cmd);
 }
 
@@ -492,8 +492,8 @@ static void decode_seek(call_t *c, grpc_slice sl)
         bad_message(c, "SeekRequest");
         return;
     }
-    if (authorized(c, r->group) &&
-        scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
+    if (grpc_authorized(c, r->group) &&
+        grpc_scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
         ks_seek_kind_t kind;
         int64_t v = 0;
         switch (r->target_case) {
@@ -537,10 +537,10 @@ static void decode_produce(call_t *c, grpc_slice sl)
         bad_message(c, "ProduceRequest");
         return;
     }
-    bool ok = authorized(c, NULL);
+    bool ok = grpc_authorized(c, NULL);
     for (size_t i = 0; ok && i < r->n_records; i++)
-        ok = scoped(c, KS_SCOPE_PRODUCE, "produce to", (const char *const *)&r->records[i]->topic,
-                    1);
+        ok = grpc_scoped(c, KS_SCOPE_PRODUCE, "produce to",
+                         (const char *const *)&r->records[i]->topic, 1);
     if (ok) {
         size_t nh = 0;
         for (size_t i = 0; i < r->n_records; i++)

@@ -1,4 +1,4 @@
-/* grpc_reflect.c: grpc.health.v1 (the health thread that also watches for stalled streams)
+/* grpc_reflect.c: grpc.health.v1 (the health thread that answers Watch)
  * and server reflection from the descriptor set embedded at build time. */
 #include "grpc_int.h"
 
@@ -187,7 +187,6 @@ void *health_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         struct timespec ts = {0, 250 * 1000000};
         nanosleep(&ts, NULL);
-        cut_stalled(s);
         int now = health_status(s);
         call_t *todo[256];
         size_t n = pick_calls(s, pick_health, &now, todo, 256);

@@ -29,8 +29,8 @@ static void on_recv(void *ctx, bool ok)
             if (!c->stream_in && c->method != M_HEALTH_WATCH)
                 call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "no request message");
             else if (c->method != M_HEALTH_WATCH) {
-                if (c->opened)
-                    ks_engine_release(c->s->eng, c->group, c->sub);
+                if (c->has_ss)
+                    ks_substream_release(&c->ss);
                 call_finish(c, GRPC_STATUS_OK, "%s", "");
             }
         }
@@ -39,7 +39,7 @@ static void on_recv(void *ctx, bool ok)
         call_unref(c);
         return;
     }
-    grpc_slice sl = flatten(bb);
+    grpc_slice sl = grpc_flatten(bb);
     grpc_byte_buffer_destroy(bb);
     if (!done)
         c->row->decode(c, sl);
@@ -76,16 +76,14 @@ static void on_close(void *ctx, bool ok)
     for (size_t i = 0; i < c->qn; i++)
         item_drop_locked(c, &c->q[(c->qh + i) % c->qcap]);
     c->qn = 0;
-    bool stalled = c->stalled;
     pthread_mutex_unlock(&c->lock);
-    if (c->opened) {
+    if (c->has_ss) {
         /* A cancelled or ended stream: its leases go back to the pool now. */
-        if (stalled)
-            ks_engine_release_unread(c->s->eng, c->group, c->sub);
-        else
-            ks_engine_release(c->s->eng, c->group, c->sub);
+        if (c->ss.opened)
+            ks_dbg(LOGC, "stream %s closed%s", ks_substream_sub(&c->ss),
+                   c->cancelled ? " (cancelled)" : "");
+        ks_substream_close(&c->ss);
         uncount_stream(c);
-        ks_dbg(LOGC, "stream %s closed%s", c->sub, c->cancelled ? " (cancelled)" : "");
     }
     list_remove(c->s, c);
     call_unref(c); /* the list's reference */
@@ -110,6 +108,8 @@ static void on_accept(void *ctx, bool ok)
     c->row = method_find(mp, ml);
     c->method = c->row ? c->row->m : M_UNKNOWN;
     c->stream_in = c->row && c->row->stream_in;
+    if (c->method == M_SUBSCRIBE)
+        stream_init(c);
     /* Track the call; watch for its end. */
     pthread_mutex_lock(&s->lock);
     c->next = s->calls;
@@ -131,7 +131,7 @@ static void on_accept(void *ctx, bool ok)
         call_finish(c, GRPC_STATUS_UNIMPLEMENTED, "unknown method %.*s", (int)ml, mp);
     } else {
         /* A token must be valid before anything is read; group checks come later. */
-        if (!c->row->needs_auth || authorized(c, NULL))
+        if (!c->row->needs_auth || grpc_authorized(c, NULL))
             start_recv(c);
     }
     call_unref(c); /* the accept's reference */
@@ -216,8 +216,8 @@ static char *read_file(const char *path, char *err, size_t errsize, const char *
     return buf;
 }
 
-ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
-                         size_t errsize)
+ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
+                         ks_subhub_t *hub, char *err, size_t errsize)
 {
     grpc_init();
     ks_grpc_t *s = calloc(1, sizeof(*s));
@@ -227,7 +227,7 @@ ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     s->cfg = cfg;
     s->auth = auth;
     atomic_init(&s->stopping, false);
-    atomic_init(&s->next_id, 1);
+    s->hub = hub;
     pthread_mutex_init(&s->lock, NULL);
     reflection_load(s);
 

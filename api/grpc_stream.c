@@ -1,5 +1,6 @@
-/* grpc_stream.c: the Subscribe stream: open, parked fetches, assignment news, credits, acks
- * on the stream, the per-client stream limit, and cutting off a stream that does not read. */
+/* grpc_stream.c: the Subscribe stream as a transport of the subscriber-stream core
+ * (substream.c): its wire (open, acks, credits, records and assignment news as protobuf) and
+ * the per-client stream limit. Fetches, credits, refill, stall and release are the core's. */
 #include "grpc_int.h"
 
 #include <pthread.h>
@@ -11,240 +12,117 @@
 #include "log.h"
 #include "util.h"
 
-/* ---- Subscribe streams ---- */
+/* ---- the transport of the subscriber-stream core (substream.h) ---- */
 
-static void stream_fetch(call_t *c, int wait_ms);
-static void stream_fetch_as(call_t *c, int wait_ms, bool counted);
-
-static bool same_tp(const ks_tp_t *a, const ks_tp_t *b)
+static void op_ref(void *t)
 {
-    return a->partition == b->partition && !strcmp(a->topic, b->topic);
+    call_ref(t);
 }
 
-static bool tp_in(const ks_tp_t *set, size_t n, const ks_tp_t *x)
+static void op_unref(void *t)
 {
-    for (size_t i = 0; i < n; i++)
-        if (same_tp(&set[i], x))
-            return true;
-    return false;
+    call_unref(t);
 }
 
-/* Tells the stream how its assignment changed since the last snapshot. */
-/* Fills tps/tpp with the partitions of from[0..n) that are not in in[0..in_n); returns how
- * many. The topics point into from. */
-static size_t tp_not_in(const ks_tp_t *from, size_t n, const ks_tp_t *in, size_t in_n,
-                        Ksidecar__V1__TopicPartition *tps, Ksidecar__V1__TopicPartition **tpp)
+/* An empty batch posts ev_arrive on a completion-queue thread, where on_arrive drains. */
+static bool op_wake(void *t)
 {
-    size_t m = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (tp_in(in, in_n, &from[i]))
-            continue;
-        ksidecar__v1__topic_partition__init(&tps[m]);
-        tps[m].topic = (char *)(uintptr_t)from[i].topic;
-        tps[m].partition = from[i].partition;
-        tpp[m] = &tps[m];
-        m++;
-    }
-    return m;
-}
-
-static void send_assignment_diff(call_t *c, const ks_batch_t *b)
-{
-    Ksidecar__V1__TopicPartition *tps = calloc(b->assign_cnt + c->snap_cnt + 1, sizeof(*tps));
-    Ksidecar__V1__TopicPartition **tpp = calloc(b->assign_cnt + c->snap_cnt + 1, sizeof(*tpp));
-    if (!tps || !tpp)
-        abort();
-    size_t n = tp_not_in(c->snap, c->snap_cnt, b->assigned, b->assign_cnt, tps, tpp);
-    if (n) {
-        Ksidecar__V1__Revocation rv = KSIDECAR__V1__REVOCATION__INIT;
-        rv.n_partitions = n;
-        rv.partitions = tpp;
-        Ksidecar__V1__SubscribeResponse resp = KSIDECAR__V1__SUBSCRIBE_RESPONSE__INIT;
-        resp.kind_case = KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_REVOCATION;
-        resp.revocation = &rv;
-        call_send(c, &resp.base);
-    }
-    size_t m = tp_not_in(b->assigned, b->assign_cnt, c->snap, c->snap_cnt, tps, tpp);
-    if (m) {
-        Ksidecar__V1__Assignment as = KSIDECAR__V1__ASSIGNMENT__INIT;
-        as.n_partitions = m;
-        as.partitions = tpp;
-        Ksidecar__V1__SubscribeResponse resp = KSIDECAR__V1__SUBSCRIBE_RESPONSE__INIT;
-        resp.kind_case = KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_ASSIGNMENT;
-        resp.assignment = &as;
-        call_send(c, &resp.base);
-    }
-    free(tps);
-    free(tpp);
-    free(c->snap);
-    c->snap = calloc(b->assign_cnt + 1, sizeof(ks_tp_t));
-    if (!c->snap)
-        abort();
-    memcpy(c->snap, b->assigned, b->assign_cnt * sizeof(ks_tp_t));
-    c->snap_cnt = b->assign_cnt;
-}
-
-/* What a batch that answered one of the stream's fetches does: records queued for the
- * stream, assignment news, the next fetches; or the leases back, when the stream ended.
- * Drops the fetch's reference. @locality a completion-queue thread (from on_arrive) */
-static void stream_batch(call_t *c, ks_batch_t *b)
-{
+    call_t *c = t;
     pthread_mutex_lock(&c->lock);
-    c->fetches_out--;
-    bool gone = c->closed || c->want_status || c->status_started || c->stalled;
-    bool stalled = c->stalled;
+    c->refs++; /* ev_arrive's, dropped by on_arrive */
+    bool ok = grpc_call_start_batch(c->call, NULL, 0, &c->ev_arrive, NULL) == GRPC_CALL_OK;
+    if (!ok)
+        c->refs--;
     pthread_mutex_unlock(&c->lock);
-    if (gone) {
-        /* Records leased to a stream that ended: give them back at once. */
-        if (b->cnt && stalled)
-            ks_engine_release_unread(c->s->eng, c->group, c->sub);
-        else if (b->cnt)
-            ks_engine_release(c->s->eng, c->group, c->sub);
-    } else if (b->status) {
-        call_finish(c, grpc_code_of(b->status), "%s", b->message);
-    } else {
-        if (b->has_assignment)
-            send_assignment_diff(c, b);
-        if (b->cnt) {
-            call_send_item(c, (send_item_t){.batch = b}); /* encoded when its send starts */
-            b = NULL;
-        }
-        stream_refill(c);
-    }
-    ks_batch_free(b);
-    call_unref(c);
+    return ok;
 }
 
 void on_arrive(void *ctx, bool ok)
 {
     call_t *c = ctx;
-    for (;;) {
-        pthread_mutex_lock(&c->lock);
-        if (c->arrived_n == 0) {
-            c->arrive_posted = false;
-            pthread_mutex_unlock(&c->lock);
-            break;
-        }
-        ks_batch_t *b = c->arrived[c->arrived_h++];
-        if (--c->arrived_n == 0)
-            c->arrived_h = 0;
-        pthread_mutex_unlock(&c->lock);
-        stream_batch(c, b);
-    }
+    ks_substream_drain(&c->ss);
     call_unref(c); /* ev_arrive's */
 }
 
-/* The engine's answer to a stream's fetch: stored with the call, for on_arrive on a
- * completion-queue thread (woken by an empty batch unless it is on its way already).
- * @locality the group loop */
-static void on_stream_fetch(ks_batch_t *b, void *opaque)
+static void op_send_records(void *t, ks_batch_t *b)
 {
-    call_t *c = opaque;
-    pthread_mutex_lock(&c->lock);
-    if (c->arrived_h + c->arrived_n == c->arrived_cap) {
-        if (c->arrived_h) { /* room at the front: move the waiting ones down */
-            memmove(c->arrived, c->arrived + c->arrived_h, c->arrived_n * sizeof(*c->arrived));
-            c->arrived_h = 0;
-        } else {
-            c->arrived_cap = c->arrived_cap ? 2 * c->arrived_cap : 4;
-            c->arrived = realloc(c->arrived, c->arrived_cap * sizeof(*c->arrived));
-            if (!c->arrived)
-                abort();
-        }
-    }
-    c->arrived[c->arrived_h + c->arrived_n++] = b;
-    bool here = false;
-    if (!c->arrive_posted) {
-        c->arrive_posted = true;
-        c->refs++; /* ev_arrive's, dropped by on_arrive */
-        here = grpc_call_start_batch(c->call, NULL, 0, &c->ev_arrive, NULL) != GRPC_CALL_OK;
-    }
-    pthread_mutex_unlock(&c->lock);
-    if (here)
-        on_arrive(c, false); /* cannot happen on a live call; serve them here rather than never */
+    call_send_item(t, (send_item_t){.batch = b}); /* encoded when its send starts */
 }
 
-/* Parks fetches until STREAM_PIPELINE are out, unless the send queue is at its bound
- * (grpc.stream_queue_*): then none, and the next send that completes calls again. */
-void stream_refill(call_t *c)
+static void tp_list(const ks_tp_t *from, size_t n, Ksidecar__V1__TopicPartition *tps,
+                    Ksidecar__V1__TopicPartition **tpp)
 {
-    pthread_mutex_lock(&c->lock);
-    int k = 0;
-    bool gone = c->closed || c->want_status || c->status_started || c->stalled;
-    if (!gone && queue_full_locked(c))
-        c->fetch_blocked = true;
-    else if (!gone) {
-        c->fetch_blocked = false;
-        k = STREAM_PIPELINE - c->fetches_out;
-        c->fetches_out += k > 0 ? k : 0;
-    }
-    pthread_mutex_unlock(&c->lock);
-    for (int i = 0; i < k; i++)
-        stream_fetch_as(c, STREAM_WAIT_MS, true);
-}
-
-/* The fetch a stream parks (wait_ms, and the stream's group, topics, subscriber, deadline
- * and credits), as stream_open and a credits message check it and stream_fetch_as sends it. */
-static ks_cmd_req_t stream_cmd(call_t *c, int wait_ms)
-{
-    int64_t max = c->credit_records > 0 ? c->credit_records : c->s->cfg->sub_max_records;
-    if (max > c->s->cfg->fetch_max_records)
-        max = c->s->cfg->fetch_max_records;
-    if (max > STREAM_BATCH_MAX)
-        max = STREAM_BATCH_MAX;
-    return (ks_cmd_req_t){.type = c->row->cmd,
-                          .group = c->group,
-                          .u.fetch = {.topics = (const char *const *)c->topics,
-                                      .topic_cnt = c->topic_cnt,
-                                      .opts = {.max = (int)max,
-                                               .wait_ms = wait_ms,
-                                               .deadline_ms = c->deadline_ms,
-                                               .subscriber = c->sub,
-                                               .credit_records = c->credit_records,
-                                               .credit_bytes = c->credit_bytes,
-                                               .max_bytes = msg_max_record_bytes(c->s->cfg),
-                                               .notify = 1,
-                                               .confirm = 1,
-                                               .hold_stalled = 1},
-                                      .unset = grpc_fetch_unset(1, c->deadline_ms),
-                                      .cb = on_stream_fetch,
-                                      .opaque = c}};
-}
-
-/* Checks the stream's fetch with new credits by the engine's validator (every range and
- * default is there). Returns true, or false after finishing the call with its error. */
-static bool credits_valid(call_t *c, const Ksidecar__V1__Credits *cr)
-{
-    char err[512];
-    ks_cmd_req_t cmd = stream_cmd(c, 0);
-    cmd.u.fetch.opts.credit_records = cr->records;
-    cmd.u.fetch.opts.credit_bytes = cr->bytes;
-    ks_status_t st = ks_cmd_validate(c->s->cfg, &cmd, err, sizeof(err));
-    if (st)
-        call_finish(c, grpc_code_of(st), "%s", err);
-    return st == KS_OK;
-}
-
-/* Parks a fetch for the stream: it returns with records, an assignment change, or
- * after wait_ms. counted: fetches_out was already raised for it (stream_refill). */
-static void stream_fetch_as(call_t *c, int wait_ms, bool counted)
-{
-    ks_cmd_req_t cmd = stream_cmd(c, wait_ms);
-    if (!counted) {
-        pthread_mutex_lock(&c->lock);
-        c->fetches_out++;
-        pthread_mutex_unlock(&c->lock);
-    }
-    if (grpc_submit(c, &cmd)) {
-        pthread_mutex_lock(&c->lock);
-        c->fetches_out--;
-        pthread_mutex_unlock(&c->lock);
+    for (size_t i = 0; i < n; i++) {
+        ksidecar__v1__topic_partition__init(&tps[i]);
+        tps[i].topic = (char *)(uintptr_t)from[i].topic;
+        tps[i].partition = from[i].partition;
+        tpp[i] = &tps[i];
     }
 }
 
-static void stream_fetch(call_t *c, int wait_ms)
+/* Tells the client its partitions taken away, then its new ones. */
+static void op_send_assignment(void *t, const ks_tp_t *rev, size_t nrev, const ks_tp_t *as,
+                               size_t nas)
 {
-    stream_fetch_as(c, wait_ms, false);
+    call_t *c = t;
+    size_t most = nrev > nas ? nrev : nas;
+    Ksidecar__V1__TopicPartition *tps = calloc(most + 1, sizeof(*tps));
+    Ksidecar__V1__TopicPartition **tpp = calloc(most + 1, sizeof(*tpp));
+    if (!tps || !tpp)
+        abort();
+    Ksidecar__V1__SubscribeResponse resp = KSIDECAR__V1__SUBSCRIBE_RESPONSE__INIT;
+    if (nrev) {
+        tp_list(rev, nrev, tps, tpp);
+        Ksidecar__V1__Revocation rv = KSIDECAR__V1__REVOCATION__INIT;
+        rv.n_partitions = nrev;
+        rv.partitions = tpp;
+        resp.kind_case = KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_REVOCATION;
+        resp.revocation = &rv;
+        call_send(c, &resp.base);
+    }
+    if (nas) {
+        tp_list(as, nas, tps, tpp);
+        Ksidecar__V1__Assignment asg = KSIDECAR__V1__ASSIGNMENT__INIT;
+        asg.n_partitions = nas;
+        asg.partitions = tpp;
+        resp.kind_case = KSIDECAR__V1__SUBSCRIBE_RESPONSE__KIND_ASSIGNMENT;
+        resp.assignment = &asg;
+        call_send(c, &resp.base);
+    }
+    free(tps);
+    free(tpp);
+}
+
+static void op_finish(void *t, ks_status_t st, const char *msg)
+{
+    call_finish(t, grpc_code_of(st), "%s", msg);
+}
+
+static void op_cut(void *t, const char *msg)
+{
+    call_t *c = t;
+    grpc_call_cancel_with_status(c->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL);
+}
+
+static const ks_substream_ops_t stream_ops = {
+    .ref = op_ref,
+    .unref = op_unref,
+    .wake = op_wake,
+    .send_records = op_send_records,
+    .send_assignment = op_send_assignment,
+    .finish = op_finish,
+    .cut = op_cut,
+};
+
+void stream_init(call_t *c)
+{
+    const ks_config_t *cfg = c->s->cfg;
+    ks_substream_limits_t lim = {.queue_messages = cfg->grpc_stream_queue_messages,
+                                 .queue_bytes = cfg->grpc_stream_queue_bytes,
+                                 .stall_ms = cfg->grpc_stream_stall_ms,
+                                 .stall_key = "grpc.stream_stall_ms"};
+    ks_substream_init(&c->ss, c->s->hub, &stream_ops, c, c->row->cmd, &lim);
+    c->has_ss = true;
 }
 
 /* Counts a Subscribe stream against its client's limit. */
@@ -311,23 +189,23 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
         call_finish(c, grpc_code_of(st), "%s", err);
         return;
     }
-    if (!authorized(c, o->group))
+    if (!grpc_authorized(c, o->group))
         return;
-    if (!scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
+    if (!grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
         return;
     /* The stream's fetch, checked before the stream counts: the topics and the subscriber
      * as the client named them, its deadline and credits. */
-    ks_cmd_req_t cmd = {.type = c->row->cmd,
-                        .group = o->group,
-                        .u.fetch = {.topics = (const char *const *)o->topics,
-                                    .topic_cnt = o->n_topics,
-                                    .opts = {.wait_ms = 0,
-                                             .deadline_ms = o->deadline_ms,
-                                             .subscriber = o->subscriber,
-                                             .credit_records = o->credits ? o->credits->records : 0,
-                                             .credit_bytes = o->credits ? o->credits->bytes : 0},
-                                    .unset = grpc_fetch_unset(0, o->deadline_ms)}};
-    if ((st = ks_cmd_validate(s->cfg, &cmd, err, sizeof(err)))) {
+    ks_substream_open_t so = {.group = o->group,
+                              .topics = (const char *const *)o->topics,
+                              .topic_cnt = o->n_topics,
+                              .subscriber = o->subscriber,
+                              .credit_records = o->credits ? o->credits->records : 0,
+                              .credit_bytes = o->credits ? o->credits->bytes : 0,
+                              .deadline_ms = o->deadline_ms,
+                              .unset = grpc_fetch_unset(0, o->deadline_ms),
+                              .max_batch = STREAM_BATCH_MAX,
+                              .max_bytes = msg_max_record_bytes(s->cfg)};
+    if ((st = ks_substream_check(&c->ss, &so, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);
         return;
     }
@@ -338,30 +216,16 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
                     c->peer_host, s->cfg->grpc_max_streams_per_client);
         return;
     }
-    snprintf(c->group, sizeof(c->group), "%s", o->group);
-    snprintf(c->sub, sizeof(c->sub), "%s#%u", *o->subscriber ? o->subscriber : "stream",
-             atomic_fetch_add(&s->next_id, 1));
-    c->topics = calloc(o->n_topics, sizeof(char *));
-    if (!c->topics)
-        abort();
-    for (size_t i = 0; i < o->n_topics; i++)
-        c->topics[i] = ks_xstrdup(o->topics[i]);
-    c->topic_cnt = o->n_topics;
-    c->credit_records = o->credits ? o->credits->records : 0;
-    c->credit_bytes = o->credits ? o->credits->bytes : 0;
-    c->deadline_ms = o->deadline_ms;
-    c->opened = true;
-    ks_dbg(LOGC, "stream %s opened on group %s", c->sub, c->group);
-    for (int i = 0; i < STREAM_PIPELINE; i++)
-        stream_fetch(c, STREAM_WAIT_MS);
+    ks_substream_start(&c->ss, &so, "stream");
 }
 
 void handle_subscribe_msg(call_t *c, grpc_slice sl)
 {
     size_t n;
-    char **ids = c->opened ? fast_ack_ids(sl, &n) : NULL;
+    const char *group = ks_substream_group(&c->ss);
+    char **ids = c->ss.opened ? grpc_fast_ack_ids(sl, &n) : NULL;
     if (ids) {
-        settle_owned(c, c->group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
+        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
         return;
     }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
@@ -369,7 +233,7 @@ void handle_subscribe_msg(call_t *c, grpc_slice sl)
         bad_message(c, "SubscribeRequest");
         return;
     }
-    if (!c->opened) {
+    if (!c->ss.opened) {
         if (r->kind_case != KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN)
             call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
                         "the first message of a Subscribe stream must be open");
@@ -384,66 +248,28 @@ void handle_subscribe_msg(call_t *c, grpc_slice sl)
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK:
         if (r->ack->n_ack_ids)
-            settle(c, c->group, KS_SETTLE_ACK, 0, NULL, r->ack->ack_ids, r->ack->n_ack_ids, true);
+            grpc_settle(c, group, KS_SETTLE_ACK, 0, NULL, r->ack->ack_ids, r->ack->n_ack_ids, true);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_NACK:
         if (r->nack->n_ack_ids)
-            settle(c, c->group, KS_SETTLE_NACK, r->nack->delay_ms, r->nack->reason,
-                   r->nack->ack_ids, r->nack->n_ack_ids, true);
+            grpc_settle(c, group, KS_SETTLE_NACK, r->nack->delay_ms, r->nack->reason,
+                        r->nack->ack_ids, r->nack->n_ack_ids, true);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_MODIFY_DEADLINE:
         if (r->modify_deadline->n_ack_ids)
-            settle(c, c->group, KS_SETTLE_EXTEND, r->modify_deadline->deadline_ms, NULL,
-                   r->modify_deadline->ack_ids, r->modify_deadline->n_ack_ids, true);
+            grpc_settle(c, group, KS_SETTLE_EXTEND, r->modify_deadline->deadline_ms, NULL,
+                        r->modify_deadline->ack_ids, r->modify_deadline->n_ack_ids, true);
         break;
-    case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS:
-        if (credits_valid(c, r->credits)) {
-            c->credit_records = r->credits->records;
-            c->credit_bytes = r->credits->bytes;
-            /* A quick extra fetch carries the new credits to the engine at once (at the
-             * queue's bound the next parked fetch carries them). */
-            pthread_mutex_lock(&c->lock);
-            bool full = queue_full_locked(c);
-            pthread_mutex_unlock(&c->lock);
-            if (!full)
-                stream_fetch(c, 0);
-        }
+    case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS: {
+        char err[512];
+        ks_status_t st =
+            ks_substream_credits(&c->ss, r->credits->records, r->credits->bytes, err, sizeof(err));
+        if (st)
+            call_finish(c, grpc_code_of(st), "%s", err);
         break;
+    }
     default:
         call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "empty SubscribeRequest");
     }
     ksidecar__v1__subscribe_request__free_unpacked(r, NULL);
-}
-
-/* A Subscribe stream with a send in flight for grpc.stream_stall_ms: marked stalled. */
-static bool pick_stalled(call_t *c, const void *now_ms)
-{
-    int64_t now = *(const int64_t *)now_ms;
-    if (c->method != M_SUBSCRIBE || !c->opened || c->stalled || c->closed ||
-        c->send_started_ms == 0 || now - c->send_started_ms < c->s->cfg->grpc_stream_stall_ms)
-        return false;
-    c->stalled = true;
-    return true;
-}
-
-/* Cuts off the Subscribe streams whose client took no message for grpc.stream_stall_ms
- * (a send in flight that long): their leases go back first, counting no attempt, then
- * the call is cancelled. @locality the health thread */
-void cut_stalled(ks_grpc_t *s)
-{
-    int64_t now = mono_ms();
-    call_t *todo[256];
-    size_t n = pick_calls(s, pick_stalled, &now, todo, 256);
-    for (size_t i = 0; i < n; i++) {
-        call_t *c = todo[i];
-        char msg[256];
-        snprintf(msg, sizeof(msg),
-                 "the client took no message for %d ms (grpc.stream_stall_ms): stream cut off, "
-                 "its records go to other subscribers",
-                 s->cfg->grpc_stream_stall_ms);
-        ks_warn(LOGC, "stream %s of group %s: %s, counting no attempt", c->sub, c->group, msg);
-        ks_engine_release_unread(s->eng, c->group, c->sub);
-        grpc_call_cancel_with_status(c->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL);
-        call_unref(c);
-    }
 }

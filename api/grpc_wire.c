@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-grpc_byte_buffer *pack(const ProtobufCMessage *m)
+grpc_byte_buffer *grpc_pack(const ProtobufCMessage *m)
 {
     size_t n = protobuf_c_message_get_packed_size(m);
     grpc_slice sl = grpc_slice_malloc(n);
@@ -16,7 +16,7 @@ grpc_byte_buffer *pack(const ProtobufCMessage *m)
 }
 
 /* Copies a received message into one contiguous slice. Caller unrefs. */
-grpc_slice flatten(grpc_byte_buffer *bb)
+grpc_slice grpc_flatten(grpc_byte_buffer *bb)
 {
     grpc_byte_buffer_reader r;
     if (!grpc_byte_buffer_reader_init(&r, bb))
@@ -286,7 +286,7 @@ static bool read_len(const uint8_t **p, const uint8_t *end, uint64_t *v)
  * one block of ids, as ks_strv_pack makes it: protobuf-c allocated every id, then the
  * ids were copied again. Any other shape, or an id with a byte outside printable ASCII
  * (no ack id has one), returns NULL, and protobuf-c reads the message as before. */
-char **fast_ack_ids(grpc_slice sl, size_t *n_out)
+char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out)
 {
     const uint8_t *p = GRPC_SLICE_START_PTR(sl), *end = p + GRPC_SLICE_LENGTH(sl);
     uint64_t len;

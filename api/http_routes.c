@@ -268,7 +268,7 @@ static const char *skip_ws(const char *p, const char *end)
 /* The common body, {"ack_ids":["...",...]} with plain ASCII ids, read without building a
  * JSON tree: the ids are cut out of the body in place. Returns false (body untouched) for
  * anything else, which then goes through jansson and its error messages. */
-static bool fast_ack_ids(req_t *r)
+static bool http_fast_ack_ids(req_t *r)
 {
     const char *p = r->body, *end = r->body + r->body_len;
     static const char head[] = "\"ack_ids\"";
@@ -351,13 +351,13 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
     return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
-static enum MHD_Result handle_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
+static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
     if (r->too_big)
         return http_send_error(r->conn, KS_E_EXHAUSTED,
                                "request body is larger than http.max_request_bytes (%lld)",
                                (long long)h->cfg->max_request_bytes);
-    if (r->body && op != KS_SETTLE_EXTEND && fast_ack_ids(r))
+    if (r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
         return submit_settle(h, r, group, op, 0, NULL);
     json_error_t jerr;
     json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
@@ -550,7 +550,7 @@ static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, c
 
 static enum MHD_Result decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
-    return handle_settle(h, r, group, r->route->op);
+    return http_settle(h, r, group, r->route->op);
 }
 
 static enum MHD_Result decode_status(ks_http_t *h, req_t *r, const char *group, const char *method)

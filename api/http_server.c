@@ -17,13 +17,6 @@
 #include "log.h"
 #include "util.h"
 
-static int64_t now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 void http_req_unref(req_t *r)
 {
     if (atomic_fetch_sub(&r->refs, 1) != 1)
@@ -188,7 +181,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         /* The headers are in; now the body has its own deadline. */
         r->started = true;
         if (r->cn)
-            atomic_store(&r->cn->deadline, now_ms() + h->cfg->http_body_timeout_ms);
+            atomic_store(&r->cn->deadline, ks_now_ms() + h->cfg->http_body_timeout_ms);
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -243,7 +236,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
          * IDLE_TIMEOUT_S, and a drip after that plus http.header_timeout_ms. */
         if (r->cn)
             atomic_store(&r->cn->deadline,
-                         now_ms() + IDLE_TIMEOUT_S * 1000 + h->cfg->http_header_timeout_ms);
+                         ks_now_ms() + IDLE_TIMEOUT_S * 1000 + h->cfg->http_header_timeout_ms);
         pthread_mutex_lock(&r->lock);
         r->completed = true;
         uint64_t token = r->batch ? r->batch->deliver_token : 0;
@@ -274,7 +267,7 @@ static void on_connection(void *cls, struct MHD_Connection *conn, void **socket_
         if (!c)
             abort();
         c->fd = ci ? ci->connect_fd : -1;
-        atomic_init(&c->deadline, now_ms() + h->cfg->http_header_timeout_ms);
+        atomic_init(&c->deadline, ks_now_ms() + h->cfg->http_header_timeout_ms);
         pthread_mutex_lock(&h->conns_lock);
         c->next = h->conns;
         if (h->conns)
@@ -316,7 +309,7 @@ static void *sweep_main(void *arg)
             ts.tv_nsec -= 1000000000L;
         }
         pthread_cond_timedwait(&h->sweep_cond, &h->conns_lock, &ts);
-        int64_t now = now_ms();
+        int64_t now = ks_now_ms();
         int closed = 0;
         for (conn_t *c = h->conns; c; c = c->next) {
             int64_t d = atomic_load(&c->deadline);
@@ -346,7 +339,7 @@ static void mhd_log(void *cls, const char *fmt, va_list ap)
     static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
     static int64_t second;
     static int logged, dropped;
-    int64_t now = now_ms() / 1000;
+    int64_t now = ks_now_ms() / 1000;
     pthread_mutex_lock(&lock);
     int was_dropped = 0;
     if (now != second) {

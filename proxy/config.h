@@ -28,7 +28,7 @@ typedef struct ks_config {
     char *config_file;
     bool dev;
     char *http_listen; /* "host:port"; empty disables HTTP */
-    char *grpc_listen; /* reserved for the gRPC listener */
+    char *grpc_listen; /* the gRPC listener's host:port; empty: none */
     ks_log_level_t log_level;
     bool log_json;
     char **group_patterns; /* fnmatch(3) patterns a group name must match */

@@ -136,7 +136,8 @@ typedef struct part {
     int64_t budget_pauses; /* times part_kafka_pause paused it */
 } part_t;
 
-/* A subscriber: a pull session (HTTP long-poll, unary fetch) named by the client. */
+/* A subscriber, named by its client: a stream of any transport (gRPC Subscribe, through
+ * api/substream.c, which numbers its name) or a pull session (HTTP long-poll, unary Fetch). */
 typedef struct sub {
     uint32_t id;
     char name[KS_SUBSCRIBER_KEY_MAX];

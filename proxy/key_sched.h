@@ -66,7 +66,7 @@ ks_win_entry_t *ks_key_sched_take(ks_key_sched_t *s, ks_ack_window_t *w, int64_t
  * cut (see ks_commit_meta_encode; -1: it all fits, nothing held). The records below the cut
  * stay deliverable, and so does the commit point's own record, whatever the cut: they are
  * what moves the commit point and shrinks the metadata. Holding them would stall the
- * partition for good (DESIGN.md section 4). */
+ * partition for good (docs/design.md, "Commits"). */
 static inline int64_t ks_key_sched_hold_from(int64_t cut, int64_t commit_point)
 {
     if (cut < 0)

@@ -1,5 +1,5 @@
 /* fuzz_grpc_ack.c: libFuzzer harness for the gRPC edge's fast ack decoder (api/grpc_api.c's
- * fast_ack_ids, reached by including the file). Input: a SubscribeRequest message. Whenever
+ * grpc_fast_ack_ids, reached by including the file). Input: a SubscribeRequest message. Whenever
  * the fast decoder answers, protobuf-c must accept the same bytes as an ack with the same
  * ids; whenever protobuf-c reads an ack of printable ids only, the fast decoder must either
  * decline or give the same ids. */
@@ -16,7 +16,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     grpc_slice sl = grpc_slice_from_static_buffer(copy, size);
     size_t n = 0;
-    char **fast = fast_ack_ids(sl, &n);
+    char **fast = grpc_fast_ack_ids(sl, &n);
     Ksidecar__V1__SubscribeRequest *r = ksidecar__v1__subscribe_request__unpack(NULL, size, copy);
     if (fast) {
         if (!r || r->kind_case != KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK ||

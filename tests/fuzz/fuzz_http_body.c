@@ -1,5 +1,5 @@
 /* fuzz_http_body.c: libFuzzer harness for the HTTP edge's fast ack-id reader
- * (api/http_routes.c's fast_ack_ids, reached by including the file). Input: a request body.
+ * (api/http_routes.c's http_fast_ack_ids, reached by including the file). Input: a request body.
  * Whatever the fast reader accepts, jansson must read as {"ack_ids":[...]} with the same
  * strings in the same order. (The JSON bodies as a whole go through fuzz_http_url.) */
 #include "../../api/http_routes.c"
@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(r.body, data, size);
     r.body[size] = '\0';
     r.body_len = size;
-    if (fast_ack_ids(&r)) {
+    if (http_fast_ack_ids(&r)) {
         json_error_t jerr;
         json_t *root = json_loadb((const char *)data, size, 0, &jerr);
         json_t *ids = json_object_get(root, "ack_ids");

@@ -1,4 +1,4 @@
-/* test_grpc_fast_ack.c: the gRPC edge's fast ack decoder (api/grpc_wire.c's fast_ack_ids,
+/* test_grpc_fast_ack.c: the gRPC edge's fast ack decoder (api/grpc_wire.c's grpc_fast_ack_ids,
  * reached by including the file) agrees with protobuf-c, on the inputs fuzz_grpc_ack found. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,7 +13,7 @@
 static size_t both(const uint8_t *msg, size_t len)
 {
     size_t n = 0;
-    char **fast = fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n);
+    char **fast = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n);
     Ksidecar__V1__SubscribeRequest *r = ksidecar__v1__subscribe_request__unpack(NULL, len, msg);
     if (fast) {
         assert_non_null(r);

@@ -13,7 +13,7 @@
 /* The bytes of bb, as one slice. */
 static void assert_bb_equals(grpc_byte_buffer *bb, const uint8_t *want, size_t want_len)
 {
-    grpc_slice sl = flatten(bb);
+    grpc_slice sl = grpc_flatten(bb);
     assert_int_equal(GRPC_SLICE_LENGTH(sl), want_len);
     assert_memory_equal(GRPC_SLICE_START_PTR(sl), want, want_len);
     grpc_slice_unref(sl);
@@ -220,7 +220,7 @@ static void check_ack_results(const char *const *ids, const ks_ack_result_t *res
     uint8_t *want = pack_pb(&sr.base, &len);
     grpc_byte_buffer *ours = encode_ack_results(&x, res);
     if (empties) {
-        grpc_slice sl = flatten(ours);
+        grpc_slice sl = grpc_flatten(ours);
         grpc_byte_buffer_destroy(ours);
         size_t l = GRPC_SLICE_LENGTH(sl);
         assert_true(l >= len + 2 * empties);
@@ -287,7 +287,7 @@ static void check_fast_ack(const char *const *ids, size_t n)
     size_t len;
     uint8_t *msg = pack_pb(&r.base, &len);
     size_t got = 0;
-    char **v = fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &got);
+    char **v = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &got);
     assert_non_null(v);
     assert_int_equal(got, n);
     for (size_t i = 0; i < n; i++)
@@ -330,7 +330,7 @@ static void assert_declined(const Ksidecar__V1__SubscribeRequest *r)
 {
     size_t len, n = 0;
     uint8_t *msg = pack_pb(&r->base, &len);
-    assert_null(fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n));
+    assert_null(grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n));
     free(msg);
 }
 

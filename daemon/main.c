@@ -13,9 +13,9 @@
 #include "dev_cluster.h"
 #include "engine.h"
 #include "auth.h"
-#include "grpc_api.h"
-#include "http_api.h"
+#include "edges.h"
 #include "log.h"
+#include "substream.h"
 
 extern char **environ;
 
@@ -70,6 +70,19 @@ static void raise_nofile_limit(void)
     }
     ks_info("main", "open-files limit raised from %llu to %llu", (unsigned long long)was,
             (unsigned long long)want);
+}
+
+/* Shutdown of the edges: each stops taking new work, then each closes, last started first. */
+static void stop_edges(void **edges)
+{
+    for (size_t i = 0; i < ks_edge_cnt; i++)
+        if (edges[i] && ks_edges[i]->quiesce)
+            ks_edges[i]->quiesce(edges[i]);
+    for (size_t i = ks_edge_cnt; i-- > 0;)
+        if (edges[i]) {
+            ks_edges[i]->stop(edges[i]);
+            edges[i] = NULL;
+        }
 }
 
 int main(int argc, char **argv)
@@ -130,9 +143,9 @@ int main(int argc, char **argv)
     int rc = 1;
     ks_dev_t *dev = NULL;
     ks_engine_t *eng = NULL;
-    ks_http_t *http = NULL;
-    ks_grpc_t *grpc = NULL;
     ks_auth_t *auth = NULL;
+    ks_subhub_t *hub = NULL;
+    void *edges[KS_EDGE_MAX] = {0};
     if (cfg.dev) {
         char boot[256];
         dev = ks_dev_start(cfg.dev_topic, cfg.dev_partitions, cfg.dev_rate, boot, sizeof(boot), err,
@@ -149,19 +162,18 @@ int main(int argc, char **argv)
         goto out_fail;
     if (ks_engine_start_static(eng, err, sizeof(err)) < 0)
         goto out_fail;
-    if (*cfg.http_listen) {
-        http = ks_http_start(eng, &cfg, auth, err, sizeof(err));
-        if (!http)
-            goto out_fail;
+    if (!(hub = ks_subhub_new(eng, &cfg))) {
+        snprintf(err, sizeof(err), "cannot start the stream sweep thread");
+        goto out_fail;
     }
-    if (*cfg.grpc_listen) {
-        grpc = ks_grpc_start(eng, &cfg, auth, err, sizeof(err));
-        if (!grpc)
+    ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .hub = hub};
+    for (size_t i = 0; i < ks_edge_cnt; i++)
+        if (ks_edges[i]->wanted(&cfg) && !(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
             goto out_fail;
-    }
     ks_info("main", "ksidecar %s started (pid %d)", KSIDECAR_VERSION, (int)getpid());
+    void *http = ks_edge_find(edges, &ks_edge_http), *grpc = ks_edge_find(edges, &ks_edge_grpc);
     if (cfg.dev && http)
-        print_dev_banner(&cfg, ks_http_port(http), grpc ? ks_grpc_port(grpc) : 0);
+        print_dev_banner(&cfg, ks_edge_http.port(http), grpc ? ks_edge_grpc.port(grpc) : 0);
 
     int sig = 0;
     sigwait(&sigs, &sig);
@@ -169,13 +181,11 @@ int main(int argc, char **argv)
             cfg.shutdown_grace_ms);
 
     /* 1. stop delivering (long-polls end, fetches are refused); 2. wait for outstanding
-     * acks, which HTTP still takes; 3. commit and leave; 4. close the listeners. */
+     * acks, which the edges still take; 3. commit and leave; 4. close the edges. */
     ks_engine_stop_delivering(eng);
     rc = ks_engine_shutdown(eng, cfg.shutdown_grace_ms) == 0 ? 0 : 1;
-    ks_grpc_stop(grpc);
-    if (http)
-        ks_http_quiesce(http);
-    ks_http_stop(http);
+    stop_edges(edges);
+    ks_subhub_free(hub);
     if (rc == 0)
         ks_engine_destroy(eng);
     ks_dev_stop(dev);
@@ -186,8 +196,8 @@ int main(int argc, char **argv)
 
 out_fail:
     ks_err("main", "%s", err);
-    ks_grpc_stop(grpc);
-    ks_http_stop(http);
+    stop_edges(edges);
+    ks_subhub_free(hub);
     if (eng) {
         ks_engine_shutdown(eng, 1000);
         ks_engine_destroy(eng);

@@ -1,0 +1,80 @@
+/* edges.c: the table of edges main starts and stops (edges.h). */
+#include "edges.h"
+
+#include "grpc_api.h"
+#include "http_api.h"
+
+static bool http_wanted(const ks_config_t *cfg)
+{
+    return *cfg->http_listen;
+}
+
+static void *http_start(const ks_edge_env_t *env, char *err, size_t errsize)
+{
+    return ks_http_start(env->eng, env->cfg, env->auth, err, errsize);
+}
+
+static int http_port(const void *e)
+{
+    return ks_http_port(e);
+}
+
+static void http_quiesce(void *e)
+{
+    ks_http_quiesce(e);
+}
+
+static void http_stop(void *e)
+{
+    ks_http_stop(e);
+}
+
+const ks_edge_kind_t ks_edge_http = {
+    .name = "http",
+    .wanted = http_wanted,
+    .start = http_start,
+    .port = http_port,
+    .quiesce = http_quiesce,
+    .stop = http_stop,
+};
+
+static bool grpc_wanted(const ks_config_t *cfg)
+{
+    return *cfg->grpc_listen;
+}
+
+static void *grpc_start(const ks_edge_env_t *env, char *err, size_t errsize)
+{
+    return ks_grpc_start(env->eng, env->cfg, env->auth, env->hub, err, errsize);
+}
+
+static int grpc_port(const void *e)
+{
+    return ks_grpc_port(e);
+}
+
+static void grpc_stop(void *e)
+{
+    ks_grpc_stop(e);
+}
+
+const ks_edge_kind_t ks_edge_grpc = {
+    .name = "grpc",
+    .wanted = grpc_wanted,
+    .start = grpc_start,
+    .port = grpc_port,
+    .quiesce = NULL,
+    .stop = grpc_stop,
+};
+
+const ks_edge_kind_t *const ks_edges[] = {&ks_edge_http, &ks_edge_grpc};
+const size_t ks_edge_cnt = sizeof(ks_edges) / sizeof(ks_edges[0]);
+_Static_assert(sizeof(ks_edges) / sizeof(ks_edges[0]) <= KS_EDGE_MAX, "raise KS_EDGE_MAX");
+
+void *ks_edge_find(void *const *edges, const ks_edge_kind_t *k)
+{
+    for (size_t i = 0; i < ks_edge_cnt; i++)
+        if (ks_edges[i] == k)
+            return edges[i];
+    return NULL;
+}
