@@ -95,9 +95,16 @@ typedef struct method_row {
     ks_cmd_t cmd;    /* the engine command its decoder sends; KS_CMD_NONE: the edge answers */
     bool stream_in;  /* the client streams messages */
     bool needs_auth; /* a token (or certificate) must be valid before anything is read */
-    /* The request decoder: reads one message, checks it and sends its command to the
-     * engine, or finishes the call. @locality a completion-queue thread */
-    void (*decode)(call_t *c, grpc_slice sl);
+    /* The request message; the router (grpc_route_msg) decodes it. */
+    const ProtobufCMessageDescriptor *req;
+    /* The group the request names (NULL: none), whose scope the router checks first. */
+    const char *(*group_of)(const ProtobufCMessage *m);
+    /* The request decoder: takes one decoded message (borrowed), checks the rest and sends
+     * its command to the engine, or finishes the call. @locality a completion-queue thread */
+    void (*decode)(call_t *c, ProtobufCMessage *m);
+    /* A client stream's later messages, as they came (NULL: each goes through the router
+     * like the first). */
+    void (*next)(call_t *c, grpc_slice sl);
     /* The reply encoder (NULL: the method answers otherwise): answers from the result
      * call_reply stored, frees it and drops the command's reference on the call.
      * @locality a completion-queue thread */
@@ -142,6 +149,7 @@ struct call {
     method_t method;
     const method_row_t *row; /* NULL: an unknown method */
     bool stream_in;
+    bool routed;          /* its first message went through the router (on_recv's thread only) */
     pthread_mutex_t lock; /* guards everything below */
     int refs;
     call_t *next, *prev; /* the server's call list */
@@ -263,6 +271,8 @@ bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, co
 void bad_message(call_t *c, const char *what);
 /* The row for a method path (len bytes), or NULL. */
 const method_row_t *method_find(const char *path, size_t len);
+/* One received message of c: decoded, the caller checked, then the method's decoder. */
+void grpc_route_msg(call_t *c, grpc_slice sl);
 
 /* ---- grpc_stream.c: Subscribe ---- */
 
@@ -270,8 +280,10 @@ const method_row_t *method_find(const char *path, size_t len);
 void stream_init(call_t *c);
 /* The stream's arrived batches (ev_arrive): the core drains them. */
 void on_arrive(void *ctx, bool ok);
-/* One message of a Subscribe stream. */
-void handle_subscribe_msg(call_t *c, grpc_slice sl);
+/* Subscribe's first message (open), its group for the router, and its later messages. */
+void stream_first(call_t *c, ProtobufCMessage *m);
+const char *stream_group_of(const ProtobufCMessage *m);
+void stream_next(call_t *c, grpc_slice sl);
 /* The stream no longer counts against its client's limit. */
 void uncount_stream(call_t *c);
 
@@ -282,9 +294,9 @@ bool known_service(const char *name);
 /* Indexes the embedded descriptor set's files into s. */
 void reflection_load(ks_grpc_t *s);
 /* Health Check and Watch's request. */
-void decode_health(call_t *c, grpc_slice sl);
+void decode_health(call_t *c, ProtobufCMessage *m);
 /* One message of a reflection stream. */
-void handle_reflection_msg(call_t *c, grpc_slice sl);
+void handle_reflection_msg(call_t *c, ProtobufCMessage *m);
 /* The health thread: Watch updates, every 250 ms. */
 void *health_main(void *arg);
 

@@ -385,19 +385,29 @@ void bad_message(call_t *c, const char *what)
 }
 
 /* ---- request decoders ----
- * Each reads one request message, checks it, and sends its command to the engine (or
+ * Each takes one request message (borrowed: the router decoded it and checked the caller
+ * against the group it names), checks the rest, and sends its command to the engine (or
  * finishes the call). @locality a completion-queue thread */
 
-static void decode_fetch(call_t *c, grpc_slice sl)
+/* The group each request names, for the router's caller check. */
+#define GROUP_OF(fn, type)                                                                         \
+    static const char *fn(const ProtobufCMessage *m)                                               \
+    {                                                                                              \
+        return ((const type *)m)->group;                                                           \
+    }
+GROUP_OF(group_of_fetch, Ksidecar__V1__FetchRequest)
+GROUP_OF(group_of_ack, Ksidecar__V1__AckRequest)
+GROUP_OF(group_of_nack, Ksidecar__V1__NackRequest)
+GROUP_OF(group_of_modify, Ksidecar__V1__ModifyAckDeadlineRequest)
+GROUP_OF(group_of_get_group, Ksidecar__V1__GetGroupRequest)
+GROUP_OF(group_of_seek, Ksidecar__V1__SeekRequest)
+#undef GROUP_OF
+
+static void decode_fetch(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
-    Ksidecar__V1__FetchRequest *r = UNPACK(x, ksidecar__v1__fetch_request, sl);
-    if (!r) {
-        bad_message(c, "FetchRequest");
-        return;
-    }
-    if (grpc_authorized(c, r->group) &&
-        grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
+    Ksidecar__V1__FetchRequest *r = (Ksidecar__V1__FetchRequest *)m;
+    if (grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
         ks_cmd_req_t cmd = {.type = c->row->cmd,
                             .group = r->group,
                             .u.fetch = {.topics = (const char *const *)r->topics,
@@ -412,46 +422,26 @@ static void decode_fetch(call_t *c, grpc_slice sl)
                                         .opaque = c}};
         (void)grpc_submit(c, &cmd);
     }
-    ksidecar__v1__fetch_request__free_unpacked(r, NULL);
 }
 
-static void decode_ack(call_t *c, grpc_slice sl)
+static void decode_ack(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__AckRequest *r = UNPACK(x, ksidecar__v1__ack_request, sl);
-    if (!r) {
-        bad_message(c, "AckRequest");
-        return;
-    }
-    if (grpc_authorized(c, r->group))
-        grpc_settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
-    ksidecar__v1__ack_request__free_unpacked(r, NULL);
+    Ksidecar__V1__AckRequest *r = (Ksidecar__V1__AckRequest *)m;
+    grpc_settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
 }
 
-static void decode_nack(call_t *c, grpc_slice sl)
+static void decode_nack(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__NackRequest *r = UNPACK(x, ksidecar__v1__nack_request, sl);
-    if (!r) {
-        bad_message(c, "NackRequest");
-        return;
-    }
-    if (grpc_authorized(c, r->group))
-        grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
-                    false);
-    ksidecar__v1__nack_request__free_unpacked(r, NULL);
+    Ksidecar__V1__NackRequest *r = (Ksidecar__V1__NackRequest *)m;
+    grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
+                false);
 }
 
-static void decode_modify(call_t *c, grpc_slice sl)
+static void decode_modify(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__ModifyAckDeadlineRequest *r =
-        UNPACK(x, ksidecar__v1__modify_ack_deadline_request, sl);
-    if (!r) {
-        bad_message(c, "ModifyAckDeadlineRequest");
-        return;
-    }
-    if (grpc_authorized(c, r->group))
-        grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
-                    false);
-    ksidecar__v1__modify_ack_deadline_request__free_unpacked(r, NULL);
+    Ksidecar__V1__ModifyAckDeadlineRequest *r = (Ksidecar__V1__ModifyAckDeadlineRequest *)m;
+    grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
+                false);
 }
 
 /* The status command for group (NULL: every group). */
@@ -459,41 +449,25 @@ static void submit_status(call_t *c, const char *group)
 {
     ks_cmd_req_t cmd = {
         .type = c->row->cmd, .group = group, .u.status = {.cb = on_status, .opaque = c}};
-    if (grpc_authorized(c, group))
-        (void)grpc_submit(c, &cmd);
+    (void)grpc_submit(c, &cmd);
 }
 
-static void decode_get_group(call_t *c, grpc_slice sl)
+static void decode_get_group(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__GetGroupRequest *r = UNPACK(x, ksidecar__v1__get_group_request, sl);
-    if (!r) {
-        bad_message(c, "GetGroupRequest");
-        return;
-    }
+    Ksidecar__V1__GetGroupRequest *r = (Ksidecar__V1__GetGroupRequest *)m;
     submit_status(c, r->group);
-    ksidecar__v1__get_group_request__free_unpacked(r, NULL);
 }
 
-static void decode_list_groups(call_t *c, grpc_slice sl)
+static void decode_list_groups(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__ListGroupsRequest *lr = UNPACK(x, ksidecar__v1__list_groups_request, sl);
-    if (!lr) {
-        bad_message(c, "ListGroupsRequest");
-        return;
-    }
-    ksidecar__v1__list_groups_request__free_unpacked(lr, NULL);
+    (void)m;
     submit_status(c, NULL);
 }
 
-static void decode_seek(call_t *c, grpc_slice sl)
+static void decode_seek(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__SeekRequest *r = UNPACK(x, ksidecar__v1__seek_request, sl);
-    if (!r) {
-        bad_message(c, "SeekRequest");
-        return;
-    }
-    if (grpc_authorized(c, r->group) &&
-        grpc_scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
+    Ksidecar__V1__SeekRequest *r = (Ksidecar__V1__SeekRequest *)m;
+    if (grpc_scoped(c, KS_SCOPE_CONSUME, "seek", (const char *const *)&r->topic, 1)) {
         ks_seek_kind_t kind;
         int64_t v = 0;
         switch (r->target_case) {
@@ -514,7 +488,6 @@ static void decode_seek(call_t *c, grpc_slice sl)
         default:
             call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
                         "set one target: offset, timestamp_ms, earliest or latest");
-            ksidecar__v1__seek_request__free_unpacked(r, NULL);
             return;
         }
         ks_cmd_req_t cmd = {.type = c->row->cmd,
@@ -527,17 +500,12 @@ static void decode_seek(call_t *c, grpc_slice sl)
                                        .opaque = c}};
         (void)grpc_submit(c, &cmd);
     }
-    ksidecar__v1__seek_request__free_unpacked(r, NULL);
 }
 
-static void decode_produce(call_t *c, grpc_slice sl)
+static void decode_produce(call_t *c, ProtobufCMessage *m)
 {
-    Ksidecar__V1__ProduceRequest *r = UNPACK(x, ksidecar__v1__produce_request, sl);
-    if (!r) {
-        bad_message(c, "ProduceRequest");
-        return;
-    }
-    bool ok = grpc_authorized(c, NULL);
+    Ksidecar__V1__ProduceRequest *r = (Ksidecar__V1__ProduceRequest *)m;
+    bool ok = true;
     for (size_t i = 0; ok && i < r->n_records; i++)
         ok = grpc_scoped(c, KS_SCOPE_PRODUCE, "produce to",
                          (const char *const *)&r->records[i]->topic, 1);
@@ -574,35 +542,65 @@ static void decode_produce(call_t *c, grpc_slice sl)
         free(recs);
         free(hs);
     }
-    ksidecar__v1__produce_request__free_unpacked(r, NULL);
 }
 
 /* ---- the method table ----
  * A new method for an existing command: one row, a decoder and an encoder. */
+#define REQ(name) &ksidecar__v1__##name##__descriptor
 static const method_row_t methods[] = {
-    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, KS_CMD_FETCH, true, true, handle_subscribe_msg,
-     NULL},
-    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, KS_CMD_FETCH, false, true, decode_fetch, encode_fetch},
-    {"/ksidecar.v1.Consumer/Ack", M_ACK, KS_CMD_SETTLE, false, true, decode_ack, encode_settled},
-    {"/ksidecar.v1.Consumer/Nack", M_NACK, KS_CMD_SETTLE, false, true, decode_nack, encode_settled},
-    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, KS_CMD_SETTLE, false, true, decode_modify,
-     encode_settled},
-    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, KS_CMD_STATUS, false, true, decode_get_group,
-     encode_group},
+    {"/ksidecar.v1.Consumer/Subscribe", M_SUBSCRIBE, KS_CMD_FETCH, true, true,
+     REQ(subscribe_request), stream_group_of, stream_first, stream_next, NULL},
+    {"/ksidecar.v1.Consumer/Fetch", M_FETCH, KS_CMD_FETCH, false, true, REQ(fetch_request),
+     group_of_fetch, decode_fetch, NULL, encode_fetch},
+    {"/ksidecar.v1.Consumer/Ack", M_ACK, KS_CMD_SETTLE, false, true, REQ(ack_request), group_of_ack,
+     decode_ack, NULL, encode_settled},
+    {"/ksidecar.v1.Consumer/Nack", M_NACK, KS_CMD_SETTLE, false, true, REQ(nack_request),
+     group_of_nack, decode_nack, NULL, encode_settled},
+    {"/ksidecar.v1.Consumer/ModifyAckDeadline", M_MODIFY, KS_CMD_SETTLE, false, true,
+     REQ(modify_ack_deadline_request), group_of_modify, decode_modify, NULL, encode_settled},
+    {"/ksidecar.v1.Consumer/GetGroup", M_GET_GROUP, KS_CMD_STATUS, false, true,
+     REQ(get_group_request), group_of_get_group, decode_get_group, NULL, encode_group},
     {"/ksidecar.v1.Consumer/ListGroups", M_LIST_GROUPS, KS_CMD_STATUS, false, true,
-     decode_list_groups, encode_groups},
-    {"/ksidecar.v1.Consumer/Seek", M_SEEK, KS_CMD_SEEK, false, true, decode_seek, encode_seek},
-    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, KS_CMD_PRODUCE, false, true, decode_produce,
-     encode_produced},
-    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, KS_CMD_NONE, false, false, decode_health,
-     NULL},
-    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, KS_CMD_NONE, false, false, decode_health,
-     NULL},
+     REQ(list_groups_request), NULL, decode_list_groups, NULL, encode_groups},
+    {"/ksidecar.v1.Consumer/Seek", M_SEEK, KS_CMD_SEEK, false, true, REQ(seek_request),
+     group_of_seek, decode_seek, NULL, encode_seek},
+    {"/ksidecar.v1.Producer/Produce", M_PRODUCE, KS_CMD_PRODUCE, false, true, REQ(produce_request),
+     NULL, decode_produce, NULL, encode_produced},
+    {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, KS_CMD_NONE, false, false,
+     &grpc__health__v1__health_check_request__descriptor, NULL, decode_health, NULL, NULL},
+    {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, KS_CMD_NONE, false, false,
+     &grpc__health__v1__health_check_request__descriptor, NULL, decode_health, NULL, NULL},
     {"/grpc.reflection.v1.ServerReflection/ServerReflectionInfo", M_REFLECT_V1, KS_CMD_NONE, true,
-     false, handle_reflection_msg, NULL},
+     false, &grpc__reflection__v1__server_reflection_request__descriptor, NULL,
+     handle_reflection_msg, NULL, NULL},
     {"/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo", M_REFLECT_V1ALPHA,
-     KS_CMD_NONE, true, false, handle_reflection_msg, NULL},
+     KS_CMD_NONE, true, false, &grpc__reflection__v1__server_reflection_request__descriptor, NULL,
+     handle_reflection_msg, NULL, NULL},
 };
+#undef REQ
+
+/* The router: a call's first message (every message, for a stream without `next`) is
+ * decoded here and the caller checked against the group it names, once, before the
+ * method's decoder sees it; a stream's later messages go to its `next` as they came.
+ * @locality a completion-queue thread (one message of a call at a time) */
+void grpc_route_msg(call_t *c, grpc_slice sl)
+{
+    const method_row_t *row = c->row;
+    if (c->routed && row->next) {
+        row->next(c, sl);
+        return;
+    }
+    c->routed = true;
+    ProtobufCMessage *m =
+        protobuf_c_message_unpack(row->req, NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+    if (!m) {
+        bad_message(c, row->req->short_name);
+        return;
+    }
+    if (!row->group_of || grpc_authorized(c, row->group_of(m)))
+        row->decode(c, m);
+    protobuf_c_message_free_unpacked(m, NULL);
+}
 
 const method_row_t *method_find(const char *path, size_t len)
 {

@@ -38,14 +38,10 @@ bool known_service(const char *name)
 
 /* Health Check and Watch: the request, then the status now (Watch: and each change, from
  * the health thread). @locality a completion-queue thread */
-void decode_health(call_t *c, grpc_slice sl)
+void decode_health(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
-    Grpc__Health__V1__HealthCheckRequest *r = UNPACK(x, grpc__health__v1__health_check_request, sl);
-    if (!r) {
-        bad_message(c, "HealthCheckRequest");
-        return;
-    }
+    Grpc__Health__V1__HealthCheckRequest *r = (Grpc__Health__V1__HealthCheckRequest *)m;
     if (!known_service(r->service)) {
         if (c->method == M_HEALTH_CHECK)
             call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
@@ -65,7 +61,6 @@ void decode_health(call_t *c, grpc_slice sl)
         if (c->method == M_HEALTH_CHECK)
             call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
-    grpc__health__v1__health_check_request__free_unpacked(r, NULL);
 }
 
 /* ---- reflection ---- */
@@ -101,15 +96,11 @@ static bool known_symbol(const char *sym)
     return false;
 }
 
-void handle_reflection_msg(call_t *c, grpc_slice sl)
+void handle_reflection_msg(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
     Grpc__Reflection__V1__ServerReflectionRequest *r =
-        UNPACK(x, grpc__reflection__v1__server_reflection_request, sl);
-    if (!r) {
-        bad_message(c, "ServerReflectionRequest");
-        return;
-    }
+        (Grpc__Reflection__V1__ServerReflectionRequest *)m;
     Grpc__Reflection__V1__ServerReflectionResponse resp =
         GRPC__REFLECTION__V1__SERVER_REFLECTION_RESPONSE__INIT;
     resp.valid_host = r->host;
@@ -167,7 +158,6 @@ void handle_reflection_msg(call_t *c, grpc_slice sl)
         }
     }
     call_send(c, &resp.base);
-    grpc__reflection__v1__server_reflection_request__free_unpacked(r, NULL);
 }
 
 /* A health Watch whose last answer differs from the status now: marked answered. */

@@ -42,7 +42,7 @@ static void on_recv(void *ctx, bool ok)
     grpc_slice sl = grpc_flatten(bb);
     grpc_byte_buffer_destroy(bb);
     if (!done)
-        c->row->decode(c, sl);
+        grpc_route_msg(c, sl);
     grpc_slice_unref(sl);
     /* Streams keep reading; unary and server-streaming calls read once (then the
      * half-close). */

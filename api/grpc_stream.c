@@ -189,8 +189,6 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
         call_finish(c, grpc_code_of(st), "%s", err);
         return;
     }
-    if (!grpc_authorized(c, o->group))
-        return;
     if (!grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
         return;
     /* The stream's fetch, checked before the stream counts: the topics and the subscriber
@@ -219,11 +217,31 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     ks_substream_start(&c->ss, &so, "stream");
 }
 
-void handle_subscribe_msg(call_t *c, grpc_slice sl)
+/* The group a Subscribe stream's first message names (open's), for the router. */
+const char *stream_group_of(const ProtobufCMessage *m)
+{
+    const Ksidecar__V1__SubscribeRequest *r = (const Ksidecar__V1__SubscribeRequest *)m;
+    return r->kind_case == KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN ? r->open->group : NULL;
+}
+
+/* The first message, which must open the stream (the router checked its caller). */
+void stream_first(call_t *c, ProtobufCMessage *m)
+{
+    Ksidecar__V1__SubscribeRequest *r = (Ksidecar__V1__SubscribeRequest *)m;
+    if (r->kind_case != KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN)
+        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
+                    "the first message of a Subscribe stream must be open");
+    else
+        stream_open(c, r->open);
+}
+
+/* A later message of an open stream: acks (read in place when that is all it is), nacks,
+ * deadline changes and credits. */
+void stream_next(call_t *c, grpc_slice sl)
 {
     size_t n;
     const char *group = ks_substream_group(&c->ss);
-    char **ids = c->ss.opened ? grpc_fast_ack_ids(sl, &n) : NULL;
+    char **ids = grpc_fast_ack_ids(sl, &n);
     if (ids) {
         grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
         return;
@@ -231,15 +249,6 @@ void handle_subscribe_msg(call_t *c, grpc_slice sl)
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
     if (!r) {
         bad_message(c, "SubscribeRequest");
-        return;
-    }
-    if (!c->ss.opened) {
-        if (r->kind_case != KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN)
-            call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
-                        "the first message of a Subscribe stream must be open");
-        else
-            stream_open(c, r->open);
-        ksidecar__v1__subscribe_request__free_unpacked(r, NULL);
         return;
     }
     switch (r->kind_case) {

@@ -168,11 +168,6 @@ enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *roo
 enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* http_send_error at another HTTP status (414, 429), with Retry-After if retry_s > 0. */
-enum MHD_Result http_send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
-                                   int retry_s, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
-
 /* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
  * Returns out. */
 const char *http_show_nul(const char *v, size_t n, char *out, size_t size);

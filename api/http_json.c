@@ -116,9 +116,9 @@ static json_t *json_lossy(const char *s)
 }
 
 /* The error body {"error":{"code":...,"message":...}} for st with the printf-style
- * message, at HTTP status `status` (0: st's own), with Retry-After when retry_s > 0. */
-static enum MHD_Result send_error_v(struct MHD_Connection *c, int status, ks_status_t st,
-                                    int retry_s, const char *fmt, va_list ap)
+ * message, at st's HTTP status, with Retry-After when the status table gives one. */
+static enum MHD_Result send_error_v(struct MHD_Connection *c, ks_status_t st, const char *fmt,
+                                    va_list ap)
 {
     char msg[512];
     if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
@@ -134,13 +134,13 @@ static enum MHD_Result send_error_v(struct MHD_Connection *c, int status, ks_sta
     struct MHD_Response *resp =
         MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
+    int retry_s = ks_status_retry_after(st);
     if (retry_s > 0) {
         char ra[16];
         snprintf(ra, sizeof(ra), "%d", retry_s);
         MHD_add_response_header(resp, "Retry-After", ra);
     }
-    enum MHD_Result ret =
-        MHD_queue_response(c, (unsigned)(status ? status : ks_status_http(st)), resp);
+    enum MHD_Result ret = MHD_queue_response(c, (unsigned)ks_status_http(st), resp);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -149,17 +149,7 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const 
 {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result ret = send_error_v(c, 0, st, 0, fmt, ap);
-    va_end(ap);
-    return ret;
-}
-
-enum MHD_Result http_send_error_at(struct MHD_Connection *c, int status, ks_status_t st,
-                                   int retry_s, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    enum MHD_Result ret = send_error_v(c, status, st, retry_s, fmt, ap);
+    enum MHD_Result ret = send_error_v(c, st, fmt, ap);
     va_end(ap);
     return ret;
 }

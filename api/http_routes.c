@@ -234,10 +234,10 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     if (cmd.u.fetch.opts.wait_ms > 0) {
         if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
             atomic_fetch_sub(&h->long_polls, 1);
-            ret = http_send_error_at(r->conn, 429, KS_E_EXHAUSTED, 1,
-                                     "%d fetches are waiting already (http.max_long_polls); retry "
-                                     "later or with wait_ms=0",
-                                     h->cfg->http_max_long_polls);
+            ret = http_send_error(r->conn, KS_E_BUSY,
+                                  "%d fetches are waiting already (http.max_long_polls); retry "
+                                  "later or with wait_ms=0",
+                                  h->cfg->http_max_long_polls);
             goto out;
         }
         r->long_poll = true;
@@ -663,8 +663,7 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
 static bool route_bad_url(req_t *r, enum MHD_Result *ret)
 {
     if (r->url_too_big) {
-        *ret =
-            http_send_error_at(r->conn, 414, KS_E_EXHAUSTED, 0,
+        *ret = http_send_error(r->conn, KS_E_URI_TOO_LONG,
                                "the URL has %zu bytes and %zu query parameters; at most %d bytes "
                                "and %d query parameters are allowed",
                                r->url_len, r->param_cnt, MAX_URL_BYTES, MAX_QUERY_PARAMS);

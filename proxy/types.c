@@ -6,21 +6,25 @@
 
 #include "ack_id.h"
 
-/* One row per ks_status_t, indexed by -status: its name, gRPC code and HTTP status. */
+/* One row per ks_status_t, indexed by -status: its name, gRPC code, HTTP status and the
+ * Retry-After seconds of its HTTP answer (0: none). */
 static const struct {
     const char *name;
     int grpc_code;
     int http;
+    int retry_s;
 } status_tab[] = {
-    [-KS_OK] = {"OK", 0, 200},
-    [-KS_E_INVALID] = {"INVALID_ARGUMENT", 3, 400},
-    [-KS_E_NOT_FOUND] = {"NOT_FOUND", 5, 404},
-    [-KS_E_STALE] = {"FAILED_PRECONDITION", 9, 409},
-    [-KS_E_EXHAUSTED] = {"RESOURCE_EXHAUSTED", 8, 429},
-    [-KS_E_UNAVAILABLE] = {"UNAVAILABLE", 14, 503},
-    [-KS_E_PERMISSION] = {"PERMISSION_DENIED", 7, 403},
-    [-KS_E_UNAUTH] = {"UNAUTHENTICATED", 16, 401},
-    [-KS_E_INTERNAL] = {"INTERNAL", 13, 500},
+    [-KS_OK] = {"OK", 0, 200, 0},
+    [-KS_E_INVALID] = {"INVALID_ARGUMENT", 3, 400, 0},
+    [-KS_E_NOT_FOUND] = {"NOT_FOUND", 5, 404, 0},
+    [-KS_E_STALE] = {"FAILED_PRECONDITION", 9, 409, 0},
+    [-KS_E_EXHAUSTED] = {"RESOURCE_EXHAUSTED", 8, 429, 0},
+    [-KS_E_UNAVAILABLE] = {"UNAVAILABLE", 14, 503, 0},
+    [-KS_E_PERMISSION] = {"PERMISSION_DENIED", 7, 403, 0},
+    [-KS_E_UNAUTH] = {"UNAUTHENTICATED", 16, 401, 0},
+    [-KS_E_INTERNAL] = {"INTERNAL", 13, 500, 0},
+    [-KS_E_URI_TOO_LONG] = {"RESOURCE_EXHAUSTED", 8, 414, 0},
+    [-KS_E_BUSY] = {"RESOURCE_EXHAUSTED", 8, 429, 1},
 };
 
 #define STATUS_CNT (sizeof(status_tab) / sizeof(status_tab[0]))
@@ -48,6 +52,12 @@ int ks_status_http(ks_status_t s)
 {
     int i = status_row(s);
     return i < 0 ? status_tab[-KS_E_INTERNAL].http : status_tab[i].http;
+}
+
+int ks_status_retry_after(ks_status_t s)
+{
+    int i = status_row(s);
+    return i < 0 ? 0 : status_tab[i].retry_s;
 }
 
 size_t ks_record_ack_id(const ks_record_t *r, char *buf, size_t size)

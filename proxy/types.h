@@ -21,6 +21,9 @@ typedef enum {
     KS_E_PERMISSION = -6,  /* PERMISSION_DENIED */
     KS_E_UNAUTH = -7,      /* UNAUTHENTICATED */
     KS_E_INTERNAL = -8,    /* INTERNAL */
+    /* RESOURCE_EXHAUSTED refined for HTTP, where the status says more: */
+    KS_E_URI_TOO_LONG = -9, /* HTTP 414: a URL past the edge's bound */
+    KS_E_BUSY = -10,        /* HTTP 429 with Retry-After: 1: an edge's bound, free again soon */
 } ks_status_t;
 
 /* "INVALID_ARGUMENT", "NOT_FOUND", ...; "UNKNOWN" for a value outside the enum. Any thread. */
@@ -30,9 +33,12 @@ const char *ks_status_name(ks_status_t s);
  * INTERNAL (13) for a value outside the enum. Any thread. */
 int ks_status_grpc_code(ks_status_t s);
 
-/* The HTTP status of s (200, 400, 404, 409, 429, 503, 403, 401); 500 for INTERNAL and
+/* The HTTP status of s (200, 400, 404, 409, 429, 503, 403, 401, 414); 500 for INTERNAL and
  * for a value outside the enum. Any thread. */
 int ks_status_http(ks_status_t s);
+
+/* The Retry-After seconds an HTTP answer of s carries, 0 for none. Any thread. */
+int ks_status_retry_after(ks_status_t s);
 
 typedef struct ks_header {
     const char *name;
