@@ -10,13 +10,16 @@
 #include <string.h>
 
 #include "types.h"
+#include "util.h"
 
 static ks_group_status_t *fixture_orders(void)
 {
     ks_group_status_t *g = calloc(1, sizeof(*g));
     snprintf(g->name, sizeof(g->name), "orders");
     g->ordering = "key";
-    snprintf(g->topics, sizeof(g->topics), "orders.eu,orders.us");
+    const char *topics[] = {"orders.eu", "orders.us"};
+    g->topics = ks_strv_pack(topics, 2);
+    g->topic_cnt = 2;
     snprintf(g->dead_letter_topic, sizeof(g->dead_letter_topic), "orders-dlq");
     g->max_attempts = 5;
     g->delivered = 5000000000;
@@ -26,12 +29,12 @@ static ks_group_status_t *fixture_orders(void)
     g->acked = 4999999000;
     g->dead_lettered = 1;
     g->acks_lost_to_move = 7;
-    g->mem_max_bytes = 268435456;
-    g->mem_used_bytes = 1048576;
-    g->mem_partitions = 2;
-    g->mem_window_share_bytes = 134217728;
-    g->mem_kafka_queue_kbytes = 4096;
-    g->mem_kafka_fetch_bytes = 1048577;
+    g->memory.max_bytes = 268435456;
+    g->memory.used_bytes = 1048576;
+    g->memory.partitions = 2;
+    g->memory.window_share_bytes = 134217728;
+    g->memory.kafka_queue_kbytes = 4096;
+    g->memory.kafka_fetch_bytes = 1048577;
     g->part_cnt = 2;
     g->parts = calloc(2, sizeof(*g->parts));
     ks_part_status_t *p = &g->parts[0];
@@ -67,15 +70,15 @@ static ks_group_status_t *fixture_orders(void)
     g->subs = calloc(3, sizeof(*g->subs));
     ks_sub_status_t *s = &g->subs[0];
     snprintf(s->name, sizeof(s->name), "default");
-    s->credit_records = 1000;
-    s->credit_bytes = 10485760;
-    s->outstanding_records = 20;
-    s->outstanding_bytes = 2000;
+    s->credits.records = 1000;
+    s->credits.bytes = 10485760;
+    s->outstanding.records = 20;
+    s->outstanding.bytes = 2000;
     s->waiting = 1;
     s = &g->subs[1];
     snprintf(s->name, sizeof(s->name), "zo\xc3\xab#2"); /* valid UTF-8 */
-    s->credit_records = 1;
-    s->credit_bytes = 2;
+    s->credits.records = 1;
+    s->credits.bytes = 2;
     s = &g->subs[2];
     snprintf(s->name, sizeof(s->name), "bad\xff"); /* not UTF-8 */
     return g;
@@ -88,7 +91,7 @@ static ks_group_status_t *fixture_idle(void)
     g->is_static = 1;
     g->ordering = "partition";
     g->max_attempts = 0;
-    g->mem_max_bytes = 268435456;
+    g->memory.max_bytes = 268435456;
     g->parts = calloc(1, sizeof(*g->parts));
     g->subs = calloc(1, sizeof(*g->subs));
     return g;

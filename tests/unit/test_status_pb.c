@@ -14,22 +14,19 @@
 /* The packed GroupStatus of g (freed here), as lowercase hex (caller frees). */
 static char *pb_hex_of(ks_group_status_t *g)
 {
-    Ksidecar__V1__GroupStatus o;
-    void *allocs[8];
-    size_t na = 0;
-    status_to_pb(g, &o, allocs, &na);
-    size_t len = protobuf_c_message_get_packed_size(&o.base);
+    pb_arena_t a = {0};
+    Ksidecar__V1__GroupStatus *o = status_to_pb(g, &a);
+    size_t len = protobuf_c_message_get_packed_size(&o->base);
     uint8_t *buf = malloc(len + 1);
     assert_non_null(buf);
-    assert_int_equal(protobuf_c_message_pack(&o.base, buf), len);
+    assert_int_equal(protobuf_c_message_pack(&o->base, buf), len);
     char *hex = malloc(2 * len + 1);
     assert_non_null(hex);
     for (size_t i = 0; i < len; i++)
         snprintf(hex + 2 * i, 3, "%02x", buf[i]);
     hex[2 * len] = '\0';
     free(buf);
-    for (size_t i = 0; i < na; i++)
-        free(allocs[i]);
+    pb_arena_free(&a);
     ks_group_status_free(g);
     return hex;
 }
