@@ -49,7 +49,7 @@
     X(SUBS, subs, subscribers, "subscribers", 8, NESTED,                                           \
       "the subscribers (pull sessions and streams) and their credits")                             \
     X(NAME_OPT, dead_letter_topic, dead_letter_topic, "dead_letter_topic", 5, TEXT,                \
-      "group.dead_letter_topic; none: JSON null, proto empty")                                     \
+      "group.dead_letter_topic")                                                                   \
     X(I32, max_attempts, max_attempts, "max_attempts", 6, GAUGE,                                   \
       "group.max_attempts: deliveries before a record is dead-lettered")                           \
     X(COUNTERS, counters, counters, "counters", 0, NESTED,                                         \
@@ -121,7 +121,8 @@
 
 /* One subscriber: ks_sub_status_t, SubscriberStatus. */
 #define KS_STATUS_SUB_FIELDS(X)                                                                    \
-    X(NAME, name, name, "name", 1, LABEL, "the subscriber (a stream's with #<its number>)")        \
+    X(NAME, name, name, "name", 1, LABEL,                                                          \
+      "the subscriber; a stream's name ends in # and its number")                                  \
     X(CREDITS, credits, credits, "credits", 2, NESTED,                                             \
       "the bound: it is given no records past it")                                                 \
     X(CREDITS, outstanding, outstanding, "outstanding", 3, NESTED, "what it holds leased now")     \
