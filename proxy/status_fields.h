@@ -11,9 +11,11 @@
  *
  * From the lists come the structs (types.h), the JSON writer (api/http_json.c), the protobuf
  * encoder (api/grpc_methods.c) and docs/status-fields.md (tools/status_fields_md.c); the
- * test unit_status_fields holds them to proto/ksidecar/v1/consumer.proto. A new field is a
- * row here, its proto field, and its value set in proxy/group_status.c (a group counter:
- * the group's st_<member>, copied by a loop there).
+ * test unit_status_fields holds them to proto/ksidecar/v1/consumer.proto, docs_status_fields
+ * the committed doc to them. A new field is a row here, its proto field, and its value set
+ * in proxy/group_status.c (a group counter: the group's st_<member>, copied by a loop
+ * there). A new TYPE is one macro in each of those files (KS_SF_C_, J_, PB_, TYPE_) and a
+ * row of test_status_fields.c's type_map; a row of an unknown TYPE or KIND fails to build.
  *
  * TYPE (C; JSON; proto):
  *   NAME      char[KS_STATUS_NAME_MAX]; a string (bytes that are not UTF-8 as \xNN); string
