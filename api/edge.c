@@ -2,8 +2,6 @@
  * rule, and the walk over a status answer. */
 #include "edge.h"
 
-#include <string.h>
-
 ks_status_t ks_edge_authorize(const ks_auth_t *auth, const char *authorization, const char *subject,
                               const char *group, const ks_principal_t **who, char *err,
                               size_t errsize)
@@ -63,29 +61,4 @@ ks_status_t ks_edge_status_walk(ks_group_status_t *const *groups, size_t n, bool
         if (ks_edge_group_visible(auth, who, groups[i]->name))
             fn(groups[i], ctx);
     return KS_OK;
-}
-
-bool ks_edge_topic_next(const char **cursor, const char **name, size_t *len)
-{
-    const char *p = *cursor;
-    while (*p == ',')
-        p++;
-    if (!*p) {
-        *cursor = p;
-        return false;
-    }
-    size_t l = strcspn(p, ",");
-    *name = p;
-    *len = l;
-    *cursor = p + l;
-    return true;
-}
-
-size_t ks_edge_topic_count(const char *topics)
-{
-    const char *name;
-    size_t len, n = 0;
-    while (ks_edge_topic_next(&topics, &name, &len))
-        n++;
-    return n;
 }

@@ -56,12 +56,4 @@ ks_status_t ks_edge_status_walk(ks_group_status_t *const *groups, size_t n, bool
                                 const ks_auth_t *auth, const ks_principal_t *who,
                                 ks_edge_group_fn *fn, void *ctx, const char **message);
 
-/* Iterates the topics of a group's subscription (g->topics, comma-separated), skipping
- * empty names: set *cursor = g->topics, then each call returns true with the next name in
- * name[0..*len) (not NUL-terminated), or false at the end. */
-bool ks_edge_topic_next(const char **cursor, const char **name, size_t *len);
-
-/* The number of names ks_edge_topic_next yields for topics. */
-size_t ks_edge_topic_count(const char *topics);
-
 #endif

@@ -36,105 +36,101 @@ ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd)
 
 /* ---- replies: the shared policy (ack summary, visibility, status walk) is api/edge.c ---- */
 
-/* One group's status as a GroupStatus (its pieces, at most 7, into allocs); the encoders
- * walk the groups with ks_edge_status_walk. */
-static void status_to_pb(const ks_group_status_t *g, Ksidecar__V1__GroupStatus *o, void **allocs,
-                         size_t *na)
+/* The group status: a message per level, a field per row of proxy/status_fields.h. */
+
+/* The allocations of one status reply's messages, freed together once it is sent. */
+typedef struct {
+    void **v;
+    size_t n, cap;
+} pb_arena_t;
+
+/* A zeroed block of size bytes, freed with a. Aborts when out of memory. */
+static void *pb_new(pb_arena_t *a, size_t size)
 {
-    ksidecar__v1__group_status__init(o);
-    o->group = (char *)(uintptr_t)g->name;
-    o->static_ = g->is_static;
-    o->ordering = (char *)(uintptr_t)g->ordering;
-    o->dead_letter_topic = (char *)(uintptr_t)g->dead_letter_topic;
-    o->max_attempts = g->max_attempts;
-    o->delivered = g->delivered;
-    o->redelivered = g->redelivered;
-    o->expired = g->expired;
-    o->nacked = g->nacked;
-    o->acked = g->acked;
-    o->dead_lettered = g->dead_lettered;
-    o->acks_lost_to_move = g->acks_lost_to_move;
-    /* topics: each name of the subscription NUL-terminated in one copy */
-    size_t nt = ks_edge_topic_count(g->topics);
-    char *tcopy = ks_xstrdup(g->topics);
-    allocs[(*na)++] = tcopy;
-    char **tv = calloc(nt + 1, sizeof(char *));
-    allocs[(*na)++] = tv;
-    size_t ti = 0, len;
-    const char *cur = g->topics, *name;
-    while (ks_edge_topic_next(&cur, &name, &len)) {
-        char *t = tcopy + (name - g->topics);
-        t[len] = '\0';
-        tv[ti++] = t;
+    if (a->n == a->cap) {
+        a->cap = a->cap ? 2 * a->cap : 16;
+        a->v = realloc(a->v, a->cap * sizeof(*a->v));
+        if (!a->v)
+            abort();
     }
-    o->n_topics = ti;
-    o->topics = tv;
-    /* The memory status rides in the partitions' block: one allocation less to track. */
-    Ksidecar__V1__PartitionStatus *ps =
-        calloc(1, (g->part_cnt + 1) * sizeof(*ps) + sizeof(Ksidecar__V1__MemoryStatus));
-    Ksidecar__V1__PartitionStatus **pp = calloc(g->part_cnt + 1, sizeof(*pp));
-    if (!ps)
+    void *p = calloc(1, size);
+    if (!p)
         abort();
-    allocs[(*na)++] = ps;
-    allocs[(*na)++] = pp;
-    Ksidecar__V1__MemoryStatus *mem = (Ksidecar__V1__MemoryStatus *)(void *)&ps[g->part_cnt + 1];
-    ksidecar__v1__memory_status__init(mem);
-    mem->max_bytes = g->mem_max_bytes;
-    mem->used_bytes = g->mem_used_bytes;
-    mem->partitions = g->mem_partitions;
-    mem->window_share_bytes = g->mem_window_share_bytes;
-    mem->kafka_queue_kbytes = g->mem_kafka_queue_kbytes;
-    mem->kafka_fetch_bytes = g->mem_kafka_fetch_bytes;
-    o->memory = mem;
-    for (size_t i = 0; i < g->part_cnt; i++) {
-        const ks_part_status_t *p = &g->parts[i];
-        ksidecar__v1__partition_status__init(&ps[i]);
-        ps[i].topic = (char *)(uintptr_t)p->topic;
-        ps[i].partition = p->partition;
-        ps[i].state = (char *)(uintptr_t)p->state;
-        ps[i].epoch = p->epoch;
-        ps[i].committed_offset = p->committed;
-        ps[i].high_watermark = p->high_watermark;
-        ps[i].lag = p->lag;
-        ps[i].in_flight = (int64_t)p->in_flight;
-        ps[i].window_records = (int64_t)p->window;
-        ps[i].window_bytes = p->window_bytes;
-        ps[i].paused = p->paused;
-        ps[i].oldest_lease_age_ms = p->oldest_lease_age_ms;
-        ps[i].metadata_truncations = p->metadata_truncations;
-        ps[i].held_back = p->held_back;
-        ps[i].window_memory_bytes = p->window_memory_bytes;
-        ps[i].kafka_queue_records = p->kafka_queue_records;
-        ps[i].commit_in_flight = p->commit_in_flight;
-        ps[i].budget_pauses = p->budget_pauses;
-        pp[i] = &ps[i];
-    }
-    o->n_partitions = g->part_cnt;
-    o->partitions = pp;
-    Ksidecar__V1__SubscriberStatus *ss = calloc(g->sub_cnt + 1, sizeof(*ss));
-    Ksidecar__V1__SubscriberStatus **sp = calloc(g->sub_cnt + 1, sizeof(*sp));
-    Ksidecar__V1__Credits *cr = calloc(2 * g->sub_cnt + 1, sizeof(*cr));
-    allocs[(*na)++] = ss;
-    allocs[(*na)++] = sp;
-    allocs[(*na)++] = cr;
-    for (size_t i = 0; i < g->sub_cnt; i++) {
-        const ks_sub_status_t *s = &g->subs[i];
-        ksidecar__v1__subscriber_status__init(&ss[i]);
-        ksidecar__v1__credits__init(&cr[2 * i]);
-        ksidecar__v1__credits__init(&cr[2 * i + 1]);
-        ss[i].name = (char *)(uintptr_t)s->name;
-        cr[2 * i].records = s->credit_records;
-        cr[2 * i].bytes = s->credit_bytes;
-        cr[2 * i + 1].records = s->outstanding_records;
-        cr[2 * i + 1].bytes = s->outstanding_bytes;
-        ss[i].credits = &cr[2 * i];
-        ss[i].outstanding = &cr[2 * i + 1];
-        ss[i].waiting = s->waiting;
-        sp[i] = &ss[i];
-    }
-    o->n_subscribers = g->sub_cnt;
-    o->subscribers = sp;
+    return a->v[a->n++] = p;
 }
+
+static void pb_arena_free(pb_arena_t *a)
+{
+    for (size_t i = 0; i < a->n; i++)
+        free(a->v[i]);
+    free(a->v);
+}
+
+/* Sets o's field pb from member m of s, by the row's type. Strings are borrowed from s,
+ * which outlives the send. */
+#define PB_STR(o, pb, s, m, a)      (o)->pb = (char *)(uintptr_t)(s)->m
+#define PB_NAME(o, pb, s, m, a)     PB_STR(o, pb, s, m, a)
+#define PB_NAME_OPT(o, pb, s, m, a) PB_STR(o, pb, s, m, a)
+#define PB_TEXT(o, pb, s, m, a)     PB_STR(o, pb, s, m, a)
+#define PB_BOOL(o, pb, s, m, a)     (o)->pb = (s)->m
+#define PB_I32(o, pb, s, m, a)      (o)->pb = (s)->m
+#define PB_I64(o, pb, s, m, a)      (o)->pb = (s)->m
+#define PB_I64_OPT(o, pb, s, m, a)  (o)->pb = (s)->m
+#define PB_TOPICS(o, pb, s, m, a)   ((o)->n_##pb = (s)->topic_cnt, (o)->pb = (s)->m)
+#define PB_PARTS(o, pb, s, m, a)                                                                   \
+    ((o)->n_##pb = (s)->part_cnt, (o)->pb = pb_parts((s)->m, (s)->part_cnt, a))
+#define PB_SUBS(o, pb, s, m, a)                                                                    \
+    ((o)->n_##pb = (s)->sub_cnt, (o)->pb = pb_subs((s)->m, (s)->sub_cnt, a))
+#define PB_COUNTERS(o, pb, s, m, a) pb_counters(o, s, a)
+#define PB_MEMORY(o, pb, s, m, a)   (o)->pb = pb_memory(&(s)->m, a)
+#define PB_CREDITS(o, pb, s, m, a)  (o)->pb = pb_credits(&(s)->m, a)
+/* A row: its field of message o, from struct s. */
+#define PB_ROW(type, m, pb, name, num, kind, doc) PB_##type(o, pb, s, m, a);
+/* fn(s, a): the message of one level's struct s, allocated in a. */
+#define PB_LEVEL(fn, ctype, pbtype, init, LIST)                                                    \
+    static pbtype *fn(const ctype *s, pb_arena_t *a)                                               \
+    {                                                                                              \
+        pbtype *o = pb_new(a, sizeof(*o));                                                         \
+        init(o);                                                                                   \
+        LIST(PB_ROW)                                                                               \
+        return o;                                                                                  \
+    }
+
+PB_LEVEL(pb_credits, ks_credits_status_t, Ksidecar__V1__Credits, ksidecar__v1__credits__init,
+         KS_STATUS_CREDITS_FIELDS)
+PB_LEVEL(pb_memory, ks_mem_status_t, Ksidecar__V1__MemoryStatus, ksidecar__v1__memory_status__init,
+         KS_STATUS_MEMORY_FIELDS)
+PB_LEVEL(pb_part, ks_part_status_t, Ksidecar__V1__PartitionStatus,
+         ksidecar__v1__partition_status__init, KS_STATUS_PART_FIELDS)
+PB_LEVEL(pb_sub, ks_sub_status_t, Ksidecar__V1__SubscriberStatus,
+         ksidecar__v1__subscriber_status__init, KS_STATUS_SUB_FIELDS)
+
+/* The counters are GroupStatus's own fields. */
+static void pb_counters(Ksidecar__V1__GroupStatus *o, const ks_group_status_t *s, pb_arena_t *a)
+{
+    KS_STATUS_COUNTER_FIELDS(PB_ROW)
+}
+
+static Ksidecar__V1__PartitionStatus **pb_parts(const ks_part_status_t *v, size_t n, pb_arena_t *a)
+{
+    Ksidecar__V1__PartitionStatus **pp = pb_new(a, (n + 1) * sizeof(*pp));
+    for (size_t i = 0; i < n; i++)
+        pp[i] = pb_part(&v[i], a);
+    return pp;
+}
+
+static Ksidecar__V1__SubscriberStatus **pb_subs(const ks_sub_status_t *v, size_t n, pb_arena_t *a)
+{
+    Ksidecar__V1__SubscriberStatus **sp = pb_new(a, (n + 1) * sizeof(*sp));
+    for (size_t i = 0; i < n; i++)
+        sp[i] = pb_sub(&v[i], a);
+    return sp;
+}
+
+/* One group's status as a GroupStatus, in a; the encoders walk the groups with
+ * ks_edge_status_walk. */
+PB_LEVEL(status_to_pb, ks_group_status_t, Ksidecar__V1__GroupStatus,
+         ksidecar__v1__group_status__init, KS_STATUS_GROUP_FIELDS)
 
 /* ---- engine callbacks: store the result, wake the edge ----
  * @locality the engine's threads (a group loop, the producer): nothing here encodes or
@@ -278,18 +274,15 @@ static void status_free(ks_group_status_t **groups, size_t n)
 
 /* The protobufs of a status walk (ks_edge_status_walk): filled one group at a time. */
 typedef struct {
-    Ksidecar__V1__GroupStatus *gs;
     Ksidecar__V1__GroupStatus **gp;
-    void **allocs;
-    size_t na, cnt;
+    pb_arena_t a;
+    size_t cnt;
 } pb_walk_t;
 
 static void walk_to_pb(const ks_group_status_t *g, void *ctx)
 {
     pb_walk_t *w = ctx;
-    status_to_pb(g, &w->gs[w->cnt], w->allocs, &w->na);
-    w->gp[w->cnt] = &w->gs[w->cnt];
-    w->cnt++;
+    w->gp[w->cnt++] = status_to_pb(g, &w->a);
 }
 
 /* GetGroup's and ListGroups' reply: the walk's groups, on this completion-queue thread. */
@@ -297,18 +290,15 @@ static void encode_status(call_t *c, const reply_t *r, bool one)
 {
     ks_group_status_t **groups = r->res;
     size_t n = r->n;
-    /* status_to_pb makes at most 7 allocations a group. */
-    pb_walk_t w = {.gs = calloc(n + 1, sizeof(*w.gs)),
-                   .gp = calloc(n + 1, sizeof(*w.gp)),
-                   .allocs = calloc(8 * n + 8, sizeof(void *))};
-    if (!w.gs || !w.gp || !w.allocs)
+    pb_walk_t w = {.gp = calloc(n + 1, sizeof(*w.gp))};
+    if (!w.gp)
         abort();
     const char *msg = NULL;
     ks_status_t st = ks_edge_status_walk(groups, n, one, c->s->auth, c->who, walk_to_pb, &w, &msg);
     if (st != KS_OK) {
         call_finish(c, grpc_code_of(st), "%s", msg);
     } else if (one) {
-        call_send(c, &w.gs[0].base);
+        call_send(c, &w.gp[0]->base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     } else {
         Ksidecar__V1__ListGroupsResponse lr = KSIDECAR__V1__LIST_GROUPS_RESPONSE__INIT;
@@ -317,10 +307,7 @@ static void encode_status(call_t *c, const reply_t *r, bool one)
         call_send(c, &lr.base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
-    for (size_t i = 0; i < w.na; i++)
-        free(w.allocs[i]);
-    free(w.allocs);
-    free(w.gs);
+    pb_arena_free(&w.a);
     free(w.gp);
     status_free(groups, n);
     call_unref(c);

@@ -299,76 +299,69 @@ enum MHD_Result http_reply_ack(req_t *r)
     return send_jbuf(r->conn, 200, &jb);
 }
 
-static json_t *status_json(const ks_group_status_t *g)
+/* ---- the group status: an object per level, a key per row of proxy/status_fields.h ---- */
+
+static json_t *json_opt_int(int64_t v)
 {
-    json_t *parts = json_array();
-    for (size_t i = 0; i < g->part_cnt; i++) {
-        const ks_part_status_t *p = &g->parts[i];
-        json_t *o = json_object();
-        json_object_set_new(o, "topic", json_string(p->topic));
-        json_object_set_new(o, "partition", json_integer(p->partition));
-        json_object_set_new(o, "state", json_string(p->state));
-        json_object_set_new(o, "epoch", json_integer(p->epoch));
-        json_object_set_new(o, "committed_offset",
-                            p->committed >= 0 ? json_integer(p->committed) : json_null());
-        json_object_set_new(o, "commit_in_flight",
-                            p->commit_in_flight >= 0 ? json_integer(p->commit_in_flight)
-                                                     : json_null());
-        json_object_set_new(o, "high_watermark",
-                            p->high_watermark >= 0 ? json_integer(p->high_watermark) : json_null());
-        json_object_set_new(o, "lag", p->lag >= 0 ? json_integer(p->lag) : json_null());
-        json_object_set_new(o, "in_flight", json_integer((json_int_t)p->in_flight));
-        json_object_set_new(o, "window_records", json_integer((json_int_t)p->window));
-        json_object_set_new(o, "window_bytes", json_integer(p->window_bytes));
-        json_object_set_new(o, "paused", json_boolean(p->paused));
-        json_object_set_new(o, "oldest_lease_age_ms",
-                            p->oldest_lease_age_ms >= 0 ? json_integer(p->oldest_lease_age_ms)
-                                                        : json_null());
-        json_object_set_new(o, "metadata_truncations", json_integer(p->metadata_truncations));
-        json_object_set_new(o, "held_back", json_boolean(p->held_back));
-        json_object_set_new(o, "window_memory_bytes", json_integer(p->window_memory_bytes));
-        json_object_set_new(o, "kafka_queue_records", json_integer(p->kafka_queue_records));
-        json_object_set_new(o, "budget_pauses", json_integer(p->budget_pauses));
-        json_array_append_new(parts, o);
-    }
-    json_t *subs = json_array();
-    for (size_t i = 0; i < g->sub_cnt; i++) {
-        const ks_sub_status_t *s = &g->subs[i];
-        json_array_append_new(
-            subs, json_pack("{s:o,s:{s:I,s:I},s:{s:I,s:I},s:b}", "name", json_lossy(s->name),
-                            "credits", "records", (json_int_t)s->credit_records, "bytes",
-                            (json_int_t)s->credit_bytes, "outstanding", "records",
-                            (json_int_t)s->outstanding_records, "bytes",
-                            (json_int_t)s->outstanding_bytes, "waiting", s->waiting));
-    }
-    json_t *topics = json_array();
-    const char *cur = g->topics, *t;
-    size_t tl;
-    while (ks_edge_topic_next(&cur, &t, &tl))
-        json_array_append_new(topics, json_stringn(t, tl));
-    json_t *o =
-        json_pack("{s:s,s:b,s:s,s:o,s:o,s:o}", "group", g->name, "static", g->is_static, "ordering",
-                  g->ordering, "topics", topics, "partitions", parts, "subscribers", subs);
-    json_object_set_new(o, "dead_letter_topic",
-                        *g->dead_letter_topic ? json_string(g->dead_letter_topic) : json_null());
-    json_object_set_new(o, "max_attempts", json_integer(g->max_attempts));
-    json_object_set_new(o, "counters",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "delivered",
-                                  (json_int_t)g->delivered, "redelivered",
-                                  (json_int_t)g->redelivered, "expired", (json_int_t)g->expired,
-                                  "nacked", (json_int_t)g->nacked, "acked", (json_int_t)g->acked,
-                                  "dead_lettered", (json_int_t)g->dead_lettered,
-                                  "acks_lost_to_move", (json_int_t)g->acks_lost_to_move));
-    json_object_set_new(o, "memory",
-                        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I}", "max_bytes",
-                                  (json_int_t)g->mem_max_bytes, "used_bytes",
-                                  (json_int_t)g->mem_used_bytes, "partitions",
-                                  (json_int_t)g->mem_partitions, "window_share_bytes",
-                                  (json_int_t)g->mem_window_share_bytes, "kafka_queue_kbytes",
-                                  (json_int_t)g->mem_kafka_queue_kbytes, "kafka_fetch_bytes",
-                                  (json_int_t)g->mem_kafka_fetch_bytes));
-    return o;
+    return v >= 0 ? json_integer(v) : json_null();
 }
+
+/* The JSON value of member m of s, by the row's type. */
+#define J_NAME(s, m)     json_lossy((s)->m)
+#define J_NAME_OPT(s, m) (*(s)->m ? json_lossy((s)->m) : json_null())
+#define J_TEXT(s, m)     json_lossy((s)->m)
+#define J_BOOL(s, m)     json_boolean((s)->m)
+#define J_I32(s, m)      json_integer((s)->m)
+#define J_I64(s, m)      json_integer((s)->m)
+#define J_I64_OPT(s, m)  json_opt_int((s)->m)
+#define J_TOPICS(s, m)   json_topics((s)->m, (s)->topic_cnt)
+#define J_PARTS(s, m)    json_parts((s)->m, (s)->part_cnt)
+#define J_SUBS(s, m)     json_subs((s)->m, (s)->sub_cnt)
+#define J_COUNTERS(s, m) json_counters(s)
+#define J_MEMORY(s, m)   json_memory(&(s)->m)
+#define J_CREDITS(s, m)  json_credits(&(s)->m)
+/* A row: its key in object o, from struct s. */
+#define J_ROW(type, m, pb, name, num, kind, doc) json_object_set_new(o, name, J_##type(s, m));
+/* fn(s): the object of one level's struct s, its keys in the list's order. */
+#define J_LEVEL(fn, ctype, LIST)                                                                   \
+    static json_t *fn(const ctype *s)                                                              \
+    {                                                                                              \
+        json_t *o = json_object();                                                                 \
+        LIST(J_ROW)                                                                                \
+        return o;                                                                                  \
+    }
+
+static json_t *json_topics(char *const *topics, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_lossy(topics[i]));
+    return a;
+}
+
+J_LEVEL(json_credits, ks_credits_status_t, KS_STATUS_CREDITS_FIELDS)
+J_LEVEL(json_memory, ks_mem_status_t, KS_STATUS_MEMORY_FIELDS)
+J_LEVEL(json_part, ks_part_status_t, KS_STATUS_PART_FIELDS)
+J_LEVEL(json_sub, ks_sub_status_t, KS_STATUS_SUB_FIELDS)
+J_LEVEL(json_counters, ks_group_status_t, KS_STATUS_COUNTER_FIELDS)
+
+static json_t *json_parts(const ks_part_status_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_part(&v[i]));
+    return a;
+}
+
+static json_t *json_subs(const ks_sub_status_t *v, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(a, json_sub(&v[i]));
+    return a;
+}
+
+J_LEVEL(status_json, ks_group_status_t, KS_STATUS_GROUP_FIELDS)
 
 /* Appends g's status to the array arr (a ks_edge_group_fn). */
 static void status_add(const ks_group_status_t *g, void *arr)

@@ -236,7 +236,8 @@ struct ks_group {
     bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
-    int64_t st_acks_lost; /* accepted acks no confirmed commit covered when a partition moved */
+    /* accepted acks no confirmed commit covered when a partition moved */
+    int64_t st_acks_lost_to_move;
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];

@@ -81,7 +81,7 @@ static void count_lost_acks(ks_group_t *g, part_t *p, const char *why)
     int64_t n = ks_commit_track_unconfirmed(&p->ct);
     if (n <= 0)
         return;
-    g->st_acks_lost += n;
+    g->st_acks_lost_to_move += n;
     ks_warn(g->log_name,
             "%s[%d]: up to %lld accepted acks lost to a move (%s): no confirmed commit covers "
             "them, so the partition's next owner delivers those records again",

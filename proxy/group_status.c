@@ -1,4 +1,5 @@
-/* group_status.c: a group's status snapshot. */
+/* group_status.c: a group's status snapshot: the values of the fields proxy/status_fields.h
+ * declares. */
 #include "group_int.h"
 
 ks_group_status_t *build_status(ks_group_t *g, int64_t now)
@@ -12,23 +13,19 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
     snprintf(st->dead_letter_topic, sizeof(st->dead_letter_topic), "%s",
              g->gconf->dead_letter_topic);
     st->max_attempts = g->gconf->max_attempts;
-    size_t tl = 0;
-    for (size_t i = 0; i < g->topic_cnt && tl + 1 < sizeof(st->topics); i++)
-        tl += (size_t)snprintf(st->topics + tl, sizeof(st->topics) - tl, "%s%s", i ? "," : "",
-                               g->topics[i]);
-    st->delivered = g->st_delivered;
-    st->redelivered = g->st_redelivered;
-    st->expired = g->st_expired;
-    st->nacked = g->st_nacked;
-    st->acked = g->st_acked;
-    st->dead_lettered = g->st_dead_lettered;
-    st->mem_max_bytes = g->cfg->memory_max_bytes;
-    st->mem_used_bytes = ks_mem_used();
-    st->mem_partitions = (int64_t)ks_mem_parts();
-    st->mem_window_share_bytes = part_share(g);
-    st->mem_kafka_queue_kbytes = g->q_kbytes;
-    st->mem_kafka_fetch_bytes = g->fetch_max_bytes;
-    st->acks_lost_to_move = g->st_acks_lost;
+    st->topics = ks_strv_pack((const char *const *)g->topics, g->topic_cnt);
+    st->topic_cnt = g->topic_cnt;
+    /* Each counter of the list is the group's st_<its member>. */
+#define COUNTER_COPY(type, m, pb, name, num, kind, doc) st->m = g->st_##m;
+    KS_STATUS_COUNTER_FIELDS(COUNTER_COPY)
+#undef COUNTER_COPY
+    ks_mem_status_t *mem = &st->memory;
+    mem->max_bytes = g->cfg->memory_max_bytes;
+    mem->used_bytes = ks_mem_used();
+    mem->partitions = (int64_t)ks_mem_parts();
+    mem->window_share_bytes = part_share(g);
+    mem->kafka_queue_kbytes = g->q_kbytes;
+    mem->kafka_fetch_bytes = g->fetch_max_bytes;
     st->part_cnt = g->part_cnt;
     st->parts = calloc(g->part_cnt ? g->part_cnt : 1, sizeof(*st->parts));
     st->sub_cnt = g->sub_cnt;
@@ -50,12 +47,13 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->high_watermark = hi;
         int64_t base = p->ct.confirmed >= 0 ? p->ct.confirmed : ks_ack_window_commit_point(&p->win);
         ps->lag = hi >= 0 && base >= 0 ? hi - base : -1;
-        ps->in_flight = p->leased;
-        ps->window = ks_ack_window_count(&p->win);
+        size_t window = ks_ack_window_count(&p->win);
+        ps->in_flight = (int64_t)p->leased;
+        ps->window = (int64_t)window;
         ps->window_bytes = ks_ack_window_bytes(&p->win);
         ps->paused = p->state == KS_PS_PAUSED;
         ps->oldest_lease_age_ms = -1;
-        for (size_t j = 0; j < ps->window && p->leased; j++) {
+        for (size_t j = 0; j < window && p->leased; j++) {
             ks_win_entry_t *e = ks_ack_window_at(&p->win, j);
             if (e->state == KS_REC_LEASED && now - e->leased_at_ms > ps->oldest_lease_age_ms)
                 ps->oldest_lease_age_ms = now - e->leased_at_ms;
@@ -70,10 +68,10 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         sub_t *s = g->subs[i];
         ks_sub_status_t *ss = &st->subs[i];
         snprintf(ss->name, sizeof(ss->name), "%s", s->name);
-        ss->credit_records = s->credit_records;
-        ss->credit_bytes = s->credit_bytes;
-        ss->outstanding_records = s->out_records;
-        ss->outstanding_bytes = s->out_bytes;
+        ss->credits.records = s->credit_records;
+        ss->credits.bytes = s->credit_bytes;
+        ss->outstanding.records = s->out_records;
+        ss->outstanding.bytes = s->out_bytes;
         for (cmd_t *c = g->wait_head; c; c = c->next_wait)
             if (!strcmp(c->u.fetch.sub, s->name))
                 ss->waiting = 1;

@@ -87,6 +87,7 @@ void ks_group_status_free(ks_group_status_t *s)
 {
     if (!s)
         return;
+    free(s->topics);
     free(s->parts);
     free(s->subs);
     free(s);

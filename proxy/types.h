@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "config.h"
+#include "status_fields.h"
 
 /* Outcomes, named as gRPC status codes so every edge maps them the same way. The one
  * table of each code's name, gRPC code and HTTP status is in types.c. */
@@ -134,57 +135,54 @@ typedef void(ks_fetch_cb)(ks_batch_t *batch, void *opaque);
  * entry per ack id, in order; the callee owns it (free()). */
 typedef void(ks_ack_cb)(ks_ack_result_t *results, size_t n, void *opaque);
 
-typedef struct ks_part_status {
-    char topic[256];
-    int32_t partition;
-    uint32_t epoch;
-    const char *state;      /* the partition state machine's state */
-    int64_t committed;      /* last commit the broker confirmed, -1 if none yet */
-    int64_t high_watermark; /* -1 if not known yet */
-    int64_t lag;            /* high watermark - committed (or - fetched start), -1 if unknown */
-    size_t in_flight;       /* leased records */
-    size_t window;          /* records held between the commit point and the fetch position */
-    int64_t window_bytes;
-    int paused;
-    int64_t oldest_lease_age_ms; /* -1 if nothing is leased */
-    int64_t metadata_truncations;
-    int held_back;               /* new deliveries held back: the commit metadata does not fit */
-    int64_t window_memory_bytes; /* what the window costs against the memory budget */
-    int64_t kafka_queue_records; /* records waiting in the partition's librdkafka queue */
-    /* The offset of a commit sent and not confirmed yet, -1 if none. */
-    int64_t commit_in_flight;
-    int64_t budget_pauses; /* times paused in librdkafka to give its prefetch back */
-} ks_part_status_t;
-
 /* Room for a subscriber name (KS_NAME_MAX) with a "#<stream number>" and its NUL. */
 #define KS_SUBSCRIBER_KEY_MAX (KS_NAME_MAX + 16)
+/* Room for any name a status holds: a group, a topic or a subscriber. */
+#define KS_STATUS_NAME_MAX KS_SUBSCRIBER_KEY_MAX
+
+/* A group's status, made by its group loop (group_status.c): one member per row of
+ * status_fields.h, which says what each holds. */
+#define KS_SF_C_NAME(m)     char m[KS_STATUS_NAME_MAX];
+#define KS_SF_C_NAME_OPT(m) char m[KS_STATUS_NAME_MAX];
+#define KS_SF_C_TEXT(m)     const char *m;
+#define KS_SF_C_BOOL(m)     int m;
+#define KS_SF_C_I32(m)      int32_t m;
+#define KS_SF_C_I64(m)      int64_t m;
+#define KS_SF_C_I64_OPT(m)  int64_t m;
+#define KS_SF_C_TOPICS(m)                                                                          \
+    char **m; /* NULL-terminated, one block with the names */                                      \
+    size_t topic_cnt;
+#define KS_SF_C_PARTS(m)                                                                           \
+    struct ks_part_status *m;                                                                      \
+    size_t part_cnt;
+#define KS_SF_C_SUBS(m)                                                                            \
+    struct ks_sub_status *m;                                                                       \
+    size_t sub_cnt;
+#define KS_SF_C_MEMORY(m)  ks_mem_status_t m;
+#define KS_SF_C_CREDITS(m) ks_credits_status_t m;
+/* The counters' rows are members of the group's struct itself (KS_STATUS_COUNTER_FIELDS). */
+#define KS_SF_C_COUNTERS(m)
+#define KS_SF_C(type, m, pb, name, num, kind, doc) KS_SF_C_##type(m)
+
+typedef struct ks_credits_status {
+    KS_STATUS_CREDITS_FIELDS(KS_SF_C)
+} ks_credits_status_t;
+
+typedef struct ks_mem_status {
+    KS_STATUS_MEMORY_FIELDS(KS_SF_C)
+} ks_mem_status_t;
+
+typedef struct ks_part_status {
+    KS_STATUS_PART_FIELDS(KS_SF_C)
+} ks_part_status_t;
 
 typedef struct ks_sub_status {
-    char name[KS_SUBSCRIBER_KEY_MAX];
-    int64_t credit_records, credit_bytes;           /* the bound */
-    int64_t outstanding_records, outstanding_bytes; /* leased now */
-    int waiting;                                    /* a fetch is parked */
+    KS_STATUS_SUB_FIELDS(KS_SF_C)
 } ks_sub_status_t;
 
 typedef struct ks_group_status {
-    char name[256];
-    int is_static;
-    const char *ordering;
-    char topics[2048]; /* the subscription, comma-separated */
-    char dead_letter_topic[256];
-    int max_attempts;
-    int64_t delivered, redelivered, expired, nacked, acked, dead_lettered;
-    /* The process's memory budget (memory.max_bytes), across every group: bytes its windows
-     * hold now, partitions assigned, each window's share now, and librdkafka's per-partition
-     * limits this group's consumer was made with. */
-    int64_t mem_max_bytes, mem_used_bytes, mem_window_share_bytes;
-    int64_t mem_partitions, mem_kafka_queue_kbytes, mem_kafka_fetch_bytes;
-    /* Accepted acks that no confirmed commit covered when their partition moved. */
-    int64_t acks_lost_to_move;
-    size_t part_cnt;
-    ks_part_status_t *parts;
-    size_t sub_cnt;
-    ks_sub_status_t *subs;
+    KS_STATUS_GROUP_FIELDS(KS_SF_C)
+    KS_STATUS_COUNTER_FIELDS(KS_SF_C)
 } ks_group_status_t;
 
 void ks_group_status_free(ks_group_status_t *s);

@@ -186,41 +186,13 @@ static void test_status_walk(void **state)
     ks_auth_free(a);
 }
 
-/* Joins what ks_edge_topic_next yields with '|'. */
-static void topics_of(const char *topics, char *out, size_t size)
-{
-    const char *cur = topics, *name;
-    size_t len, o = 0;
-    out[0] = '\0';
-    while (ks_edge_topic_next(&cur, &name, &len))
-        o += (size_t)snprintf(out + o, size - o, "%s%.*s", o ? "|" : "", (int)len, name);
-}
-
-static void test_topics(void **state)
-{
-    (void)state;
-    char out[256];
-    topics_of("a,b.c,d-e", out, sizeof(out));
-    assert_string_equal(out, "a|b.c|d-e");
-    assert_int_equal(ks_edge_topic_count("a,b.c,d-e"), 3);
-    /* Empty names are skipped, as strtok did. */
-    topics_of(",a,,b,", out, sizeof(out));
-    assert_string_equal(out, "a|b");
-    assert_int_equal(ks_edge_topic_count(",a,,b,"), 2);
-    topics_of("", out, sizeof(out));
-    assert_string_equal(out, "");
-    assert_int_equal(ks_edge_topic_count(""), 0);
-    assert_int_equal(ks_edge_topic_count(",,"), 0);
-    topics_of("only", out, sizeof(out));
-    assert_string_equal(out, "only");
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_authorize),   cmocka_unit_test(test_check_topics),
-        cmocka_unit_test(test_ack_summary), cmocka_unit_test(test_status_walk),
-        cmocka_unit_test(test_topics),
+        cmocka_unit_test(test_authorize),
+        cmocka_unit_test(test_check_topics),
+        cmocka_unit_test(test_ack_summary),
+        cmocka_unit_test(test_status_walk),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -439,11 +439,46 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
     rd_kafka_destroy(mock);
 }
 
+/* The status names every topic of the subscription, whole, however long the list: it was
+ * once one comma-joined string of 2048 bytes that cut the list short without a word. */
+static void test_status_lists_every_topic(void **state)
+{
+    (void)state;
+    char bootstraps[256];
+    rd_kafka_t *mock = mock_cluster(bootstraps, sizeof(bootstraps));
+    ks_config_t cfg;
+    ks_group_t *g = group_on(&cfg, bootstraps, "many-topics", NULL);
+    enum { N = 24 }; /* 24 names of 200 characters: more than twice 2048 bytes */
+    char names[N][201];
+    const char *topics[N];
+    for (int i = 0; i < N; i++) {
+        memset(names[i], 'a' + i, 200);
+        names[i][200] = '\0';
+        topics[i] = names[i];
+    }
+    ks_fetch_opts_t opts = {.max = 1, .wait_ms = 100, .deadline_ms = 30000, .subscriber = "s"};
+    assert_int_equal(ks_group_fetch(g, topics, N, &opts, on_batch, NULL), KS_OK);
+    ks_group_status_t *st = group_status(g);
+    assert_int_equal(st->topic_cnt, N);
+    for (int i = 0; i < N; i++)
+        assert_string_equal(st->topics[i], names[i]);
+    assert_null(st->topics[N]);
+    ks_group_status_free(st);
+    ks_batch_free(take((void **)&batch));
+
+    ks_group_request_shutdown(g, ks_now_ms() + 2000);
+    assert_int_equal(ks_group_join(g, ks_now_ms() + 20000), 0);
+    ks_group_destroy(g);
+    ks_config_free(&cfg);
+    rd_kafka_destroy(mock);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fetch_ack_commit),
         cmocka_unit_test(test_revoke_grace_runs_in_the_loop),
+        cmocka_unit_test(test_status_lists_every_topic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,66 @@
+/* test_status_pb.c: the gRPC edge's group status encoder (api/grpc_methods.c, included for
+ * its static status_to_pb) on filled statuses, against the exact bytes it packed before
+ * the status fields were declared in one list (proxy/status_fields.h). */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+#include "../../api/grpc_methods.c"
+#include "status_fixture.h"
+
+/* The packed GroupStatus of g (freed here), as lowercase hex (caller frees). */
+static char *pb_hex_of(ks_group_status_t *g)
+{
+    pb_arena_t a = {0};
+    Ksidecar__V1__GroupStatus *o = status_to_pb(g, &a);
+    size_t len = protobuf_c_message_get_packed_size(&o->base);
+    uint8_t *buf = malloc(len + 1);
+    assert_non_null(buf);
+    assert_int_equal(protobuf_c_message_pack(&o->base, buf), len);
+    char *hex = malloc(2 * len + 1);
+    assert_non_null(hex);
+    for (size_t i = 0; i < len; i++)
+        snprintf(hex + 2 * i, 3, "%02x", buf[i]);
+    hex[2 * len] = '\0';
+    free(buf);
+    pb_arena_free(&a);
+    ks_group_status_free(g);
+    return hex;
+}
+
+static void test_orders(void **state)
+{
+    (void)state;
+    char *hex = pb_hex_of(fixture_orders());
+    assert_string_equal(
+        hex,
+        "0a066f72646572731a036b657922096f72646572732e657522096f72646572732e75732a0a6f72646572732d"
+        "646c7130053a410a096f72646572732e657510031a064143544956452080d0acf30e286430fa013896014014"
+        "489601509875580160d2096802700178807d8001ac028801789001093a530a096f72646572732e75731a0c49"
+        "4e495449414c495a494e47200128ffffffffffffffffff0130ffffffffffffffffff0138ffffffffffffffff"
+        "ff0160ffffffffffffffffff018801ffffffffffffffffff01421c0a0764656661756c74120808e807108080"
+        "80051a05081410d00f200142100a067a6fc3ab23321204080110021a00420a0a04626164ff12001a004880e4"
+        "97d012500c580360046898dc97d01270017a1808808080800110808040180220808080402880203081804080"
+        "0107");
+    free(hex);
+}
+
+static void test_idle(void **state)
+{
+    (void)state;
+    char *hex = pb_hex_of(fixture_idle());
+    assert_string_equal(hex, "0a0469646c6510011a09706172746974696f6e7a06088080808001");
+    free(hex);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_orders),
+        cmocka_unit_test(test_idle),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
