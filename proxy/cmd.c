@@ -68,15 +68,11 @@ static const deep_t *deep_row(ks_cmd_t t)
     return (unsigned)t < KS_CMD__CNT ? deep_tab[t] : none;
 }
 
-/* Each of row's entries in turn. */
-#define DEEP_EACH(d, row) for (const deep_t *d = (row); d < (row) + DEEP_MAX && d->off; d++)
-
 size_t ks_cmd_copy_size(const ks_cmd_req_t *req)
 {
     const deep_t *row = deep_row(req->type);
     size_t size = 0;
-    DEEP_EACH(d, row)
-    {
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
         if (!d->vec) {
             const char *str = deep_str(req, d);
             size += str ? strlen(str) + 1 : 0;
@@ -105,16 +101,14 @@ void ks_cmd_copy(ks_cmd_req_t *dst, const ks_cmd_req_t *req, void *buf)
     const deep_t *row = deep_row(req->type);
     /* The arrays first, at buf's alignment, then the strings. */
     size_t arrays = 0;
-    DEEP_EACH(d, row)
-    {
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
         size_t n = 0;
         if (d->vec && deep_vec(req, d, &n))
             arrays += n;
     }
     const char **vecs = buf;
     char *strs = (char *)buf + arrays * sizeof(char *);
-    DEEP_EACH(d, row)
-    {
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
         void *field = (char *)dst + d->off;
         if (!d->vec) {
             const char *str = deep_str(req, d);
