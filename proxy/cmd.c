@@ -9,7 +9,7 @@ static const struct {
     const char *name;
     unsigned flags;
 } cmd_tab[] = {
-#define KS_CMD_ROW(n, s, f) [KS_CMD_##n] = {s, f},
+#define KS_CMD_ROW(n, s, f) [KS_CMD_##n] = {#s, f},
     KS_CMD_LIST(KS_CMD_ROW)
 #undef KS_CMD_ROW
 };
@@ -23,6 +23,106 @@ const char *ks_cmd_name(ks_cmd_t t)
 unsigned ks_cmd_flags(ks_cmd_t t)
 {
     return (unsigned)t < KS_CMD__CNT ? cmd_tab[t].flags : 0;
+}
+
+/* One pointer a command's arguments hold that ks_cmd_copy copies deep: a string, or (vec) an
+ * array of cnt_off's count strings. Offsets are into ks_cmd_req_t; off 0 (type's) ends a row
+ * shorter than DEEP_MAX (a longer one warns: excess elements). */
+typedef struct deep {
+    size_t off, cnt_off;
+    bool vec;
+} deep_t;
+
+#define DEEP_MAX 4 /* the most pointers one command holds, its group included */
+
+/* _Generic refuses (does not build) a field of another type than the copy reads. */
+#define DEEP_S(f)                                                                                  \
+    {_Generic(((ks_cmd_req_t *)0)->u.f, const char * : offsetof(ks_cmd_req_t, u.f)), 0, false},
+#define DEEP_V(f, n)                                                                               \
+    {_Generic(((ks_cmd_req_t *)0)->u.f, const char *const *: offsetof(ks_cmd_req_t, u.f)),         \
+     _Generic(((ks_cmd_req_t *)0)->u.n, size_t: offsetof(ks_cmd_req_t, u.n)), true},
+#define DEEP_ROW(n, s, f)                                                                          \
+    [KS_CMD_##n] = {{offsetof(ks_cmd_req_t, group), 0, false}, KS_CMD_DEEP_##n(DEEP_S, DEEP_V)},
+
+static const deep_t deep_tab[KS_CMD__CNT][DEEP_MAX] = {KS_CMD_LIST(DEEP_ROW)};
+
+#undef DEEP_ROW
+#undef DEEP_V
+#undef DEEP_S
+
+static const char *deep_str(const ks_cmd_req_t *req, const deep_t *d)
+{
+    return *(const char *const *)(const void *)((const char *)req + d->off);
+}
+
+static const char *const *deep_vec(const ks_cmd_req_t *req, const deep_t *d, size_t *n)
+{
+    *n = *(const size_t *)(const void *)((const char *)req + d->cnt_off);
+    return *(const char *const *const *)(const void *)((const char *)req + d->off);
+}
+
+/* t's row: DEEP_MAX entries, the used ones first. */
+static const deep_t *deep_row(ks_cmd_t t)
+{
+    static const deep_t none[DEEP_MAX];
+    return (unsigned)t < KS_CMD__CNT ? deep_tab[t] : none;
+}
+
+size_t ks_cmd_copy_size(const ks_cmd_req_t *req)
+{
+    const deep_t *row = deep_row(req->type);
+    size_t size = 0;
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
+        if (!d->vec) {
+            const char *str = deep_str(req, d);
+            size += str ? strlen(str) + 1 : 0;
+            continue;
+        }
+        size_t n;
+        const char *const *v = deep_vec(req, d, &n);
+        for (size_t i = 0; v && i < n; i++)
+            size += sizeof(char *) + strlen(v[i]) + 1;
+    }
+    return size;
+}
+
+/* Appends the n bytes at src to *strs and returns where they went. */
+static char *put(char **strs, const char *src, size_t n)
+{
+    char *at = *strs;
+    memcpy(at, src, n);
+    *strs += n;
+    return at;
+}
+
+void ks_cmd_copy(ks_cmd_req_t *dst, const ks_cmd_req_t *req, void *buf)
+{
+    *dst = *req;
+    const deep_t *row = deep_row(req->type);
+    /* The arrays first, at buf's alignment, then the strings. */
+    size_t arrays = 0;
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
+        size_t n = 0;
+        if (d->vec && deep_vec(req, d, &n))
+            arrays += n;
+    }
+    const char **vecs = buf;
+    char *strs = (char *)buf + arrays * sizeof(char *);
+    for (const deep_t *d = row; d < row + DEEP_MAX && d->off; d++) {
+        void *field = (char *)dst + d->off;
+        if (!d->vec) {
+            const char *str = deep_str(req, d);
+            const char *copy = str ? put(&strs, str, strlen(str) + 1) : NULL;
+            memcpy(field, &copy, sizeof(copy));
+            continue;
+        }
+        size_t n;
+        const char *const *v = deep_vec(req, d, &n);
+        const char *const *copy = v ? vecs : NULL;
+        for (size_t i = 0; v && i < n; i++)
+            *vecs++ = put(&strs, v[i], strlen(v[i]) + 1);
+        memcpy(field, &copy, sizeof(copy));
+    }
 }
 
 ks_status_t ks_cmd_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize)
@@ -145,12 +245,23 @@ static ks_status_t check_fetch(const ks_config_t *cfg, ks_cmd_req_t *req, char *
         return st;
     if (!opts->subscriber || !*opts->subscriber)
         opts->subscriber = KS_CMD_DEFAULT_SUBSCRIBER;
+    /* The group loop keeps a subscriber's name in KS_SUBSCRIBER_KEY_MAX bytes. */
+    if (strlen(opts->subscriber) >= KS_SUBSCRIBER_KEY_MAX) {
+        snprintf(err, errsize, "subscriber name \"%.60s...\" is too long: at most %d characters",
+                 opts->subscriber, KS_SUBSCRIBER_KEY_MAX - 1);
+        return KS_E_INVALID;
+    }
+    opts->notify = opts->notify != 0;
+    opts->confirm = opts->confirm != 0;
+    opts->hold_stalled = opts->confirm && opts->hold_stalled; /* it means nothing without */
     return KS_OK;
 }
 
-static ks_status_t check_settle(const ks_config_t *cfg, const ks_cmd_req_t *req, char *err,
+static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char *err,
                                 size_t errsize)
 {
+    if (req->u.settle.reason && !*req->u.settle.reason)
+        req->u.settle.reason = NULL;
     ks_settle_op_t op = req->u.settle.op;
     int64_t ms = req->u.settle.ms;
     if (req->u.settle.n == 0 || req->u.settle.n > KS_MAX_ACK_IDS) {
@@ -204,6 +315,12 @@ static ks_status_t check_produce(const ks_config_t *cfg, const ks_cmd_req_t *req
     return KS_OK;
 }
 
+/* A command added to the catalogue without its case here does not build, with or without a
+ * default (there is none: a command with nothing to check says so in its case). */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic error "-Wswitch"
+#pragma GCC diagnostic error "-Wswitch-enum"
+
 ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize)
 {
     if ((unsigned)req->type >= KS_CMD__CNT) {
@@ -227,7 +344,20 @@ ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err
         return check_seek(cfg, req, err, errsize);
     case KS_CMD_PRODUCE:
         return check_produce(cfg, req, err, errsize);
-    default:
+    case KS_CMD_STATUS: /* its group, checked above, is all it names */
         return KS_OK;
+    case KS_CMD_RELEASE:
+    case KS_CMD_RELEASE_UNREAD:
+    case KS_CMD_DELIVERED: /* no reply: a name or token that matches nothing does nothing */
+        return KS_OK;
+    case KS_CMD_STOP_DELIVERING:
+    case KS_CMD_SHUTDOWN: /* the engine's own (ks_engine_submit refuses them from an edge) */
+        return KS_OK;
+    case KS_CMD__CNT:
+        break;
     }
+    snprintf(err, errsize, "unknown command %d", (int)req->type);
+    return KS_E_INVALID;
 }
+
+#pragma GCC diagnostic pop

@@ -27,9 +27,10 @@ const char *ks_cmd_name(ks_cmd_t t);
 /* t's KS_CMDF_* flags (cmd_list.h); 0 outside the enum. Any thread. */
 unsigned ks_cmd_flags(ks_cmd_t t);
 
-/* One command and its arguments, all borrowed from the caller until ks_engine_submit
- * returns (what is kept is copied). The callback and opaque of the command's member
- * answer it. */
+/* One command and its arguments: the one shape a command has from the edge to its handler.
+ * An edge's request borrows what it points to until ks_engine_submit returns; a group's inbox
+ * holds a deep copy (ks_cmd_copy), which its loop's handler receives as is. The callback and
+ * opaque of the command's member answer it. */
 typedef struct ks_cmd_req {
     ks_cmd_t type;
     const char *group; /* with KS_CMDF_GROUP; for STATUS, NULL asks for every group */
@@ -44,8 +45,8 @@ typedef struct ks_cmd_req {
         } fetch;
         struct {
             ks_settle_op_t op;
-            int64_t ms; /* NACK: the redelivery delay; EXTEND: the new deadline from now */
-            const char *reason;
+            int64_t ms;         /* NACK: the redelivery delay; EXTEND: the new deadline from now */
+            const char *reason; /* NACK: kept for the dead-letter headers; "" is none (NULL) */
             const char *const *ack_ids;
             size_t n;
             ks_ack_cb *cb;
@@ -76,8 +77,26 @@ typedef struct ks_cmd_req {
             ks_produce_cb *cb;
             void *opaque;
         } produce;
+        struct {
+            int64_t ack_deadline_ms; /* acks are waited for until then (CLOCK_MONOTONIC) */
+        } shutdown;                  /* no answer; STOP_DELIVERING has no arguments */
     } u;
 } ks_cmd_req_t;
+
+/* What a copy of each command's arguments copies deep (ks_cmd_copy), one macro per catalogue
+ * row (a row without one does not build): S(field) a string, V(field, count) count strings;
+ * NULL stays NULL. The group name is copied for every command. Anything else is copied as is:
+ * numbers, callbacks, and what the caller keeps alive itself. */
+#define KS_CMD_DEEP_FETCH(S, V)           V(fetch.topics, fetch.topic_cnt) S(fetch.opts.subscriber)
+#define KS_CMD_DEEP_SETTLE(S, V)          V(settle.ack_ids, settle.n) S(settle.reason)
+#define KS_CMD_DEEP_STATUS(S, V)          /* callback only */
+#define KS_CMD_DEEP_SEEK(S, V)            S(seek.topic)
+#define KS_CMD_DEEP_RELEASE(S, V)         S(release.subscriber)
+#define KS_CMD_DEEP_RELEASE_UNREAD(S, V)  S(release.subscriber)
+#define KS_CMD_DEEP_DELIVERED(S, V)       /* numbers only */
+#define KS_CMD_DEEP_PRODUCE(S, V)         /* never copied: ks_producer_send copies the records */
+#define KS_CMD_DEEP_STOP_DELIVERING(S, V) /* no arguments */
+#define KS_CMD_DEEP_SHUTDOWN(S, V)        /* numbers only */
 
 /* A fetch's options the client left out (u.fetch.unset): ks_cmd_validate fills each in with
  * its default and clears the bit; a value given is checked against its range, so an explicit
@@ -94,10 +113,21 @@ typedef struct ks_cmd_req {
 #define KS_CMD_DEFAULT_SUBSCRIBER "default"
 
 /* Checks req against cfg: every name, range and count its command takes, and fills in the
- * defaults (a fetch's unset options and its subscriber). Validating twice is harmless. Returns
- * KS_OK, or KS_E_INVALID / KS_E_PERMISSION with err naming the argument, its bound and the config
- * key behind it. Whether the group runs is not its business (ks_engine_submit). Any thread. */
+ * defaults (a fetch's unset options and its subscriber) and the plain form of what may be said
+ * two ways (an empty reason is none; hold_stalled without confirm is off), so the handler
+ * reads the arguments as they are. Every command has its case. Validating twice is harmless.
+ * Returns KS_OK, or KS_E_INVALID / KS_E_PERMISSION with err naming the argument, its bound and the
+ * config key behind it. Whether the group runs is not its business (ks_engine_submit). Any thread.
+ */
 ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err, size_t errsize);
+
+/* The bytes ks_cmd_copy needs beyond the ks_cmd_req_t for what req points to. Any thread. */
+size_t ks_cmd_copy_size(const ks_cmd_req_t *req);
+
+/* Copies req into *dst, and what its pointers reach (the group, and KS_CMD_DEEP_<NAME>) into
+ * buf, which holds ks_cmd_copy_size(req) bytes aligned for a pointer; dst's pointers then
+ * reach into buf, and it borrows nothing from req. Cannot fail. Any thread. */
+void ks_cmd_copy(ks_cmd_req_t *dst, const ks_cmd_req_t *req, void *buf);
 
 /* Checks a name's syntax and length, the one bound every edge shares (ks_engine_check_name). */
 ks_status_t ks_cmd_check_name(ks_name_kind_t kind, const char *name, char *err, size_t errsize);

@@ -9,7 +9,7 @@
 #define KS_CMDF_INTERNAL  0x8  /* the engine's own (shutdown), never an edge's */
 #define KS_CMDF_NO_REPLY  0x10 /* no callback: a bad name finds no group, nothing to answer */
 
-/* X(NAME, "name", flags), one row per command. The enum ks_cmd_t (KS_CMD_<NAME>), the name
+/* X(NAME, name, flags), one row per command. The enum ks_cmd_t (KS_CMD_<NAME>), the name
  * table (ks_cmd_name) and the flags (ks_cmd_flags) are generated from it (cmd.h, cmd.c), and
  * the group loop dispatches through a table indexed by it (group_loop.c). A new command is a
  * row here, its checks in ks_cmd_validate, its posting in ks_engine_submit and one loop
@@ -25,15 +25,15 @@
  * PRODUCE: produces the records (copied); the callback runs once all are delivered or
  *   failed. */
 #define KS_CMD_LIST(X)                                                                             \
-    X(FETCH, "fetch", KS_CMDF_GROUP | KS_CMDF_CREATE)                                              \
-    X(SETTLE, "settle", KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                         \
-    X(STATUS, "status", KS_CMDF_REBALANCE) /* of one group, or of all */                           \
-    X(SEEK, "seek", KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                             \
-    X(RELEASE, "release", KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)                    \
-    X(RELEASE_UNREAD, "release_unread", KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)      \
-    X(DELIVERED, "delivered", KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)                \
-    X(PRODUCE, "produce", 0)                                                                       \
-    X(STOP_DELIVERING, "stop_delivering", KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY) \
-    X(SHUTDOWN, "shutdown", KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)
+    X(FETCH, fetch, KS_CMDF_GROUP | KS_CMDF_CREATE)                                                \
+    X(SETTLE, settle, KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                           \
+    X(STATUS, status, KS_CMDF_REBALANCE) /* of one group, or of all */                             \
+    X(SEEK, seek, KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                               \
+    X(RELEASE, release, KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)                      \
+    X(RELEASE_UNREAD, release_unread, KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)        \
+    X(DELIVERED, delivered, KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)                  \
+    X(PRODUCE, produce, 0)                                                                         \
+    X(STOP_DELIVERING, stop_delivering, KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)   \
+    X(SHUTDOWN, shutdown, KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)
 
 #endif

@@ -202,42 +202,27 @@ int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)
     return rc;
 }
 
-/* The posting half of ks_engine_submit, one per command; req is validated. Each returns
- * KS_OK once the command is posted (its callback runs exactly once), or an error with err
- * (its callback never runs). */
+/* The posting half of ks_engine_submit; req is validated. Each returns KS_OK once the
+ * command is posted (its callback runs exactly once), or an error with err (its callback never
+ * runs). */
 
-static ks_status_t post_fetch(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
+/* A group command (KS_CMDF_GROUP), to the group it names. One that may start its group
+ * (KS_CMDF_CREATE) tries twice: the group may close for idleness between lookup and post. */
+static ks_status_t post_group(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
 {
+    bool create = (ks_cmd_flags(req->type) & KS_CMDF_CREATE) != 0;
     ks_status_t st = KS_E_UNAVAILABLE;
-    /* Twice: a group may close for idleness between lookup and post. */
-    for (int tries = 0; tries < 2; tries++) {
-        bool create = (ks_cmd_flags(req->type) & KS_CMDF_CREATE) != 0;
+    for (int tries = 0; tries < (create ? 2 : 1); tries++) {
         gent_t *ge = get_group(e, req->group, create, &st, err, errsize);
         if (!ge)
             return st;
-        st = ks_group_fetch(ge->g, req->u.fetch.topics, req->u.fetch.topic_cnt, &req->u.fetch.opts,
-                            req->u.fetch.cb, req->u.fetch.opaque);
+        st = ks_group_post(ge->g, req);
         put_group(e, ge);
         if (st == KS_OK)
             return KS_OK;
     }
-    snprintf(err, errsize, "group \"%s\" is shutting down", req->group);
-    return st;
-}
-
-static ks_status_t post_settle(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
-{
-    ks_status_t st;
-    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
-    if (!ge)
-        return st;
-    st = ks_group_settle(ge->g, req->u.settle.op, req->u.settle.ms, req->u.settle.reason,
-                         req->u.settle.ack_ids, req->u.settle.n, req->u.settle.cb,
-                         req->u.settle.opaque);
-    put_group(e, ge);
-    if (st)
-        snprintf(err, errsize, "group \"%s\" is closing; its records will be redelivered",
-                 req->group);
+    snprintf(err, errsize, "group \"%s\" is closing%s", req->group,
+             req->type == KS_CMD_SETTLE ? "; its records will be redelivered" : "");
     return st;
 }
 
@@ -261,12 +246,14 @@ static void gather_done(gather_t *ga)
     cb(out, cnt, opaque);
 }
 
-static void gather_one(ks_group_status_t *st, void *opaque)
+/* One group's answer (n is 1), or none (n is 0): a ks_status_cb. */
+static void gather_one(ks_group_status_t **sts, size_t n, void *opaque)
 {
     gather_t *ga = opaque;
     pthread_mutex_lock(&ga->lock);
-    if (st)
-        ga->out[ga->cnt++] = st;
+    for (size_t i = 0; i < n; i++)
+        ga->out[ga->cnt++] = sts[i];
+    free(sts);
     bool last = --ga->left == 0;
     pthread_mutex_unlock(&ga->lock);
     if (last)
@@ -307,55 +294,15 @@ static ks_status_t post_status(ks_engine_t *e, const ks_cmd_req_t *req, char *er
     ga->cb = cb;
     ga->opaque = opaque;
     for (size_t i = 0; i < n; i++) {
-        if (ks_group_status(hold[i]->g, gather_one, ga) != KS_OK)
-            gather_one(NULL, ga);
+        ks_cmd_req_t one = {.type = KS_CMD_STATUS,
+                            .group = ks_group_name(hold[i]->g),
+                            .u.status = {.cb = gather_one, .opaque = ga}};
+        if (ks_group_post(hold[i]->g, &one) != KS_OK)
+            gather_one(NULL, 0, ga);
         put_group(e, hold[i]);
     }
     free(hold);
-    gather_one(NULL, ga);
-    return KS_OK;
-}
-
-static ks_status_t post_seek(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
-{
-    ks_status_t st;
-    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
-    if (!ge)
-        return st;
-    st = ks_group_seek(ge->g, req->u.seek.topic, req->u.seek.partition, req->u.seek.kind,
-                       req->u.seek.value, req->u.seek.cb, req->u.seek.opaque);
-    put_group(e, ge);
-    if (st)
-        snprintf(err, errsize, "group \"%s\" is closing", req->group);
-    return st;
-}
-
-/* Posts the release of a subscriber of group, if that group runs here. */
-static ks_status_t post_release(ks_engine_t *e, const ks_cmd_req_t *req, char *err, size_t errsize)
-{
-    ks_status_t st;
-    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
-    if (!ge)
-        return st;
-    if (req->type == KS_CMD_RELEASE_UNREAD)
-        ks_group_release_unread(ge->g, req->u.release.subscriber);
-    else
-        ks_group_release(ge->g, req->u.release.subscriber);
-    put_group(e, ge);
-    return KS_OK;
-}
-
-static ks_status_t post_delivered(ks_engine_t *e, const ks_cmd_req_t *req, char *err,
-                                  size_t errsize)
-{
-    ks_status_t st;
-    if (!req->u.delivered.token)
-        return KS_OK;
-    gent_t *ge = get_group(e, req->group, false, &st, err, errsize);
-    if (!ge)
-        return st; /* the group closed: its leases went with it */
-    ks_group_delivered(ge->g, req->u.delivered.token, req->u.delivered.taken);
-    put_group(e, ge);
+    gather_one(NULL, 0, ga);
     return KS_OK;
 }
 
@@ -365,30 +312,20 @@ ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err,
     ks_status_t st = ks_cmd_validate(e->cfg, &req, err, errsize);
     if (st)
         return st;
-    switch (req.type) {
-    case KS_CMD_FETCH:
-        return post_fetch(e, &req, err, errsize);
-    case KS_CMD_SETTLE:
-        return post_settle(e, &req, err, errsize);
-    case KS_CMD_STATUS:
+    unsigned fl = ks_cmd_flags(req.type);
+    if (fl & KS_CMDF_INTERNAL) {
+        snprintf(err, errsize, "%s is not a command an edge submits", ks_cmd_name(req.type));
+        return KS_E_INVALID;
+    }
+    if (fl & KS_CMDF_GROUP)
+        return post_group(e, &req, err, errsize);
+    if (req.type == KS_CMD_STATUS)
         return post_status(e, &req, err, errsize);
-    case KS_CMD_SEEK:
-        return post_seek(e, &req, err, errsize);
-    case KS_CMD_RELEASE:
-    case KS_CMD_RELEASE_UNREAD:
-        return post_release(e, &req, err, errsize);
-    case KS_CMD_DELIVERED:
-        return post_delivered(e, &req, err, errsize);
-    case KS_CMD_PRODUCE:
+    if (req.type == KS_CMD_PRODUCE)
         return ks_producer_send(e->producer, req.u.produce.recs, req.u.produce.n, req.u.produce.cb,
                                 req.u.produce.opaque, err, errsize);
-    case KS_CMD_STOP_DELIVERING:
-    case KS_CMD_SHUTDOWN:
-    case KS_CMD__CNT:
-        break;
-    }
-    snprintf(err, errsize, "%s is not a command an edge submits", ks_cmd_name(req.type));
-    return KS_E_INVALID;
+    snprintf(err, errsize, "%s has no way to its engine part", ks_cmd_name(req.type));
+    return KS_E_INTERNAL;
 }
 
 /* ---- the commands with no answer, which the edges send as they go ---- */
@@ -414,6 +351,8 @@ void ks_engine_release_unread(ks_engine_t *e, const char *group, const char *sub
 
 void ks_engine_delivered(ks_engine_t *e, const char *group, uint64_t token, bool taken)
 {
+    if (!token)
+        return; /* a batch with no records: nothing to report, no need to wake the loop */
     char err[256];
     ks_cmd_req_t r = {
         .type = KS_CMD_DELIVERED, .group = group, .u.delivered = {.token = token, .taken = taken}};
@@ -438,8 +377,9 @@ bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size)
 void ks_engine_stop_delivering(ks_engine_t *e)
 {
     pthread_mutex_lock(&e->lock);
+    ks_cmd_req_t stop = {.type = KS_CMD_STOP_DELIVERING};
     for (size_t i = 0; i < e->ent_cnt; i++)
-        ks_group_stop_delivering(e->ents[i]->g);
+        (void)ks_group_post(e->ents[i]->g, &stop); /* a closing group delivers nothing */
     pthread_mutex_unlock(&e->lock);
 }
 
@@ -452,8 +392,9 @@ int ks_engine_shutdown(ks_engine_t *e, int grace_ms)
     e->stopping = true;
     pthread_mutex_unlock(&e->lock);
     /* No group is added once stopping is set, so the list is stable now. */
+    ks_cmd_req_t down = {.type = KS_CMD_SHUTDOWN, .u.shutdown = {deadline - margin}};
     for (size_t i = 0; i < e->ent_cnt; i++)
-        ks_group_request_shutdown(e->ents[i]->g, deadline - margin);
+        (void)ks_group_post(e->ents[i]->g, &down); /* a closing group stops anyway */
     int rc = 0;
     for (size_t i = 0; i < e->ent_cnt; i++) {
         if (ks_group_join(e->ents[i]->g, deadline) < 0) {

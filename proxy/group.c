@@ -9,16 +9,29 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
+cmd_t *cmd_copy(const ks_cmd_req_t *req)
+{
+    size_t nrefs = req->type == KS_CMD_SETTLE ? req->u.settle.n : 0;
+    size_t refs = align8(nrefs * sizeof(ks_ack_ref_t));
+    cmd_t *c = malloc(sizeof(*c) + refs + ks_cmd_copy_size(req));
+    if (!c)
+        abort();
+    memset(c, 0, sizeof(*c));
+    c->posted_ms = ks_now_ms();
+    ks_cmd_copy(&c->req, req, c->data + refs);
+    if (nrefs) {
+        /* Each ref's topic points into its id's copy, in this same block. */
+        c->refs = (ks_ack_ref_t *)(void *)c->data;
+        ks_ack_parse_cache_t pc = {0};
+        for (size_t i = 0; i < nrefs; i++)
+            ks_ack_id_parse_ref_cached(c->req.u.settle.ack_ids[i], &c->refs[i], &pc);
+    }
+    return c;
+}
+
 void cmd_free(cmd_t *c)
 {
-    if (c->type == KS_CMD_FETCH)
-        free(c->u.fetch.topics); /* one block: ks_strv_pack */
-    else if (c->type == KS_CMD_SETTLE) {
-        free(c->u.settle.ids); /* one block: ks_strv_pack */
-        free(c->u.settle.refs);
-        free(c->u.settle.reason);
-    }
-    free(c);
+    free(c); /* one block: cmd_copy */
 }
 
 const char *group_life_str(group_life_t s)
@@ -250,119 +263,16 @@ fail:
     return NULL;
 }
 
-static ks_status_t post(ks_group_t *g, cmd_t *c)
+ks_status_t ks_group_post(ks_group_t *g, const ks_cmd_req_t *req)
 {
+    if (!group_serves(req->type))
+        return KS_E_INVALID;
+    cmd_t *c = cmd_copy(req);
     if (ks_inbox_post(&g->inbox, &c->node) < 0) {
         cmd_free(c);
         return KS_E_UNAVAILABLE;
     }
     return KS_OK;
-}
-
-static cmd_t *cmd_new(ks_cmd_t t)
-{
-    cmd_t *c = calloc(1, sizeof(*c));
-    if (!c)
-        abort();
-    c->type = t;
-    return c;
-}
-
-ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
-                           const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque)
-{
-    cmd_t *c = cmd_new(KS_CMD_FETCH);
-    c->u.fetch.topics = ks_strv_pack(topics, topic_cnt);
-    c->u.fetch.topic_cnt = topic_cnt;
-    c->u.fetch.max = opts->max;
-    c->u.fetch.deadline_ms = opts->deadline_ms; /* defaults filled in by ks_cmd_validate */
-    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s", opts->subscriber);
-    c->u.fetch.wait_until_ms = ks_now_ms() + opts->wait_ms;
-    c->u.fetch.credit_records = opts->credit_records;
-    c->u.fetch.credit_bytes = opts->credit_bytes;
-    c->u.fetch.max_bytes = opts->max_bytes;
-    c->u.fetch.notify = opts->notify != 0;
-    c->u.fetch.confirm = opts->confirm != 0;
-    c->u.fetch.hold_stalled = opts->confirm && opts->hold_stalled;
-    c->u.fetch.cb = cb;
-    c->u.fetch.opaque = opaque;
-    return post(g, c);
-}
-
-ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
-                            const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque)
-{
-    cmd_t *c = cmd_new(KS_CMD_SETTLE);
-    c->u.settle.op = op;
-    c->u.settle.ms = ms;
-    c->u.settle.reason = reason && *reason ? ks_xstrdup(reason) : NULL;
-    c->u.settle.ids = ks_strv_pack(ids, n);
-    c->u.settle.n = n;
-    /* Parsed here, on the edge's thread, so the group loop does not spend its time on it. */
-    c->u.settle.refs = malloc((n ? n : 1) * sizeof(ks_ack_ref_t));
-    if (!c->u.settle.refs)
-        abort();
-    ks_ack_parse_cache_t pc = {0};
-    for (size_t i = 0; i < n; i++)
-        ks_ack_id_parse_ref_cached(c->u.settle.ids[i], &c->u.settle.refs[i], &pc);
-    c->u.settle.cb = cb;
-    c->u.settle.opaque = opaque;
-    return post(g, c);
-}
-
-ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
-                          int64_t value, ks_seek_cb *cb, void *opaque)
-{
-    cmd_t *c = cmd_new(KS_CMD_SEEK);
-    snprintf(c->u.seek.topic, sizeof(c->u.seek.topic), "%s", topic);
-    c->u.seek.partition = partition;
-    c->u.seek.kind = kind;
-    c->u.seek.value = value;
-    c->u.seek.cb = cb;
-    c->u.seek.opaque = opaque;
-    return post(g, c);
-}
-
-void ks_group_release(ks_group_t *g, const char *subscriber)
-{
-    cmd_t *c = cmd_new(KS_CMD_RELEASE);
-    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
-    post(g, c);
-}
-
-void ks_group_release_unread(ks_group_t *g, const char *subscriber)
-{
-    cmd_t *c = cmd_new(KS_CMD_RELEASE_UNREAD);
-    snprintf(c->u.release_sub, sizeof(c->u.release_sub), "%s", subscriber);
-    post(g, c);
-}
-
-void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken)
-{
-    cmd_t *c = cmd_new(KS_CMD_DELIVERED);
-    c->u.delivered.token = token;
-    c->u.delivered.taken = taken;
-    post(g, c);
-}
-
-ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque)
-{
-    cmd_t *c = cmd_new(KS_CMD_STATUS);
-    c->u.status.cb = cb;
-    c->u.status.opaque = opaque;
-    return post(g, c);
-}
-
-void ks_group_stop_delivering(ks_group_t *g)
-{
-    post(g, cmd_new(KS_CMD_STOP_DELIVERING));
-}
-
-void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms)
-{
-    cmd_t *c = cmd_new(KS_CMD_SHUTDOWN);
-    c->u.ack_deadline_ms = ack_deadline_ms;
-    post(g, c);
 }
 
 int ks_group_join(ks_group_t *g, int64_t deadline_ms)

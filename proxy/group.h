@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "cmd.h"
 #include "config.h"
 #include "types.h"
 
@@ -13,9 +14,6 @@ typedef struct ks_group ks_group_t;
 /* Asked from the group loop when a dynamic group has been idle for group.idle_close_ms.
  * Returns true if the group may close (the engine has unregistered it). */
 typedef bool(ks_group_idle_fn)(ks_group_t *g, void *opaque);
-
-/* Called from the group loop with one group's status; the callee owns st. */
-typedef void(ks_group_status_cb)(ks_group_status_t *st, void *opaque);
 
 /* Checks that librdkafka accepts every kafka.* property. Returns 0, or -1 with err
  * naming the key. */
@@ -30,39 +28,13 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
 
 const char *ks_group_name(const ks_group_t *g);
 
-/* Posts a fetch to the loop. Any thread. topics and opts are copied; opts as
- * ks_cmd_validate left them (its deadline and subscriber filled in). Returns KS_OK
- * (cb will run once) or KS_E_UNAVAILABLE when the group is closing (cb will not run). */
-ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topic_cnt,
-                           const ks_fetch_opts_t *opts, ks_fetch_cb *cb, void *opaque);
-
-/* Posts acks, nacks or lease extensions. Any thread. Same returns as ks_group_fetch. */
-ks_status_t ks_group_settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *reason,
-                            const char *const *ids, size_t n, ks_ack_cb *cb, void *opaque);
-
-/* Posts a status request. Any thread. Same returns as ks_group_fetch. */
-ks_status_t ks_group_status(ks_group_t *g, ks_group_status_cb *cb, void *opaque);
-
-/* Posts a seek. Any thread. Same returns as ks_group_fetch. */
-ks_status_t ks_group_seek(ks_group_t *g, const char *topic, int32_t partition, ks_seek_kind_t kind,
-                          int64_t value, ks_seek_cb *cb, void *opaque);
-
-/* Posts the release of a subscriber's leases and waiting fetches. Any thread. */
-void ks_group_release(ks_group_t *g, const char *subscriber);
-
-/* As ks_group_release, and none of the subscriber's leases counts an attempt (it was
- * cut off for not reading). Any thread. */
-void ks_group_release_unread(ks_group_t *g, const char *subscriber);
-
-/* Posts what became of a confirmed batch (ks_engine_delivered). Any thread. */
-void ks_group_delivered(ks_group_t *g, uint64_t token, bool taken);
-
-/* Stops delivering: waiting and later fetches end with UNAVAILABLE. Any thread. */
-void ks_group_stop_delivering(ks_group_t *g);
-
-/* Asks the loop to wait for outstanding acks until ack_deadline_ms (CLOCK_MONOTONIC),
- * then commit, leave the group and exit. Any thread. */
-void ks_group_request_shutdown(ks_group_t *g, int64_t ack_deadline_ms);
+/* Posts req, validated (ks_cmd_validate; the engine's STOP_DELIVERING and SHUTDOWN need no
+ * check), to the loop, which serves it with the handler its catalogue row names: a deep copy,
+ * so req and what it points to are borrowed for the call only. A STATUS is answered with the
+ * one group's status. Returns KS_OK (the command's callback, if it has one, runs exactly once
+ * on the loop), KS_E_UNAVAILABLE when the group is closing, or KS_E_INVALID for a command no
+ * group serves (PRODUCE); on an error the callback never runs. Any thread. */
+ks_status_t ks_group_post(ks_group_t *g, const ks_cmd_req_t *req);
 
 /* Waits until the loop exited or deadline_ms (CLOCK_MONOTONIC) passed. Returns 0 once
  * exited, -1 on timeout. */

@@ -31,7 +31,7 @@ void subs_reap(ks_group_t *g, int64_t now)
         sub_t *s = g->subs[i];
         bool parked = false;
         for (cmd_t *c = g->wait_head; c; c = c->next_wait)
-            if (!strcmp(c->u.fetch.sub, s->name))
+            if (!strcmp(c->req.u.fetch.opts.subscriber, s->name))
                 parked = true;
         if (!parked && s->out_records == 0 && now - s->last_seen_ms > idle) {
             g->subs[i] = g->subs[--g->sub_cnt];
@@ -101,8 +101,8 @@ size_t drop_leases(ks_group_t *g, part_t *p)
 
 static bool wants_topic(const cmd_t *c, const char *topic)
 {
-    for (size_t i = 0; i < c->u.fetch.topic_cnt; i++)
-        if (strcmp(c->u.fetch.topics[i], topic) == 0)
+    for (size_t i = 0; i < c->req.u.fetch.topic_cnt; i++)
+        if (strcmp(c->req.u.fetch.topics[i], topic) == 0)
             return true;
     return false;
 }
@@ -231,14 +231,14 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         ks_win_entry_t *e = ks_key_sched_take(&p->sched, &p->win, part_hold_from(p));
         if (!e)
             continue;
-        int64_t max_bytes = t->c->u.fetch.max_bytes;
+        int64_t max_bytes = t->c->req.u.fetch.opts.max_bytes;
         if ((s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) ||
             (t->n > 0 && max_bytes > 0 && t->bytes + (int64_t)e->bytes > max_bytes)) {
             ks_key_sched_requeue(&p->sched, &p->win, e);
             t->dry = true;
             return;
         }
-        if (t->c->u.fetch.confirm) {
+        if (t->c->req.u.fetch.opts.confirm) {
             /* Counted as delivered, and its lease started, once the transport took it. */
             ks_lease_hold(e, s->id, now);
             e->flags |= KS_WIN_F_UNSENT;
@@ -246,7 +246,8 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             if (e->attempts > 0)
                 g->st_redelivered++;
             g->st_delivered++;
-            ks_lease_grant(&g->leases, &p->win, p, e, s->id, now, t->c->u.fetch.deadline_ms);
+            ks_lease_grant(&g->leases, &p->win, p, e, s->id, now,
+                           t->c->req.u.fetch.opts.deadline_ms);
         }
         p->leased++;
         p->meta_dirty = true; /* its attempt count goes into the next commit */
@@ -287,7 +288,7 @@ static void dlv_add(ks_group_t *g, const take_t *t, ks_batch_t *b)
     d->next = NULL;
     d->token = ++g->next_token;
     d->sub_id = t->sub->id;
-    d->deadline_ms = t->c->u.fetch.deadline_ms;
+    d->deadline_ms = t->c->req.u.fetch.opts.deadline_ms;
     d->at_ms = ks_now_ms();
     d->n = t->n;
     for (size_t i = 0; i < t->n; i++)
@@ -347,7 +348,7 @@ void handle_delivered(ks_group_t *g, uint64_t token, bool taken, int64_t now)
 
 void finish_fetch(cmd_t *c, ks_batch_t *b)
 {
-    c->u.fetch.cb(b, c->u.fetch.opaque);
+    c->req.u.fetch.cb(b, c->req.u.fetch.opaque);
     cmd_free(c);
 }
 
@@ -386,8 +387,8 @@ void serve_waiting(ks_group_t *g, int64_t now)
     size_t i = 0;
     for (cmd_t *c = g->wait_head; c; c = c->next_wait, i++) {
         ts[i].c = c;
-        ts[i].sub = sub_get(g, c->u.fetch.sub, now);
-        ts[i].cap = (size_t)c->u.fetch.max;
+        ts[i].sub = sub_get(g, c->req.u.fetch.opts.subscriber, now);
+        ts[i].cap = (size_t)c->req.u.fetch.opts.max;
         ts[i].pcur = g->rr + i;
         ts[i].dry = !group_delivering(g);
         ts[i].next_same = SIZE_MAX;
@@ -421,17 +422,17 @@ void serve_waiting(ks_group_t *g, int64_t now)
     for (i = 0; i < nw; i++) {
         cmd_t *c = ts[i].c;
         ks_batch_t *b = NULL;
-        bool notify = c->u.fetch.notify && ts[i].sub->seen_assign_ver != g->assign_ver;
+        bool notify = c->req.u.fetch.opts.notify && ts[i].sub->seen_assign_ver != g->assign_ver;
         if (!group_delivering(g))
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
         else if (ts[i].n > 0) {
             b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
             b->bytes = ts[i].bytes;
-            if (c->u.fetch.confirm)
+            if (c->req.u.fetch.opts.confirm)
                 dlv_add(g, &ts[i], b);
-        } else if ((notify || now >= c->u.fetch.wait_until_ms) && g->assign_ver == 0 && *g->down)
+        } else if ((notify || now >= cmd_wait_until(c)) && g->assign_ver == 0 && *g->down)
             b = batch_error(KS_E_UNAVAILABLE, g->down); /* never joined: not just "no records" */
-        else if (notify || now >= c->u.fetch.wait_until_ms)
+        else if (notify || now >= cmd_wait_until(c))
             b = calloc(1, sizeof(ks_batch_t)); /* the wait ran out: an empty batch */
         if (b && notify && !b->status)
             attach_assignment(g, c, ts[i].sub, b);
@@ -479,7 +480,7 @@ void handle_release(ks_group_t *g, const char *name, bool unread)
     cmd_t *prev = NULL, *c = g->wait_head;
     while (c) {
         cmd_t *next = c->next_wait;
-        if (!strcmp(c->u.fetch.sub, name)) {
+        if (!strcmp(c->req.u.fetch.opts.subscriber, name)) {
             wait_unlink(g, prev, c);
             finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "the subscriber was released"));
         } else {

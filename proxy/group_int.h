@@ -49,56 +49,25 @@ typedef enum {
     GROUP_STOPPING,       /* the loop ends: answer what is queued, commit, leave, exit */
 } group_life_t;
 
-/* A command posted to the inbox. It is either queued, parked by the loop, or freed. */
+/* A command posted to the inbox: the request as the edge submitted it and ks_cmd_validate left
+ * it, copied deep into this one block (ks_group_post), so cmd_free frees all of it. It is
+ * either queued, parked by the loop, or freed. */
 typedef struct cmd {
     ks_inbox_node_t node;  /* first member: the inbox links through it */
-    ks_cmd_t type;         /* a group command of the catalogue (cmd_list.h) */
     struct cmd *next_wait; /* parked fetches, oldest first */
-    union {
-        struct {
-            char **topics;
-            size_t topic_cnt;
-            int max;
-            int deadline_ms;
-            char sub[KS_SUBSCRIBER_KEY_MAX];
-            int64_t credit_records, credit_bytes;
-            int64_t max_bytes; /* 0: no bound */
-            bool notify;
-            bool confirm, hold_stalled;
-            int64_t wait_until_ms;
-            ks_fetch_cb *cb;
-            void *opaque;
-        } fetch;
-        struct {
-            ks_settle_op_t op;
-            int64_t ms;
-            char *reason;
-            char **ids;
-            ks_ack_ref_t *refs; /* ids parsed, one each */
-            size_t n;
-            ks_ack_cb *cb;
-            void *opaque;
-        } settle;
-        struct {
-            ks_group_status_cb *cb;
-            void *opaque;
-        } status;
-        struct {
-            char topic[256];
-            int32_t partition;
-            ks_seek_kind_t kind;
-            int64_t value;
-            ks_seek_cb *cb;
-            void *opaque;
-        } seek;
-        char release_sub[KS_SUBSCRIBER_KEY_MAX];
-        struct {
-            uint64_t token;
-            bool taken;
-        } delivered;
-        int64_t ack_deadline_ms; /* KS_CMD_SHUTDOWN */
-    } u;
+    int64_t posted_ms;     /* when it was posted (ks_now_ms): a fetch waits from then */
+    ks_ack_ref_t *refs;    /* SETTLE: req.u.settle.ack_ids parsed, one each, on the poster's
+                            * thread so the loop does not spend its time on it */
+    ks_cmd_req_t req;      /* a command the group loop serves (group_serves); its pointers
+                            * reach into data */
+    _Alignas(max_align_t) char data[];
 } cmd_t;
+
+/* When c, a fetch, stops waiting for records. */
+static inline int64_t cmd_wait_until(const cmd_t *c)
+{
+    return c->posted_ms + c->req.u.fetch.opts.wait_ms;
+}
 
 /* One assigned partition. @locality group loop */
 typedef struct part {
@@ -267,6 +236,9 @@ _Static_assert(sizeof(rec_t) == KS_MEM_REC_HEADER, "rec_t size");
 /* ---- shared between the group files (each defined in the file named) ---- */
 
 /* group.c */
+/* A deep copy of req (validated) in one new block, as ks_group_post posts it. Never fails. */
+cmd_t *cmd_copy(const ks_cmd_req_t *req);
+/* Frees c and all it holds. */
 void cmd_free(cmd_t *c);
 void part_move(ks_group_t *g, part_t *p, ks_pstate_t to);
 
@@ -276,6 +248,8 @@ const char *group_life_str(group_life_t s);
 void group_life_move(ks_group_t *g, group_life_t to);
 
 /* group_loop.c */
+/* True if the group loop has a handler for t (every command but the producer's). */
+bool group_serves(ks_cmd_t t);
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now);
 /* The one inbox drain: runs every command posted since the last, in order. While a
  * revoke's grace is pending a command the catalogue does not allow during a rebalance (a
@@ -329,7 +303,7 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
  * dropped, unassign) once its partitions' leases are all settled, its grace ran out, or
  * force (the loop is stopping). Nothing pending: does nothing. */
 void revoke_step(ks_group_t *g, int64_t now, bool force);
-void subscribe_to(ks_group_t *g, char *const *topics, size_t n);
+void subscribe_to(ks_group_t *g, const char *const *topics, size_t n);
 
 /* group_status.c */
 ks_group_status_t *build_status(ks_group_t *g, int64_t now);

@@ -2,25 +2,27 @@
  * the dispatch of each command. */
 #include "group_int.h"
 
-/* A command's handler: it owns c (frees it, answers it, or parks it). @locality group loop */
+/* A command's handler: it owns c (answers and frees it, or parks it). c->req is the
+ * request as the edge submitted it, validated. @locality group loop */
 typedef void(cmd_fn)(ks_group_t *g, cmd_t *c, int64_t now);
 
 static void cmd_fetch(ks_group_t *g, cmd_t *c, int64_t now)
 {
+    const ks_fetch_opts_t *opts = &c->req.u.fetch.opts;
     g->last_activity_ms = now;
     if (!group_delivering(g)) {
         finish_fetch(c, batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down"));
         return;
     }
     {
-        sub_t *s = sub_get(g, c->u.fetch.sub, now);
-        if (c->u.fetch.credit_records > 0)
-            s->credit_records = c->u.fetch.credit_records;
-        if (c->u.fetch.credit_bytes > 0)
-            s->credit_bytes = c->u.fetch.credit_bytes;
-        s->hold_stalled = s->hold_stalled || c->u.fetch.hold_stalled;
+        sub_t *s = sub_get(g, opts->subscriber, now);
+        if (opts->credit_records > 0)
+            s->credit_records = opts->credit_records;
+        if (opts->credit_bytes > 0)
+            s->credit_bytes = opts->credit_bytes;
+        s->hold_stalled = s->hold_stalled || opts->hold_stalled;
     }
-    subscribe_to(g, c->u.fetch.topics, c->u.fetch.topic_cnt);
+    subscribe_to(g, c->req.u.fetch.topics, c->req.u.fetch.topic_cnt);
     c->next_wait = NULL;
     if (g->wait_tail)
         g->wait_tail->next_wait = c;
@@ -35,9 +37,14 @@ static void cmd_settle(ks_group_t *g, cmd_t *c, int64_t now)
     handle_settle(g, c, now);
 }
 
+/* One group's status, as an array of one (ks_status_cb; the engine gathers them). */
 static void cmd_status(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    c->u.status.cb(build_status(g, now), c->u.status.opaque);
+    ks_group_status_t **one = malloc(sizeof(*one));
+    if (!one)
+        abort();
+    one[0] = build_status(g, now);
+    c->req.u.status.cb(one, 1, c->req.u.status.opaque);
     cmd_free(c);
 }
 
@@ -48,13 +55,19 @@ static void cmd_seek(ks_group_t *g, cmd_t *c, int64_t now)
 
 static void cmd_release(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    handle_release(g, c->u.release_sub, c->type == KS_CMD_RELEASE_UNREAD);
+    handle_release(g, c->req.u.release.subscriber, false);
+    cmd_free(c);
+}
+
+static void cmd_release_unread(ks_group_t *g, cmd_t *c, int64_t now)
+{
+    handle_release(g, c->req.u.release.subscriber, true);
     cmd_free(c);
 }
 
 static void cmd_delivered(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    handle_delivered(g, c->u.delivered.token, c->u.delivered.taken, now);
+    handle_delivered(g, c->req.u.delivered.token, c->req.u.delivered.taken, now);
     cmd_free(c);
 }
 
@@ -67,23 +80,29 @@ static void cmd_stop_delivering(ks_group_t *g, cmd_t *c, int64_t now)
 static void cmd_shutdown(ks_group_t *g, cmd_t *c, int64_t now)
 {
     group_life_move(g, GROUP_DRAINING);
-    g->drain_until_ms = c->u.ack_deadline_ms;
+    g->drain_until_ms = c->req.u.shutdown.ack_deadline_ms;
     cmd_free(c);
 }
 
-/* The handler of each command type, indexed by it; KS_CMD_PRODUCE is the producer's and is
- * never posted to a group. */
+/* The producer's, never posted to a group (ks_group_post refuses it). */
+#define cmd_produce NULL
+
+/* The handler of each command, indexed by it and made from the catalogue: a row whose
+ * cmd_<name> is missing here does not build. */
 static cmd_fn *const cmd_fns[KS_CMD__CNT] = {
-    [KS_CMD_FETCH] = cmd_fetch,         [KS_CMD_SETTLE] = cmd_settle,
-    [KS_CMD_STATUS] = cmd_status,       [KS_CMD_SEEK] = cmd_seek,
-    [KS_CMD_RELEASE] = cmd_release,     [KS_CMD_RELEASE_UNREAD] = cmd_release,
-    [KS_CMD_DELIVERED] = cmd_delivered, [KS_CMD_STOP_DELIVERING] = cmd_stop_delivering,
-    [KS_CMD_SHUTDOWN] = cmd_shutdown,
+#define CMD_FN_ROW(n, s, f) [KS_CMD_##n] = cmd_##s,
+    KS_CMD_LIST(CMD_FN_ROW)
+#undef CMD_FN_ROW
 };
+
+bool group_serves(ks_cmd_t t)
+{
+    return (unsigned)t < KS_CMD__CNT && cmd_fns[t];
+}
 
 void handle_cmd(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    cmd_fns[c->type](g, c, now);
+    cmd_fns[c->req.type](g, c, now);
 }
 
 void drain_inbox(ks_group_t *g, int64_t now, bool close)
@@ -101,7 +120,7 @@ void drain_inbox(ks_group_t *g, int64_t now, bool close)
     for (ks_inbox_node_t *nd = all, *next; nd; nd = next) {
         next = nd->next;
         cmd_t *c = (cmd_t *)nd;
-        if (g->rv_parts && !(ks_cmd_flags(c->type) & KS_CMDF_REBALANCE)) {
+        if (g->rv_parts && !(ks_cmd_flags(c->req.type) & KS_CMDF_REBALANCE)) {
             c->next_wait = NULL; /* a fetch: after the revoke, in the order they came */
             *tail = c;
             tail = &c->next_wait;
@@ -130,8 +149,8 @@ static void arm_timer(ks_group_t *g, int64_t now)
 {
     int64_t next = g->next_commit_ms;
     for (cmd_t *c = g->wait_head; c; c = c->next_wait)
-        if (c->u.fetch.wait_until_ms < next)
-            next = c->u.fetch.wait_until_ms;
+        if (cmd_wait_until(c) < next)
+            next = cmd_wait_until(c);
     int64_t due = ks_leases_next_due(&g->leases);
     if (due < next)
         next = due;
@@ -176,7 +195,7 @@ void *loop_main(void *arg)
     g->next_commit_ms = ks_now_ms() + g->cfg->commit_interval_ms;
     g->last_activity_ms = ks_now_ms();
     if (g->is_static)
-        subscribe_to(g, g->gconf->topics, g->gconf->topic_cnt);
+        subscribe_to(g, (const char *const *)g->gconf->topics, g->gconf->topic_cnt);
 
     while (g->life != GROUP_STOPPING) {
         arm_timer(g, ks_now_ms());

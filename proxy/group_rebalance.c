@@ -244,7 +244,7 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
     ks_owner_leave(&g->owner);
 }
 
-void subscribe_to(ks_group_t *g, char *const *topics, size_t n)
+void subscribe_to(ks_group_t *g, const char *const *topics, size_t n)
 {
     bool changed = false;
     for (size_t i = 0; i < n; i++) {

@@ -52,7 +52,7 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
 
 static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64_t now)
 {
-    const ks_ack_ref_t id = c->u.settle.refs[i]; /* parsed on the caller's thread */
+    const ks_ack_ref_t id = c->refs[i]; /* parsed on the caller's thread */
     if (!id.ok)
         return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
     if (id.group_hash != g->group_hash)
@@ -83,10 +83,10 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
         return (ks_ack_result_t){KS_E_STALE, "stale ack id: the lease ended and the record was "
                                              "delivered again; use the newer ack id"};
     if (e->state == KS_REC_ACKED)
-        return (ks_ack_result_t){c->u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
+        return (ks_ack_result_t){c->req.u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
                                  "already acked"};
 
-    switch (c->u.settle.op) {
+    switch (c->req.u.settle.op) {
     case KS_SETTLE_ACK:
         if (e->state == KS_REC_DEAD_LETTERING)
             return (ks_ack_result_t){KS_E_STALE, "the record is being dead-lettered"};
@@ -104,22 +104,23 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                                  "or nacked) and the record will be redelivered"};
         unlease(g, p, e);
         g->st_nacked++;
-        if (c->u.settle.reason) {
+        if (c->req.u.settle.reason) {
             free(e->reason);
-            e->reason = ks_xstrdup(c->u.settle.reason);
+            e->reason = ks_xstrdup(c->req.u.settle.reason);
         }
         if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
             (void)ks_rec_move(e, KS_REC_READY);
             dead_letter(g, p, e);
             return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};
         }
-        if (ks_lease_release(&g->leases, &p->win, p, e, now, c->u.settle.ms) == 1)
+        if (ks_lease_release(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) == 1)
             ks_key_sched_requeue(&p->sched, &p->win, e);
-        return (ks_ack_result_t){KS_OK, c->u.settle.ms > 0 ? "nacked; redelivery after the delay"
-                                                           : "nacked; redelivery now"};
+        return (ks_ack_result_t){KS_OK, c->req.u.settle.ms > 0
+                                            ? "nacked; redelivery after the delay"
+                                            : "nacked; redelivery now"};
     }
     case KS_SETTLE_EXTEND:
-        if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->u.settle.ms) < 0)
+        if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) < 0)
             return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
                                                  "or nacked) and the record will be redelivered"};
         return (ks_ack_result_t){KS_OK, "deadline extended"};
@@ -129,12 +130,12 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
 
 void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    ks_ack_result_t *res = calloc(c->u.settle.n ? c->u.settle.n : 1, sizeof(*res));
+    ks_ack_result_t *res = calloc(c->req.u.settle.n ? c->req.u.settle.n : 1, sizeof(*res));
     if (!res)
         abort();
-    for (size_t i = 0; i < c->u.settle.n; i++)
+    for (size_t i = 0; i < c->req.u.settle.n; i++)
         res[i] = settle_one(g, c, i, now);
-    c->u.settle.cb(res, c->u.settle.n, c->u.settle.opaque);
+    c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
     cmd_free(c);
 }
 
@@ -147,20 +148,20 @@ static void seek_done(cmd_t *c, ks_status_t st, const char *msg, int64_t offset,
     snprintf(r->message, sizeof(r->message), "%s", msg);
     r->offset = offset;
     r->stale_leases = stale;
-    c->u.seek.cb(r, c->u.seek.opaque);
+    c->req.u.seek.cb(r, c->req.u.seek.opaque);
     cmd_free(c);
 }
 
 /* Moves a partition: its leases turn stale (new epoch), its window starts over. */
 void handle_seek(ks_group_t *g, cmd_t *c)
 {
-    part_t *p = part_find(g, c->u.seek.topic, c->u.seek.partition);
+    part_t *p = part_find(g, c->req.u.seek.topic, c->req.u.seek.partition);
     if (!p || !ks_pstate_deliverable(p->state)) {
         seek_done(c, KS_E_NOT_FOUND, "that partition is not assigned to this process", -1, 0);
         return;
     }
-    int64_t target = c->u.seek.value;
-    switch (c->u.seek.kind) {
+    int64_t target = c->req.u.seek.value;
+    switch (c->req.u.seek.kind) {
     case KS_SEEK_EARLIEST:
         target = RD_KAFKA_OFFSET_BEGINNING;
         break;
@@ -169,7 +170,7 @@ void handle_seek(ks_group_t *g, cmd_t *c)
         break;
     case KS_SEEK_TIMESTAMP: {
         rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
-        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = c->u.seek.value;
+        rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = c->req.u.seek.value;
         rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(g->rk, l, 5000);
         if (!err)
             err = l->elems[0].err;

@@ -73,7 +73,7 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ss->outstanding.records = s->out_records;
         ss->outstanding.bytes = s->out_bytes;
         for (cmd_t *c = g->wait_head; c; c = c->next_wait)
-            if (!strcmp(c->u.fetch.sub, s->name))
+            if (!strcmp(c->req.u.fetch.opts.subscriber, s->name))
                 ss->waiting = 1;
     }
     return st;

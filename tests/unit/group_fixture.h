@@ -62,19 +62,16 @@ static inline void fx_push(part_t *p, int64_t from, int64_t to)
 static inline cmd_t *fx_park_fetch(ks_group_t *g, const char *topic, const char *sub, int max,
                                    int64_t wait_until_ms, ks_fetch_cb *cb, void *opaque)
 {
-    cmd_t *c = calloc(1, sizeof(*c));
-    if (!c)
-        abort();
-    c->type = KS_CMD_FETCH;
     const char *topics[] = {topic};
-    c->u.fetch.topics = ks_strv_pack(topics, 1);
-    c->u.fetch.topic_cnt = 1;
-    c->u.fetch.max = max;
-    c->u.fetch.deadline_ms = 30000;
-    snprintf(c->u.fetch.sub, sizeof(c->u.fetch.sub), "%s", sub);
-    c->u.fetch.wait_until_ms = wait_until_ms;
-    c->u.fetch.cb = cb;
-    c->u.fetch.opaque = opaque;
+    ks_cmd_req_t req = {.type = KS_CMD_FETCH,
+                        .group = g->name,
+                        .u.fetch = {.topics = topics,
+                                    .topic_cnt = 1,
+                                    .opts = {.max = max, .deadline_ms = 30000, .subscriber = sub},
+                                    .cb = cb,
+                                    .opaque = opaque}};
+    cmd_t *c = cmd_copy(&req);
+    c->posted_ms = wait_until_ms; /* with wait_ms 0: it waits until then */
     if (g->wait_tail)
         g->wait_tail->next_wait = c;
     else

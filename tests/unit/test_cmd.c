@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "cmd.h"
@@ -257,7 +258,130 @@ static void test_status_and_no_reply_commands(void **state)
     /* No reply to carry an error: not checked, the engine finds no such group. */
     expect((ks_cmd_req_t){.type = KS_CMD_RELEASE, .group = ".."}, KS_OK, NULL);
     expect((ks_cmd_req_t){.type = KS_CMD_DELIVERED, .group = ".."}, KS_OK, NULL);
+    expect((ks_cmd_req_t){.type = KS_CMD_RELEASE_UNREAD, .group = ".."}, KS_OK, NULL);
+    /* The engine's own: nothing to check (the engine refuses them from an edge). */
+    expect((ks_cmd_req_t){.type = KS_CMD_STOP_DELIVERING}, KS_OK, NULL);
+    expect((ks_cmd_req_t){.type = KS_CMD_SHUTDOWN}, KS_OK, NULL);
     expect((ks_cmd_req_t){.type = KS_CMD__CNT}, KS_E_INVALID, "unknown command");
+}
+
+/* A copy of r in a block of exactly the size ks_cmd_copy_size gives (so ASan sees an overrun). */
+static ks_cmd_req_t *copy_of(const ks_cmd_req_t *r, char **buf, size_t *size)
+{
+    *size = ks_cmd_copy_size(r);
+    *buf = malloc(*size ? *size : 1);
+    ks_cmd_req_t *c = malloc(sizeof(*c));
+    assert_non_null(*buf);
+    assert_non_null(c);
+    ks_cmd_copy(c, r, *buf);
+    return c;
+}
+
+/* s is a copy of want inside [buf, buf + size). */
+static void in_copy(const char *s, const char *want, const char *buf, size_t size)
+{
+    assert_non_null(s);
+    assert_ptr_not_equal(s, want);
+    assert_true(s >= buf && s + strlen(s) < buf + size);
+    assert_string_equal(s, want);
+}
+
+static void test_copy_is_deep(void **state)
+{
+    (void)state;
+    char group[] = "g", t1[] = "t1", t2[] = "topic-2", sub[] = "s#4";
+    const char *topics[] = {t1, t2};
+    ks_cmd_req_t f = fetch_req(group, topics, 2);
+    f.u.fetch.opts.subscriber = sub;
+    f.u.fetch.opts.max = 7;
+    char *buf;
+    size_t size;
+    ks_cmd_req_t *c = copy_of(&f, &buf, &size);
+    assert_int_equal(size,
+                     2 * sizeof(char *) + sizeof(group) + sizeof(t1) + sizeof(t2) + sizeof(sub));
+    memset(group, 'x', 1); /* the caller's strings change: the copy does not */
+    memset(t1, 'x', 2);
+    in_copy(c->group, "g", buf, size);
+    assert_true((const char *)c->u.fetch.topics >= buf);
+    in_copy(c->u.fetch.topics[0], "t1", buf, size);
+    in_copy(c->u.fetch.topics[1], "topic-2", buf, size);
+    in_copy(c->u.fetch.opts.subscriber, "s#4", buf, size);
+    assert_int_equal(c->u.fetch.topic_cnt, 2);
+    assert_int_equal(c->u.fetch.opts.max, 7);
+    free(c);
+    free(buf);
+
+    /* A settle's ids and reason; no reason stays NULL. */
+    const char *ids[] = {"id-1", "id-22", "id-333"};
+    ks_cmd_req_t st = {.type = KS_CMD_SETTLE,
+                       .group = "g",
+                       .u.settle = {.op = KS_SETTLE_NACK, .ms = 5, .ack_ids = ids, .n = 3}};
+    c = copy_of(&st, &buf, &size);
+    for (size_t i = 0; i < 3; i++)
+        in_copy(c->u.settle.ack_ids[i], ids[i], buf, size);
+    assert_null(c->u.settle.reason);
+    assert_int_equal(c->u.settle.ms, 5);
+    free(c);
+    free(buf);
+    st.u.settle.reason = "poison";
+    c = copy_of(&st, &buf, &size);
+    in_copy(c->u.settle.reason, "poison", buf, size);
+    free(c);
+    free(buf);
+
+    /* A seek's topic, a release's subscriber; STATUS of every group copies nothing. */
+    ks_cmd_req_t sk = {.type = KS_CMD_SEEK, .group = "g", .u.seek = {.topic = "t", .value = 9}};
+    c = copy_of(&sk, &buf, &size);
+    in_copy(c->u.seek.topic, "t", buf, size);
+    assert_int_equal(c->u.seek.value, 9);
+    free(c);
+    free(buf);
+    ks_cmd_req_t rl = {.type = KS_CMD_RELEASE_UNREAD, .group = "g", .u.release = {"s#1"}};
+    c = copy_of(&rl, &buf, &size);
+    in_copy(c->u.release.subscriber, "s#1", buf, size);
+    free(c);
+    free(buf);
+    ks_cmd_req_t all = {.type = KS_CMD_STATUS};
+    assert_int_equal(ks_cmd_copy_size(&all), 0);
+    c = copy_of(&all, &buf, &size);
+    assert_null(c->group);
+    free(c);
+    free(buf);
+}
+
+static void test_validate_plain_form(void **state)
+{
+    (void)state;
+    const char *topics[] = {"t1"};
+    ks_cmd_req_t r = fetch_req("g", topics, 1);
+    r.u.fetch.opts.hold_stalled = 1; /* without confirm it means nothing */
+    r.u.fetch.opts.notify = 5;
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.hold_stalled, 0);
+    assert_int_equal(r.u.fetch.opts.notify, 1);
+    r.u.fetch.opts.confirm = 1;
+    r.u.fetch.opts.hold_stalled = 1;
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.fetch.opts.hold_stalled, 1);
+
+    /* The loop keeps a subscriber name in KS_SUBSCRIBER_KEY_MAX bytes: a longer one (a name
+     * of KS_NAME_MAX with a long "#<digits>") is refused, not cut. */
+    char sub[KS_SUBSCRIBER_KEY_MAX + 1];
+    memset(sub, 's', KS_NAME_MAX);
+    sub[KS_NAME_MAX] = '#';
+    memset(sub + KS_NAME_MAX + 1, '7', sizeof(sub) - KS_NAME_MAX - 2);
+    sub[sizeof(sub) - 1] = '\0';
+    r.u.fetch.opts.subscriber = sub;
+    expect(r, KS_E_INVALID, "is too long");
+    sub[KS_SUBSCRIBER_KEY_MAX - 1] = '\0';
+    expect(r, KS_OK, NULL);
+
+    const char *ids[] = {"x"};
+    ks_cmd_req_t st = {.type = KS_CMD_SETTLE,
+                       .group = "g",
+                       .u.settle = {.op = KS_SETTLE_NACK, .reason = "", .ack_ids = ids, .n = 1}};
+    assert_int_equal(ks_cmd_validate(&cfg, &st, err, sizeof(err)), KS_OK);
+    assert_null(st.u.settle.reason); /* "" is no reason */
 }
 
 int main(void)
@@ -271,6 +395,8 @@ int main(void)
         cmocka_unit_test(test_names_and_scopes),
         cmocka_unit_test(test_settle_seek_produce),
         cmocka_unit_test(test_status_and_no_reply_commands),
+        cmocka_unit_test(test_copy_is_deep),
+        cmocka_unit_test(test_validate_plain_form),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

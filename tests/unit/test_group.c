@@ -45,18 +45,10 @@ static void reset_got(void)
 /* Settles the n ids with op through handle_settle, as the loop does; results land in res. */
 static void settle(ks_group_t *g, ks_settle_op_t op, int64_t ms, const char *const *ids, size_t n)
 {
-    cmd_t *c = calloc(1, sizeof(*c));
-    assert_non_null(c);
-    c->type = KS_CMD_SETTLE;
-    c->u.settle.op = op;
-    c->u.settle.ms = ms;
-    c->u.settle.ids = ks_strv_pack(ids, n);
-    c->u.settle.n = n;
-    c->u.settle.refs = calloc(n, sizeof(ks_ack_ref_t));
-    assert_non_null(c->u.settle.refs);
-    for (size_t i = 0; i < n; i++)
-        ks_ack_id_parse_ref(c->u.settle.ids[i], &c->u.settle.refs[i]);
-    c->u.settle.cb = on_acks;
+    ks_cmd_req_t req = {.type = KS_CMD_SETTLE,
+                        .group = g->name,
+                        .u.settle = {.op = op, .ms = ms, .ack_ids = ids, .n = n, .cb = on_acks}};
+    cmd_t *c = cmd_copy(&req);        /* parses the ids, as ks_group_post does */
     handle_settle(g, c, ks_now_ms()); /* frees c */
     assert_int_equal(res_n, n);
 }
@@ -297,6 +289,17 @@ static void test_waiting_fetch_stays_parked(void **state)
     fx_group_free(g);
 }
 
+/* Every command a group is posted has its handler; the producer's has none and is refused. */
+static void test_every_group_command_has_a_handler(void **state)
+{
+    (void)state;
+    for (int t = 0; t < KS_CMD__CNT; t++)
+        assert_int_equal(group_serves((ks_cmd_t)t), t != KS_CMD_PRODUCE);
+    assert_false(group_serves(KS_CMD__CNT));
+    ks_cmd_req_t p = {.type = KS_CMD_PRODUCE};
+    assert_int_equal(ks_group_post(NULL, &p), KS_E_INVALID); /* refused before g is used */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,6 +310,7 @@ int main(void)
         cmocka_unit_test(test_one_subscribers_fetches_fill_in_order),
         cmocka_unit_test(test_credits_bound_a_subscriber),
         cmocka_unit_test(test_waiting_fetch_stays_parked),
+        cmocka_unit_test(test_every_group_command_has_a_handler),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     free(res);

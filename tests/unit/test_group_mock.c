@@ -47,10 +47,12 @@ static void on_acks(ks_ack_result_t *r, size_t n, void *opaque)
     pthread_mutex_unlock(&lock);
 }
 
-static void on_status(ks_group_status_t *st, void *opaque)
+static void on_status(ks_group_status_t **sts, size_t n, void *opaque)
 {
+    assert_int_equal(n, 1); /* a group answers with its own */
     pthread_mutex_lock(&lock);
-    status = st;
+    status = sts[0];
+    free(sts);
     pthread_cond_signal(&cond);
     pthread_mutex_unlock(&lock);
 }
@@ -82,6 +84,38 @@ static void sleep_ms(long ms)
 {
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000};
     nanosleep(&ts, NULL);
+}
+
+/* The commands, as ks_engine_submit posts them once validated. */
+static ks_status_t post_fetch(ks_group_t *g, const char *const *topics, const ks_fetch_opts_t *opts)
+{
+    ks_cmd_req_t req = {
+        .type = KS_CMD_FETCH,
+        .group = ks_group_name(g),
+        .u.fetch = {.topics = topics, .topic_cnt = 1, .opts = *opts, .cb = on_batch}};
+    return ks_group_post(g, &req);
+}
+
+static ks_status_t post_settle(ks_group_t *g, ks_settle_op_t op, char **ids, size_t n)
+{
+    ks_cmd_req_t req = {
+        .type = KS_CMD_SETTLE,
+        .group = ks_group_name(g),
+        .u.settle = {.op = op, .ack_ids = (const char *const *)ids, .n = n, .cb = on_acks}};
+    return ks_group_post(g, &req);
+}
+
+static void post_shutdown(ks_group_t *g, int64_t ack_deadline_ms)
+{
+    ks_cmd_req_t req = {.type = KS_CMD_SHUTDOWN, .u.shutdown = {ack_deadline_ms}};
+    assert_int_equal(ks_group_post(g, &req), KS_OK);
+}
+
+static ks_status_t post_status(ks_group_t *g)
+{
+    ks_cmd_req_t req = {
+        .type = KS_CMD_STATUS, .group = ks_group_name(g), .u.status = {.cb = on_status}};
+    return ks_group_post(g, &req);
 }
 
 /* A producer that hosts the mock cluster, with TOPIC (2 partitions) holding RECORDS records. */
@@ -145,7 +179,7 @@ static void test_fetch_ack_commit(void **state)
     size_t got = 0;
     bool seen[RECORDS] = {false};
     for (int64_t until = ks_now_ms() + 30000; got < RECORDS && ks_now_ms() < until;) {
-        assert_int_equal(ks_group_fetch(g, topics, 1, &opts, on_batch, NULL), KS_OK);
+        assert_int_equal(post_fetch(g, topics, &opts), KS_OK);
         ks_batch_t *b = take((void **)&batch);
         assert_int_equal(b->status, KS_OK);
         for (size_t i = 0; i < b->cnt; i++) {
@@ -164,9 +198,7 @@ static void test_fetch_ack_commit(void **state)
     }
     assert_int_equal(got, RECORDS);
 
-    assert_int_equal(
-        ks_group_settle(g, KS_SETTLE_ACK, 0, NULL, (const char *const *)ids, got, on_acks, NULL),
-        KS_OK);
+    assert_int_equal(post_settle(g, KS_SETTLE_ACK, ids, got), KS_OK);
     ks_ack_result_t *r = take((void **)&acks);
     assert_int_equal(ack_n, RECORDS);
     for (size_t i = 0; i < ack_n; i++)
@@ -176,7 +208,7 @@ static void test_fetch_ack_commit(void **state)
     /* The interval commit (500 ms) confirms both partitions at their ends. */
     int64_t committed = 0;
     for (int64_t until = ks_now_ms() + 20000; committed != RECORDS && ks_now_ms() < until;) {
-        assert_int_equal(ks_group_status(g, on_status, NULL), KS_OK);
+        assert_int_equal(post_status(g), KS_OK);
         ks_group_status_t *st = take((void **)&status);
         assert_int_equal(st->acked, RECORDS);
         assert_int_equal(st->delivered, RECORDS);
@@ -189,7 +221,7 @@ static void test_fetch_ack_commit(void **state)
     }
     assert_int_equal(committed, RECORDS);
 
-    ks_group_request_shutdown(g, ks_now_ms() + 2000);
+    post_shutdown(g, ks_now_ms() + 2000);
     assert_int_equal(ks_group_join(g, ks_now_ms() + 20000), 0);
     ks_group_destroy(g);
     for (size_t i = 0; i < got; i++)
@@ -283,7 +315,7 @@ static void member_stop(member_t *m)
 
 static ks_group_status_t *group_status(ks_group_t *g)
 {
-    assert_int_equal(ks_group_status(g, on_status, NULL), KS_OK);
+    assert_int_equal(post_status(g), KS_OK);
     return take((void **)&status);
 }
 
@@ -316,7 +348,7 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
     char *ids[2][RECORDS];
     size_t idn[2] = {0, 0};
     for (int64_t until = ks_now_ms() + 30000; idn[0] + idn[1] < RECORDS && ks_now_ms() < until;) {
-        assert_int_equal(ks_group_fetch(g, topics, 1, &opts, on_batch, NULL), KS_OK);
+        assert_int_equal(post_fetch(g, topics, &opts), KS_OK);
         ks_batch_t *b = take((void **)&batch);
         assert_int_equal(b->status, KS_OK);
         for (size_t i = 0; i < b->cnt; i++) {
@@ -332,7 +364,7 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
 
     /* A fetch parked before the rebalance: nothing is left to give it yet. */
     ks_fetch_opts_t park = {.max = 100, .wait_ms = 60000, .deadline_ms = 60000, .subscriber = "s"};
-    assert_int_equal(ks_group_fetch(g, topics, 1, &park, on_batch, NULL), KS_OK);
+    assert_int_equal(post_fetch(g, topics, &park), KS_OK);
 
     member_t m;
     member_start(&m, bootstraps, "grace-group");
@@ -356,9 +388,7 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
     /* Nacked records of the kept partition reach the parked fetch during the grace (new
      * records could not: librdkafka 2.0.2 pauses fetching for the whole assignment until the
      * unassign call). */
-    assert_int_equal(ks_group_settle(g, KS_SETTLE_NACK, 0, NULL, (const char *const *)ids[kept],
-                                     idn[kept], on_acks, NULL),
-                     KS_OK);
+    assert_int_equal(post_settle(g, KS_SETTLE_NACK, ids[kept], idn[kept]), KS_OK);
     ks_ack_result_t *r = take((void **)&acks);
     assert_int_equal(ack_n, idn[kept]);
     for (size_t i = 0; i < ack_n; i++)
@@ -386,9 +416,7 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
     }
 
     /* Its acks are taken during the grace; with the last one the revoke ends. */
-    assert_int_equal(ks_group_settle(g, KS_SETTLE_ACK, 0, NULL, (const char *const *)ids[rev],
-                                     idn[rev], on_acks, NULL),
-                     KS_OK);
+    assert_int_equal(post_settle(g, KS_SETTLE_ACK, ids[rev], idn[rev]), KS_OK);
     r = take((void **)&acks);
     assert_int_equal(ack_n, idn[rev]);
     for (size_t i = 0; i < ack_n; i++)
@@ -428,7 +456,7 @@ static void test_revoke_grace_runs_in_the_loop(void **state)
     }
     rd_kafka_topic_partition_list_destroy(l);
 
-    ks_group_request_shutdown(g, ks_now_ms() + 2000);
+    post_shutdown(g, ks_now_ms() + 2000);
     assert_int_equal(ks_group_join(g, ks_now_ms() + 20000), 0);
     ks_group_destroy(g);
     member_stop(&m);
