@@ -485,7 +485,11 @@ static void test_status_lists_every_topic(void **state)
         topics[i] = names[i];
     }
     ks_fetch_opts_t opts = {.max = 1, .wait_ms = 100, .deadline_ms = 30000, .subscriber = "s"};
-    assert_int_equal(ks_group_fetch(g, topics, N, &opts, on_batch, NULL), KS_OK);
+    ks_cmd_req_t req = {
+        .type = KS_CMD_FETCH,
+        .group = ks_group_name(g),
+        .u.fetch = {.topics = topics, .topic_cnt = N, .opts = opts, .cb = on_batch}};
+    assert_int_equal(ks_group_post(g, &req), KS_OK);
     ks_group_status_t *st = group_status(g);
     assert_int_equal(st->topic_cnt, N);
     for (int i = 0; i < N; i++)
@@ -494,7 +498,7 @@ static void test_status_lists_every_topic(void **state)
     ks_group_status_free(st);
     ks_batch_free(take((void **)&batch));
 
-    ks_group_request_shutdown(g, ks_now_ms() + 2000);
+    post_shutdown(g, ks_now_ms() + 2000);
     assert_int_equal(ks_group_join(g, ks_now_ms() + 20000), 0);
     ks_group_destroy(g);
     ks_config_free(&cfg);

@@ -248,8 +248,9 @@ static void test_open_parks_the_pipeline(void **state)
     assert_int_equal(f->unset, KS_FETCH_UNSET_DEADLINE); /* max is the stream's own */
     assert_int_equal(fk.refs, KS_SUBSTREAM_PIPELINE);    /* one per fetch out */
     assert_int_equal(ks_subhub_count(&hub), 1);
-    teardown_stream();
+    ks_substream_close(&ss);
     assert_int_equal(ks_subhub_count(&hub), 0);
+    teardown_stream();
 }
 
 static void test_records_assignment_and_refill(void **state)
