@@ -12,7 +12,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 python3 - "$@" <<'PY'
 import os, re, sys
 
-dirs = [d for d in ("proxy", "api", "daemon") if os.path.isdir(d)]
+dirs = [d for d in ("proxy", "proxy/internal", "api", "daemon") if os.path.isdir(d)]
 files = {}  # basename -> path
 for d in dirs:
     for f in sorted(os.listdir(d)):
