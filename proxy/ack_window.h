@@ -67,6 +67,9 @@ static inline bool ks_rec_move(ks_win_entry_t *e, ks_rec_state_t to)
 /* flags: LEASED to a transport that has not taken it yet (its attempt is counted back
  * if it never does). The scheduler's own flags use the low bits. */
 #define KS_WIN_F_UNSENT 0x80
+/* flags: taken back from its subscriber with an earlier record of its ordering chain, its
+ * attempt not counted: an ack id of that delivery is stale, not unknown. */
+#define KS_WIN_F_TAKEN_BACK 0x40
 
 typedef void(ks_win_free_fn)(void *msg);
 

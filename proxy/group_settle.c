@@ -27,6 +27,35 @@ bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now)
     return false;
 }
 
+typedef struct back_ctx {
+    ks_group_t *g;
+    part_t *p;
+    int64_t now;
+    size_t n;
+} back_ctx_t;
+
+/* A later record of a chain going back with an earlier one. */
+static void later_back(void *opaque, ks_win_entry_t *e)
+{
+    back_ctx_t *x = opaque;
+    unlease(x->g, x->p, e);
+    if (e->attempts > 0)
+        e->attempts--;
+    e->flags |= KS_WIN_F_TAKEN_BACK; /* an ack id of this delivery is stale now */
+    ks_lease_release(&x->g->leases, &x->p->win, x->p, e, x->now, 0);
+    x->n++;
+}
+
+size_t chain_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now)
+{
+    back_ctx_t x = {.g = g, .p = p, .now = now};
+    ks_key_sched_back(&p->sched, &p->win, e, later_back, &x);
+    if (x.n)
+        ks_dbg(g->log_name, "%s[%d]@%lld came back: %zu later records of its chain go back too",
+               p->topic, p->partition, (long long)e->offset, x.n);
+    return x.n;
+}
+
 void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque)
 {
     ks_group_t *g = opaque;
@@ -42,6 +71,7 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
         }
         g->st_expired++;
         unlease(g, p, e);
+        chain_back(g, p, e, now);
         ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
                (long long)e->offset, e->attempts);
         if (!e->reason)
@@ -77,6 +107,11 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                                  "offset committed; nothing to redo"};
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
     }
+    if ((e->flags & KS_WIN_F_TAKEN_BACK) && e->state != KS_REC_LEASED &&
+        id.attempt == (uint32_t)e->attempts + 1)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the record was taken back before it "
+                                             "was processed (an earlier record of its ordering "
+                                             "chain came back) and will be delivered again"};
     if (e->attempts == 0)
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
     if (e->attempts != id.attempt)
@@ -103,6 +138,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
                                                  "or nacked) and the record will be redelivered"};
         unlease(g, p, e);
+        chain_back(g, p, e, now);
         g->st_nacked++;
         if (c->u.settle.reason) {
             free(e->reason);
