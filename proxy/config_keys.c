@@ -62,7 +62,7 @@ const key_t_ config_keys[] = {
     {"nack.max_delay_ms", T_INT, OFF(nack_max_delay_ms), 0, 86400000,
      "longest redelivery delay a nack may ask for"},
     {"group.ordering", T_ORDER, OFF(group_defaults.ordering), 0, 0,
-     "key (default), partition or none: what goes out one at a time"},
+     "key (default), partition or none: which records are processed in offset order"},
     {"ordering.max_in_flight_per_key", T_INT, OFF(group_defaults.max_in_flight_per_key), 1, 100000,
      "records of one key (or, with group.ordering partition, of one partition) a subscriber "
      "that asked for ordered batches may hold at once; others get one at a time"},
