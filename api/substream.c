@@ -68,7 +68,8 @@ static ks_cmd_req_t fetch_cmd_locked(ks_substream_t *ss, int wait_ms)
                                                .max_bytes = ss->max_bytes,
                                                .notify = 1,
                                                .confirm = 1,
-                                               .hold_stalled = 1},
+                                               .hold_stalled = 1,
+                                               .ordered_batches = ss->ordered_batches},
                                       .unset = ss->unset,
                                       .cb = on_fetch,
                                       .opaque = ss}};
@@ -281,7 +282,8 @@ static ks_cmd_req_t open_cmd(const ks_substream_t *ss, const ks_substream_open_t
                                                .deadline_ms = o->deadline_ms,
                                                .subscriber = o->subscriber,
                                                .credit_records = o->credit_records,
-                                               .credit_bytes = o->credit_bytes},
+                                               .credit_bytes = o->credit_bytes,
+                                               .ordered_batches = o->ordered_batches},
                                       .unset = o->unset}};
 }
 
@@ -340,6 +342,7 @@ void ks_substream_start(ks_substream_t *ss, const ks_substream_open_t *o, const 
     ss->unset = o->unset & KS_FETCH_UNSET_DEADLINE; /* max and wait are the stream's own */
     ss->max_batch = o->max_batch > 0 ? o->max_batch : 1;
     ss->max_bytes = o->max_bytes;
+    ss->ordered_batches = o->ordered_batches;
     pthread_mutex_lock(&ss->lock);
     ss->opened = true;
     pthread_mutex_unlock(&ss->lock);
