@@ -188,7 +188,8 @@ struct settle_ctx {
     call_t *c;
     char **ids;
     size_t n;
-    bool stream; /* answer on the Subscribe stream, not as a unary reply */
+    bool stream;              /* answer on the Subscribe stream, not as a unary reply */
+    ks_ack_result_t *results; /* a stream's, until their turn to be queued */
 };
 
 #define UNPACK(type, fn, sl) fn##__unpack(NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl))

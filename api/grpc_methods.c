@@ -141,13 +141,22 @@ static void on_batch(ks_batch_t *b, void *opaque)
     call_reply(opaque, b, 0, NULL);
 }
 
+/* A stream's ack results, queued in their turn after the batches the engine delivered before
+ * them (encoded when their send starts); drops the settle's reference on the call. */
+static void send_ack_results(void *t, void *arg)
+{
+    settle_ctx_t *x = arg;
+    call_send_item(t, (send_item_t){.acks = x, .results = x->results});
+    call_unref(t);
+}
+
 static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
 {
     settle_ctx_t *x = opaque;
     call_t *c = x->c;
-    if (x->stream) { /* encoded when its send starts */
-        call_send_item(c, (send_item_t){.acks = x, .results = res});
-        call_unref(c);
+    if (x->stream) {
+        x->results = res;
+        ks_substream_defer(&c->ss, send_ack_results, x);
         return;
     }
     call_reply(c, res, n, x);

@@ -214,19 +214,21 @@ void ks_substream_drain(ks_substream_t *ss)
             pthread_mutex_unlock(&ss->lock);
             return;
         }
-        ks_batch_t *b = ss->arrived[ss->arrived_h++];
+        ks_substream_item_t it = ss->arrived[ss->arrived_h++];
         if (--ss->arrived_n == 0)
             ss->arrived_h = 0;
         pthread_mutex_unlock(&ss->lock);
-        run_batch(ss, b);
+        if (it.fn)
+            it.fn(ss->t, it.arg);
+        else
+            run_batch(ss, it.b);
     }
 }
 
-/* The engine's answer to a fetch: queued for the transport's thread, which is woken unless a
- * wake is on its way. @locality the group loop */
-static void on_fetch(ks_batch_t *b, void *opaque)
+/* Queues an arrival for the transport's thread, which is woken unless a wake is on its way.
+ * @locality the group loop */
+static void arrive(ks_substream_t *ss, ks_substream_item_t it)
 {
-    ks_substream_t *ss = opaque;
     pthread_mutex_lock(&ss->lock);
     if (ss->arrived_h + ss->arrived_n == ss->arrived_cap) {
         if (ss->arrived_h) { /* room at the front: move the waiting ones down */
@@ -239,12 +241,23 @@ static void on_fetch(ks_batch_t *b, void *opaque)
                 abort();
         }
     }
-    ss->arrived[ss->arrived_h + ss->arrived_n++] = b;
+    ss->arrived[ss->arrived_h + ss->arrived_n++] = it;
     bool wake = !ss->drain_posted;
     ss->drain_posted = true;
     pthread_mutex_unlock(&ss->lock);
     if (wake && !ss->ops->wake(ss->t))
         ks_substream_drain(ss); /* the transport cannot be woken: serve them here */
+}
+
+/* The engine's answer to a fetch. @locality the group loop */
+static void on_fetch(ks_batch_t *b, void *opaque)
+{
+    arrive(opaque, (ks_substream_item_t){.b = b});
+}
+
+void ks_substream_defer(ks_substream_t *ss, ks_substream_defer_fn *fn, void *arg)
+{
+    arrive(ss, (ks_substream_item_t){.fn = fn, .arg = arg});
 }
 
 /* ---- the stream's life ---- */
@@ -267,7 +280,7 @@ void ks_substream_destroy(ks_substream_t *ss)
         free(ss->topics[i]);
     free(ss->topics);
     free(ss->snap);
-    free(ss->arrived); /* empty: each arrived batch held a reference on t */
+    free(ss->arrived); /* empty: each arrival held a reference on t */
     pthread_mutex_destroy(&ss->lock);
 }
 

@@ -33,6 +33,16 @@
 typedef struct ks_substream ks_substream_t;
 typedef struct ks_subhub ks_subhub_t;
 
+/* A call the transport's thread makes in its turn among the arrived batches. */
+typedef void(ks_substream_defer_fn)(void *t, void *arg);
+
+/* One arrival: a batch (fn NULL), or a deferred call. */
+typedef struct ks_substream_item {
+    ks_batch_t *b;
+    ks_substream_defer_fn *fn;
+    void *arg;
+} ks_substream_item_t;
+
 /* What a transport gives the core. t is the transport's object (ks_substream_init's t). No
  * op is called with the core's lock held, so an op may call back into the core.
  * @locality as each op says */
@@ -112,9 +122,10 @@ struct ks_substream {
     int q_msgs;         /* record messages queued or in flight in the transport */
     int64_t q_bytes;
     int64_t send_started_ms; /* the transport's send in flight began (0: none) */
-    /* Batches the engine answered the fetches with, oldest first, each holding its fetch's
-     * reference on t; drain_posted: a wake is on its way or a drain runs (one at a time). */
-    ks_batch_t **arrived;
+    /* What the engine answered, oldest first: batches (each holding its fetch's reference on
+     * t) and deferred calls (ks_substream_defer); drain_posted: a wake is on its way or a
+     * drain runs (one at a time). */
+    ks_substream_item_t *arrived;
     size_t arrived_h, arrived_n, arrived_cap;
     bool drain_posted;
     ks_tp_t *snap; /* the assignment the stream was last told */
@@ -156,6 +167,12 @@ ks_status_t ks_substream_credits(ks_substream_t *ss, int64_t records, int64_t by
  * fetches; or, on a stopped stream, the leases back. @locality the transport's thread, after
  * ops->wake */
 void ks_substream_drain(ks_substream_t *ss);
+
+/* Runs fn(t, arg) on the transport's thread after every batch that arrived before it, in
+ * order: an engine answer the transport sends on the stream (ack results) then goes out after
+ * the records the engine delivered before it, never ahead of them. Call from the group loop
+ * (an engine callback); fn owns arg and any reference the caller holds on t. */
+void ks_substream_defer(ks_substream_t *ss, ks_substream_defer_fn *fn, void *arg);
 
 /* A record message left the transport's queue: token and bytes are its batch's
  * (deliver_token, bytes); taken: the client's side took it. Its leases start (or go back) in

@@ -99,6 +99,8 @@ typedef struct fake {
     char finish_msg[256];
     int cuts;
     char cut_msg[256];
+    char events[64]; /* what reached the transport, in order: 'r' records, 'd' a deferred call */
+    size_t ev_n;
 } fake_t;
 
 static void f_ref(void *t)
@@ -122,6 +124,7 @@ static void f_send_records(void *t, ks_batch_t *b)
     fake_t *f = t;
     assert_true(f->sent_n < 16);
     f->sent[f->sent_n++] = b;
+    f->events[f->ev_n++] = 'r';
 }
 static void f_send_assignment(void *t, const ks_tp_t *rev, size_t nrev, const ks_tp_t *as,
                               size_t nas)
@@ -426,6 +429,30 @@ static void test_no_wake_drains_inline(void **state)
     teardown_stream();
 }
 
+/* A deferred call (a stream's ack results) is the transport's in its turn: after the batches
+ * that arrived before it, before those after it. */
+static void deferred(void *t, void *arg)
+{
+    fake_t *f = t;
+    assert_ptr_equal(arg, &fk);
+    f->events[f->ev_n++] = 'd';
+}
+
+static void test_defer_keeps_arrival_order(void **state)
+{
+    (void)state;
+    setup_stream(4, 0);
+    fetch_no(0)->cb(mk_batch(1, 61, 10, NULL, 0), fetch_no(0)->opaque); /* woken, not drained */
+    ks_substream_defer(&ss, deferred, &fk);
+    fetch_no(1)->cb(mk_batch(1, 62, 10, NULL, 0), fetch_no(1)->opaque);
+    assert_int_equal(fk.wakes, 1); /* one wake for all three */
+    assert_int_equal(fk.ev_n, 0);
+    ks_substream_drain(&ss);
+    assert_int_equal(fk.ev_n, 3);
+    assert_memory_equal(fk.events, "rdr", 3);
+    teardown_stream();
+}
+
 static void test_default_name(void **state)
 {
     (void)state;
@@ -450,6 +477,7 @@ int main(void)
         cmocka_unit_test(test_stop_gives_arrivals_back),
         cmocka_unit_test(test_engine_errors_finish),
         cmocka_unit_test(test_no_wake_drains_inline),
+        cmocka_unit_test(test_defer_keeps_arrival_order),
         cmocka_unit_test(test_default_name),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
