@@ -180,6 +180,7 @@ struct call {
     size_t topic_cnt;
     int64_t credit_records, credit_bytes;
     int deadline_ms;
+    bool ordered; /* Open.ordered_batches */
     int fetches_out;
     /* Batches the engine answered the stream's fetches with, oldest first (arrived_h),
      * each with its fetch's reference, waiting for ev_arrive on a completion-queue thread;

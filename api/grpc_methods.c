@@ -406,7 +406,8 @@ static void decode_fetch(call_t *c, grpc_slice sl)
                                                  .wait_ms = r->wait_ms,
                                                  .deadline_ms = r->deadline_ms,
                                                  .subscriber = r->subscriber,
-                                                 .max_bytes = msg_max_record_bytes(s->cfg)},
+                                                 .max_bytes = msg_max_record_bytes(s->cfg),
+                                                 .ordered_batches = r->ordered_batches},
                                         .unset = grpc_fetch_unset(r->max, r->deadline_ms),
                                         .cb = on_batch,
                                         .opaque = c}};

@@ -205,7 +205,8 @@ static ks_cmd_req_t stream_cmd(call_t *c, int wait_ms)
                                                .max_bytes = msg_max_record_bytes(c->s->cfg),
                                                .notify = 1,
                                                .confirm = 1,
-                                               .hold_stalled = 1},
+                                               .hold_stalled = 1,
+                                               .ordered_batches = c->ordered},
                                       .unset = grpc_fetch_unset(1, c->deadline_ms),
                                       .cb = on_stream_fetch,
                                       .opaque = c}};
@@ -350,6 +351,7 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     c->credit_records = o->credits ? o->credits->records : 0;
     c->credit_bytes = o->credits ? o->credits->bytes : 0;
     c->deadline_ms = o->deadline_ms;
+    c->ordered = o->ordered_batches;
     c->opened = true;
     ks_dbg(LOGC, "stream %s opened on group %s", c->sub, c->group);
     for (int i = 0; i < STREAM_PIPELINE; i++)

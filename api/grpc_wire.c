@@ -100,6 +100,8 @@ static size_t record_size(const ks_record_t *r, size_t ack_id_len)
     n += ld_size(ack_id_len);
     if (r->attempt)
         n += 1 + vlen((uint64_t)(int64_t)r->attempt);
+    if (r->ordering_chain)
+        n += 1 + vlen(r->ordering_chain);
     return n;
 }
 
@@ -151,6 +153,10 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const 
     if (r->attempt) {
         *p++ = 11 << 3;
         p = vput(p, (uint64_t)(int64_t)r->attempt);
+    }
+    if (r->ordering_chain) {
+        *p++ = 12 << 3;
+        p = vput(p, r->ordering_chain);
     }
     return p;
 }

@@ -1,5 +1,6 @@
 /* http_json.c: the HTTP edge's JSON writers: error bodies, records, and the reply
  * encoders that answer a request from the engine's result (libmicrohttpd's threads). */
+#include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -234,6 +235,12 @@ static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_a
     ks_jbuf_str(b, id, ks_record_ack_id_put(w, r, id, sizeof(id)));
     ks_jbuf_lit(b, ",\"attempt\":");
     ks_jbuf_int(b, r->attempt);
+    if (r->ordering_chain) { /* a string: JSON numbers lose 64-bit precision in JavaScript */
+        char num[24];
+        int nl = snprintf(num, sizeof(num), "%" PRIu64, r->ordering_chain);
+        ks_jbuf_lit(b, ",\"ordering_chain\":");
+        ks_jbuf_str(b, num, (size_t)nl);
+    }
     ks_jbuf_lit(b, "}");
 }
 

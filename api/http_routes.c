@@ -70,7 +70,7 @@ typedef struct {
     const char *topics[MAX_TOPICS];
     size_t topic_cnt;
     bool too_many;
-    const char *max, *wait_ms, *format, *deadline_ms, *subscriber;
+    const char *max, *wait_ms, *format, *deadline_ms, *subscriber, *ordered_batches;
     const char *unknown;
     /* The first parameter whose name or value holds a NUL byte (%00), which the C strings
      * above would silently cut short. */
@@ -103,6 +103,8 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         a->deadline_ms = value ? value : "";
     else if (!strcmp(key, "subscriber"))
         a->subscriber = value ? value : "";
+    else if (!strcmp(key, "ordered_batches"))
+        a->ordered_batches = value ? value : "";
     else if (!a->unknown)
         a->unknown = key;
     return MHD_YES;
@@ -154,7 +156,7 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     if (a.unknown)
         return http_send_error(r->conn, KS_E_INVALID,
                                "unknown query parameter \"%s\" (known: topic, max, wait_ms, "
-                               "deadline_ms, subscriber, format)",
+                               "deadline_ms, subscriber, ordered_batches, format)",
                                a.unknown);
     if (a.too_many)
         return http_send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
@@ -209,6 +211,17 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         !opt_int(r, "deadline_ms", a.deadline_ms, &cmd.u.fetch.opts.deadline_ms,
                  KS_FETCH_UNSET_DEADLINE, &cmd, &ret))
         goto out;
+    if (a.ordered_batches) { /* a bare ?ordered_batches asks for it too */
+        bool on = !*a.ordered_batches || !strcmp(a.ordered_batches, "true") ||
+                  !strcmp(a.ordered_batches, "1");
+        if (!on && strcmp(a.ordered_batches, "false") && strcmp(a.ordered_batches, "0")) {
+            ret = http_send_error(r->conn, KS_E_INVALID,
+                                  "ordered_batches must be true or false, got \"%s\"",
+                                  a.ordered_batches);
+            goto out;
+        }
+        cmd.u.fetch.opts.ordered_batches = on;
+    }
     r->fmt = FMT_AUTO;
     if (a.format) {
         if (!strcmp(a.format, "base64"))

@@ -50,6 +50,7 @@ typedef struct ks_win_entry {
     uint16_t attempts;     /* deliveries so far */
     uint8_t state;         /* ks_rec_state_t */
     uint8_t flags;         /* scheduler bookkeeping, and KS_WIN_F_UNSENT */
+    uint16_t uncounted;    /* deliveries taken back unprocessed (ordered batches): not attempts */
     void *msg;             /* the record itself, owned by the window until acked */
     char *reason;          /* the last nack's reason (malloc'd), freed with msg */
 } ks_win_entry_t;
@@ -67,6 +68,17 @@ static inline bool ks_rec_move(ks_win_entry_t *e, ks_rec_state_t to)
 /* flags: LEASED to a transport that has not taken it yet (its attempt is counted back
  * if it never does). The scheduler's own flags use the low bits. */
 #define KS_WIN_F_UNSENT 0x80
+/* flags: taken back from its subscriber with an earlier record of its ordering chain, its
+ * attempt not counted (uncounted): an ack id of that delivery is stale until it goes out
+ * again, under a new attempt number. */
+#define KS_WIN_F_TAKEN_BACK 0x40
+
+/* The attempts that count (toward max_attempts, and in the commit metadata): deliveries
+ * less those taken back unprocessed. */
+static inline uint16_t ks_win_attempts_counted(const ks_win_entry_t *e)
+{
+    return e->attempts > e->uncounted ? (uint16_t)(e->attempts - e->uncounted) : 0;
+}
 
 typedef void(ks_win_free_fn)(void *msg);
 

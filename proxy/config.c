@@ -91,9 +91,10 @@ static void set_list(ks_config_t *cfg, const key_t_ *k, char **items, size_t n)
 
 static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize);
 
-#define EXPLICIT_ORDERING 0x1
-#define EXPLICIT_DLT      0x2
-#define EXPLICIT_ATTEMPTS 0x4
+#define EXPLICIT_ORDERING  0x1
+#define EXPLICIT_DLT       0x2
+#define EXPLICIT_ATTEMPTS  0x4
+#define EXPLICIT_IN_FLIGHT 0x8
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
  * order the keys came in. */
@@ -106,6 +107,8 @@ static void propagate_defaults(ks_config_t *cfg)
             g->ordering = d->ordering;
         if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
             g->max_attempts = d->max_attempts;
+        if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
+            g->max_in_flight_per_key = d->max_in_flight_per_key;
         if (!(g->explicit_mask & EXPLICIT_DLT) &&
             strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
@@ -349,6 +352,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         ks_group_conf_t *g = &gs[i];
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
+        g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
         if (!json_is_object(o)) {
             rc = static_err(err, errsize, i, "expected an object");
@@ -390,12 +394,16 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
                 g->max_attempts = (int)json_integer_value(v);
                 g->explicit_mask |= EXPLICIT_ATTEMPTS;
+            } else if (!strcmp(k, "max_in_flight_per_key") && json_is_integer(v) &&
+                       json_integer_value(v) >= 1 && json_integer_value(v) <= 100000) {
+                g->max_in_flight_per_key = (int)json_integer_value(v);
+                g->explicit_mask |= EXPLICIT_IN_FLIGHT;
             } else {
-                char what[300];
+                char what[400];
                 snprintf(what, sizeof(what),
                          "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
                          "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                         "name, max_attempts: 1-1000000)",
+                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000)",
                          k);
                 rc = static_err(err, errsize, i, what);
             }

@@ -18,10 +18,11 @@ typedef struct ks_group_conf {
     char *name;    /* NULL for the defaults */
     char **topics; /* static groups subscribe to these at start */
     size_t topic_cnt;
-    int ordering;            /* ks_ordering_t */
-    char *dead_letter_topic; /* empty: none, retries never stop */
-    int max_attempts;        /* deliveries before dead-lettering (with a dead-letter topic) */
-    unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
+    int ordering;              /* ks_ordering_t */
+    char *dead_letter_topic;   /* empty: none, retries never stop */
+    int max_attempts;          /* deliveries before dead-lettering (with a dead-letter topic) */
+    int max_in_flight_per_key; /* records of one chain an ordered-batches subscriber may hold */
+    unsigned explicit_mask;    /* static groups: fields set on the group itself, not inherited */
 } ks_group_conf_t;
 
 typedef struct ks_config {

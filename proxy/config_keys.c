@@ -63,6 +63,9 @@ const key_t_ config_keys[] = {
      "longest redelivery delay a nack may ask for"},
     {"group.ordering", T_ORDER, OFF(group_defaults.ordering), 0, 0,
      "key (default), partition or none: what goes out one at a time"},
+    {"ordering.max_in_flight_per_key", T_INT, OFF(group_defaults.max_in_flight_per_key), 1, 100000,
+     "records of one key (or, with group.ordering partition, of one partition) a subscriber "
+     "that asked for ordered batches may hold at once; others get one at a time"},
     {"group.dead_letter_topic", T_STR, OFF(group_defaults.dead_letter_topic), 0, 0,
      "topic for records that reach group.max_attempts (empty: retry forever)"},
     {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
@@ -73,7 +76,7 @@ const key_t_ config_keys[] = {
      "how long a revoked partition's leases may still be acked"},
     {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\"}] (JSON text as a flag)"},
+     "\"max_attempts\",\"max_in_flight_per_key\"}] (JSON text as a flag)"},
     {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
      "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
     {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
@@ -174,6 +177,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_defaults.ordering = KS_ORDER_KEY;
     cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
+    cfg->group_defaults.max_in_flight_per_key = 500;
     cfg->dev_topic = ks_xstrdup("demo");
     cfg->dev_partitions = 3;
     cfg->dev_rate = 3;
@@ -308,9 +312,11 @@ char *ks_config_dump(const ks_config_t *cfg)
                 for (size_t t = 0; t < g->topic_cnt; t++)
                     json_array_append_new(ts, json_string(g->topics[t]));
                 json_array_append_new(
-                    v, json_pack("{s:s,s:o,s:s,s:s,s:i}", "name", g->name, "topics", ts, "ordering",
-                                 ks_ordering_str((ks_ordering_t)g->ordering), "dead_letter_topic",
-                                 g->dead_letter_topic, "max_attempts", g->max_attempts));
+                    v,
+                    json_pack("{s:s,s:o,s:s,s:s,s:i,s:i}", "name", g->name, "topics", ts,
+                              "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
+                              "dead_letter_topic", g->dead_letter_topic, "max_attempts",
+                              g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key));
             }
             break;
         }

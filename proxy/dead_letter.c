@@ -25,7 +25,8 @@ static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
         return;
     }
     ks_info(g->log_name, "%s[%d]@%lld: dead-lettered to %s after %u attempts", ref->topic,
-            ref->partition, (long long)ref->offset, g->gconf->dead_letter_topic, e->attempts);
+            ref->partition, (long long)ref->offset, g->gconf->dead_letter_topic,
+            ks_win_attempts_counted(e));
     g->st_dead_lettered++;
     mark_done(g, p, e);
     ks_ack_window_ack(&p->win, ref->offset);
@@ -71,7 +72,7 @@ void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     char part[16], off[32], att[16];
     snprintf(part, sizeof(part), "%d", p->partition);
     snprintf(off, sizeof(off), "%lld", (long long)e->offset);
-    snprintf(att, sizeof(att), "%u", e->attempts);
+    snprintf(att, sizeof(att), "%u", ks_win_attempts_counted(e));
     rd_kafka_header_add(hdrs, "ksidecar.original.topic", -1, p->topic, -1);
     rd_kafka_header_add(hdrs, "ksidecar.original.partition", -1, part, -1);
     rd_kafka_header_add(hdrs, "ksidecar.original.offset", -1, off, -1);

@@ -284,6 +284,7 @@ ks_status_t ks_group_fetch(ks_group_t *g, const char *const *topics, size_t topi
     c->u.fetch.notify = opts->notify != 0;
     c->u.fetch.confirm = opts->confirm != 0;
     c->u.fetch.hold_stalled = opts->confirm && opts->hold_stalled;
+    c->u.fetch.ordered = opts->ordered_batches != 0;
     c->u.fetch.cb = cb;
     c->u.fetch.opaque = opaque;
     return post(g, c);

@@ -66,9 +66,9 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
         if (e->state == KS_REC_ACKED) {
             if (e->offset > cp)
                 m.acked[m.acked_cnt++] = e->offset;
-        } else if (e->attempts - ((e->flags & KS_WIN_F_UNSENT) ? 1 : 0) >= 1) {
-            /* An unsent record's attempt does not count yet. */
-            uint32_t att = e->attempts - ((e->flags & KS_WIN_F_UNSENT) ? 1u : 0u);
+        } else if (ks_win_attempts_counted(e) - ((e->flags & KS_WIN_F_UNSENT) ? 1 : 0) >= 1) {
+            /* An unsent record's attempt does not count yet, nor one taken back. */
+            uint32_t att = ks_win_attempts_counted(e) - ((e->flags & KS_WIN_F_UNSENT) ? 1u : 0u);
             m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, att};
         }
     }

@@ -34,6 +34,8 @@ void subs_reap(ks_group_t *g, int64_t now)
             if (!strcmp(c->u.fetch.sub, s->name))
                 parked = true;
         if (!parked && s->out_records == 0 && now - s->last_seen_ms > idle) {
+            for (size_t k = 0; k < g->part_cnt; k++)
+                ks_key_sched_forget_sub(&g->parts[k]->sched, s->id);
             g->subs[i] = g->subs[--g->sub_cnt];
             free(s);
         } else {
@@ -47,6 +49,7 @@ void subs_reap(ks_group_t *g, int64_t now)
 static void unsent_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now)
 {
     unlease(g, p, e);
+    chain_back(g, p, e, now);
     if (e->attempts > 0)
         e->attempts--;
     ks_lease_release(&g->leases, &p->win, p, e, now, 0);
@@ -121,7 +124,8 @@ static bool new_topic_copy(const part_t **seen, const part_t *p)
 }
 
 /* Copies the leased entries into one batch the API thread can own. */
-static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **ents, size_t n)
+static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **ents, size_t n,
+                               bool ordered)
 {
     size_t need = align8(n * sizeof(ks_record_t));
     const part_t *seen[16] = {0};
@@ -172,6 +176,7 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
         r->ack_instance = g->instance;
         r->ack_group_hash = g->group_hash;
         r->ack_epoch = p->epoch;
+        r->ordering_chain = ordered ? ks_key_sched_chain_id(ents[i]) : 0;
         r->headers = NULL;
         r->header_cnt = m->header_cnt;
         if (m->header_cnt) {
@@ -228,16 +233,20 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         if (!ks_pstate_deliverable(p->state) || !ks_key_sched_maybe_ready(&p->sched) ||
             !wants_topic(t->c, p->topic))
             continue;
-        ks_win_entry_t *e = ks_key_sched_take(&p->sched, &p->win, part_hold_from(p));
+        /* One record of a chain at a time, unless the subscriber processes them in order. */
+        uint32_t limit = t->c->u.fetch.ordered ? (uint32_t)g->gconf->max_in_flight_per_key : 1;
+        ks_win_entry_t *e =
+            ks_key_sched_take_for(&p->sched, &p->win, part_hold_from(p), s->id, limit);
         if (!e)
             continue;
         int64_t max_bytes = t->c->u.fetch.max_bytes;
         if ((s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) ||
             (t->n > 0 && max_bytes > 0 && t->bytes + (int64_t)e->bytes > max_bytes)) {
-            ks_key_sched_requeue(&p->sched, &p->win, e);
+            ks_key_sched_requeue(&p->sched, &p->win, e); /* untaken: the last of its chain out */
             t->dry = true;
             return;
         }
+        e->flags &= (uint8_t)~KS_WIN_F_TAKEN_BACK;
         if (t->c->u.fetch.confirm) {
             /* Counted as delivered, and its lease started, once the transport took it. */
             ks_lease_hold(e, s->id, now);
@@ -425,7 +434,7 @@ void serve_waiting(ks_group_t *g, int64_t now)
         if (!group_delivering(g))
             b = batch_error(KS_E_UNAVAILABLE, "ksidecar is shutting down; fetch again elsewhere");
         else if (ts[i].n > 0) {
-            b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n);
+            b = build_batch(g, ts[i].eparts, ts[i].ents, ts[i].n, c->u.fetch.ordered);
             b->bytes = ts[i].bytes;
             if (c->u.fetch.confirm)
                 dlv_add(g, &ts[i], b);
@@ -471,10 +480,12 @@ void handle_release(ks_group_t *g, const char *name, bool unread)
             if ((unread || (e->flags & KS_WIN_F_UNSENT)) && e->attempts > 0)
                 e->attempts--;
             unlease(g, p, e);
+            released += chain_back(g, p, e, now);
             ks_lease_release(&g->leases, &p->win, p, e, now, 0);
             ks_key_sched_requeue(&p->sched, &p->win, e);
             released++;
         }
+        ks_key_sched_forget_sub(&p->sched, s->id);
     }
     cmd_t *prev = NULL, *c = g->wait_head;
     while (c) {

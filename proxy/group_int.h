@@ -65,6 +65,7 @@ typedef struct cmd {
             int64_t max_bytes; /* 0: no bound */
             bool notify;
             bool confirm, hold_stalled;
+            bool ordered; /* opts.ordered_batches */
             int64_t wait_until_ms;
             ks_fetch_cb *cb;
             void *opaque;
@@ -301,6 +302,10 @@ void handle_release(ks_group_t *g, const char *name, bool unread);
 
 /* group_settle.c */
 bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now);
+/* e, leased and just unleased, comes back undone (nack, expiry, its subscriber or batch
+ * gone): every later record of its chain still out goes back READY too, counting no attempt
+ * (it was not processed), to go out again after e (ks_key_sched_back). Returns how many. */
+size_t chain_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now);
 void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque);
 void handle_settle(ks_group_t *g, cmd_t *c, int64_t now);
 void handle_seek(ks_group_t *g, cmd_t *c);

@@ -5,7 +5,7 @@
  * it reached max_attempts and a dead-letter topic is set, else make it ready again. */
 static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
 {
-    if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+    if (*g->gconf->dead_letter_topic && ks_win_attempts_counted(e) >= g->gconf->max_attempts) {
         dead_letter(g, p, e);
         return;
     }
@@ -27,6 +27,42 @@ bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now)
     return false;
 }
 
+typedef struct back_ctx {
+    ks_group_t *g;
+    part_t *p;
+    int64_t now;
+    size_t n;
+} back_ctx_t;
+
+/* A later record of a chain going back with an earlier one: its delivery does not count. One
+ * its client has (may have) is taken back: the next delivery gets a new attempt number, so an
+ * ack of this one stays stale. One never sent is as if never handed out. */
+static void later_back(void *opaque, ks_win_entry_t *e)
+{
+    back_ctx_t *x = opaque;
+    if (e->flags & KS_WIN_F_UNSENT) {
+        if (e->attempts > 0)
+            e->attempts--;
+    } else {
+        if (e->uncounted < UINT16_MAX)
+            e->uncounted++;
+        e->flags |= KS_WIN_F_TAKEN_BACK;
+    }
+    unlease(x->g, x->p, e);
+    ks_lease_release(&x->g->leases, &x->p->win, x->p, e, x->now, 0);
+    x->n++;
+}
+
+size_t chain_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now)
+{
+    back_ctx_t x = {.g = g, .p = p, .now = now};
+    ks_key_sched_back(&p->sched, &p->win, e, later_back, &x);
+    if (x.n)
+        ks_dbg(g->log_name, "%s[%d]@%lld came back: %zu later records of its chain go back too",
+               p->topic, p->partition, (long long)e->offset, x.n);
+    return x.n;
+}
+
 void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaque)
 {
     ks_group_t *g = opaque;
@@ -42,8 +78,9 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
         }
         g->st_expired++;
         unlease(g, p, e);
+        chain_back(g, p, e, now);
         ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
-               (long long)e->offset, e->attempts);
+               (long long)e->offset, ks_win_attempts_counted(e));
         if (!e->reason)
             e->reason = ks_xstrdup("lease deadline expired");
     }
@@ -77,6 +114,10 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                                  "offset committed; nothing to redo"};
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
     }
+    if ((e->flags & KS_WIN_F_TAKEN_BACK) && e->state != KS_REC_LEASED && id.attempt == e->attempts)
+        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the record was taken back before it "
+                                             "was processed (an earlier record of its ordering "
+                                             "chain came back) and will be delivered again"};
     if (e->attempts == 0)
         return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
     if (e->attempts != id.attempt)
@@ -103,12 +144,13 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
                                                  "or nacked) and the record will be redelivered"};
         unlease(g, p, e);
+        chain_back(g, p, e, now);
         g->st_nacked++;
         if (c->u.settle.reason) {
             free(e->reason);
             e->reason = ks_xstrdup(c->u.settle.reason);
         }
-        if (*g->gconf->dead_letter_topic && e->attempts >= g->gconf->max_attempts) {
+        if (*g->gconf->dead_letter_topic && ks_win_attempts_counted(e) >= g->gconf->max_attempts) {
             (void)ks_rec_move(e, KS_REC_READY);
             dead_letter(g, p, e);
             return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};

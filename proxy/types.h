@@ -61,6 +61,9 @@ typedef struct ks_record {
      * ks_record_ack_id writes it out. The edges do that on their own threads. */
     uint32_t ack_instance, ack_group_hash, ack_epoch;
     int attempt; /* 1 on first delivery */
+    /* With opts.ordered_batches: the record's ordering chain (equal for the records of one
+     * key, or of the partition, that must be processed in order); 0 for none. */
+    uint64_t ordering_chain;
 } ks_record_t;
 
 /* Writes r's ack id into buf (KS_ACK_ID_MAX bytes suffice). Returns its length. */
@@ -107,6 +110,9 @@ typedef struct ks_fetch_opts {
                              * batches has waited over a second for the transport (the client
                              * reads nothing), its leases wait instead of expiring; the edge cuts
                              * such a stream off (ks_engine_release_unread) */
+    int ordered_batches;    /* the subscriber processes a chain's records in the order received:
+                             * it may hold up to ordering.max_in_flight_per_key of one chain at
+                             * once (else one), and its records carry their ordering_chain */
 } ks_fetch_opts_t;
 
 /* What to do with a batch of ack ids. */

@@ -1,6 +1,8 @@
 /* test_group.c: tests the group files through group_int.h, with no Kafka: what settling
- * answers for each kind of ack id (group_settle.c), and how parked fetches share records
- * among subscribers (group_deliver.c). */
+ * answers for each kind of ack id (group_settle.c), how parked fetches share records among
+ * subscribers (group_deliver.c), and ordered batches: a key's records out to one subscriber
+ * several at a time, and what a nack, an expiry, a lost stream or an unsent batch sends back
+ * with it. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -297,6 +299,217 @@ static void test_waiting_fetch_stays_parked(void **state)
     fx_group_free(g);
 }
 
+/* ---- ordered batches ---- */
+
+/* Appends records [from, to) of p with key hash h (0: a null key), READY. */
+static void push_key(part_t *p, int64_t from, int64_t to, uint64_t h)
+{
+    for (int64_t off = from; off < to; off++) {
+        rec_t *r = calloc(1, sizeof(rec_t) + 2);
+        assert_non_null(r);
+        r->timestamp = -1;
+        if (ks_ack_window_push(&p->win, off, 1, r) < 0)
+            fail();
+        ks_key_sched_add(&p->sched, &p->win, ks_ack_window_get(&p->win, off), h != 0, h);
+    }
+}
+
+/* One fetch of up to max records for sub, ordered or not, served now: its batch (owned by
+ * got[]). confirm: the batch waits for handle_delivered, as a stream's does. */
+static ks_batch_t *fetch_as(ks_group_t *g, const char *sub, int max, bool ordered, bool confirm)
+{
+    reset_got();
+    cmd_t *c = fx_park_fetch(g, "t", sub, max, 0, on_batch, NULL);
+    c->u.fetch.ordered = ordered;
+    c->u.fetch.confirm = confirm;
+    serve_waiting(g, ks_now_ms());
+    assert_int_equal(got_cnt, 1);
+    return got[0];
+}
+
+static void assert_batch(const ks_batch_t *b, const int64_t *want, size_t n)
+{
+    assert_int_equal(b->cnt, n);
+    for (size_t i = 0; i < n; i++)
+        if (b->recs[i].offset != want[i])
+            fail_msg("record %zu: offset %lld, want %lld", i, (long long)b->recs[i].offset,
+                     (long long)want[i]);
+}
+
+/* Settles r's ack id with op, as the loop does; the result lands in res. */
+static void settle_rec(ks_group_t *g, ks_settle_op_t op, int64_t ms, const ks_record_t *r)
+{
+    char id[KS_ACK_ID_MAX];
+    ks_record_ack_id(r, id, sizeof(id));
+    settle(g, op, ms, (const char *[]){id}, 1);
+}
+
+static sub_t *sub_named(ks_group_t *g, const char *name)
+{
+    for (size_t i = 0; i < g->sub_cnt; i++)
+        if (!strcmp(g->subs[i]->name, name))
+            return g->subs[i];
+    return NULL;
+}
+
+static void test_ordered_fetch_gets_a_chain_in_order(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_KEY);
+    fx_gconf.max_in_flight_per_key = 3;
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 5, 0xA);
+    push_key(p, 5, 6, 0);
+    ks_batch_t *b = fetch_as(g, "s1", 100, true, false);
+    /* Three of A (the bound), then the null-key record. */
+    assert_batch(b, (const int64_t[]){0, 1, 2, 5}, 4);
+    assert_int_equal(b->recs[0].ordering_chain, 0xA);
+    assert_int_equal(b->recs[2].ordering_chain, 0xA);
+    assert_int_equal(b->recs[3].ordering_chain, 0); /* in no chain */
+    ks_record_t r0 = b->recs[0];
+    /* Another subscriber, ordered or not, gets nothing of A meanwhile. */
+    assert_int_equal(fetch_as(g, "s2", 100, true, false)->cnt, 0);
+    assert_int_equal(fetch_as(g, "s3", 100, false, false)->cnt, 0);
+    settle_rec(g, KS_SETTLE_ACK, 0, &r0);
+    assert_int_equal(res[0].status, KS_OK);
+    assert_batch(fetch_as(g, "s1", 100, true, false), (const int64_t[]){3}, 1);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_plain_fetch_one_per_key_no_chain_id(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_KEY);
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 3, 0xA);
+    push_key(p, 3, 5, 0xB);
+    ks_batch_t *b = fetch_as(g, "s1", 100, false, false);
+    assert_batch(b, (const int64_t[]){0, 3}, 2);
+    assert_int_equal(b->recs[0].ordering_chain, 0);
+    assert_int_equal(b->recs[1].ordering_chain, 0);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_nack_sends_later_records_back(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_PARTITION);
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 6, 0xA);
+    ks_batch_t *b = fetch_as(g, "s1", 100, true, false);
+    assert_batch(b, (const int64_t[]){0, 1, 2, 3, 4, 5}, 6);
+    assert_int_not_equal(b->recs[0].ordering_chain, 0);
+    ks_record_t r[6];
+    memcpy(r, b->recs, sizeof(r));
+    sub_t *s1 = sub_named(g, "s1");
+    settle_rec(g, KS_SETTLE_ACK, 0, &r[0]);
+    settle_rec(g, KS_SETTLE_NACK, 0, &r[2]);
+    assert_int_equal(res[0].status, KS_OK);
+    /* 3, 4 and 5 came back with 2: READY, uncounted, their credits returned; 1 is still out. */
+    assert_int_equal(p->leased, 1);
+    assert_int_equal(s1->out_records, 1);
+    for (int64_t o = 3; o < 6; o++) {
+        assert_int_equal(ks_ack_window_get(&p->win, o)->state, KS_REC_READY);
+        assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, o)), 0);
+    }
+    /* An ack of one of them that comes late is refused: it was not leased any more. */
+    settle_rec(g, KS_SETTLE_ACK, 0, &r[4]);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    settle_rec(g, KS_SETTLE_NACK, 0, &r[4]);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    /* The partition is still s1's (1 is out); they come again after 2, in order. */
+    assert_int_equal(fetch_as(g, "s2", 100, true, false)->cnt, 0);
+    b = fetch_as(g, "s1", 100, true, false);
+    assert_batch(b, (const int64_t[]){2, 3, 4, 5}, 4);
+    assert_int_equal(b->recs[0].attempt, 2);
+    assert_int_equal(b->recs[1].attempt, 2); /* a new delivery number, not counted */
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 3)), 1);
+    /* The taken-back delivery's id stays stale now the record is out again. */
+    settle_rec(g, KS_SETTLE_ACK, 0, &r[4]);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    /* The commit point never passed the unsettled record 1. */
+    assert_int_equal(ks_ack_window_commit_point(&p->win), 1);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_expiry_sends_later_records_back(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_KEY);
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 4, 0xA);
+    cmd_t *c = fx_park_fetch(g, "t", "s1", 100, 0, on_batch, NULL);
+    c->u.fetch.ordered = true;
+    c->u.fetch.deadline_ms = 1000;
+    reset_got();
+    int64_t now = ks_now_ms();
+    serve_waiting(g, now);
+    assert_batch(got[0], (const int64_t[]){0, 1, 2, 3}, 4);
+    ks_record_t r1 = got[0]->recs[1];
+    /* Every lease ends at once; the first to expire takes the later ones back with it. */
+    ks_leases_run(&g->leases, now + 1000, lease_event, g);
+    assert_int_equal(g->st_expired, 1);
+    assert_int_equal(p->leased, 0);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 0)), 1);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 1)), 0);
+    settle_rec(g, KS_SETTLE_ACK, 0, &r1);
+    assert_int_equal(res[0].status, KS_E_STALE);
+    /* Nothing of A is out: another subscriber takes it over from the first record on. */
+    assert_batch(fetch_as(g, "s2", 100, true, false), (const int64_t[]){0, 1, 2, 3}, 4);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_release_hands_the_chain_over(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_KEY);
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 4, 0xA);
+    ks_batch_t *b = fetch_as(g, "s1", 100, true, false);
+    assert_batch(b, (const int64_t[]){0, 1, 2, 3}, 4);
+    ks_record_t r0 = b->recs[0];
+    settle_rec(g, KS_SETTLE_ACK, 0, &r0);
+    /* s1's stream ends: what it held goes back, the first counted, the later ones not. */
+    handle_release(g, "s1", false);
+    assert_int_equal(p->leased, 0);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 1)), 1);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 2)), 0);
+    b = fetch_as(g, "s2", 100, true, false);
+    assert_batch(b, (const int64_t[]){1, 2, 3}, 3);
+    assert_int_equal(b->recs[0].attempt, 2);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&p->win, 2)), 1);
+    assert_int_equal(ks_ack_window_commit_point(&p->win), 1);
+    reset_got();
+    fx_group_free(g);
+}
+
+static void test_unsent_batch_goes_back_uncounted(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_KEY);
+    part_t *p = fx_part(g, "t", 0);
+    push_key(p, 0, 3, 0xA);
+    ks_batch_t *b = fetch_as(g, "s1", 100, true, true);
+    assert_batch(b, (const int64_t[]){0, 1, 2}, 3);
+    handle_delivered(g, b->deliver_token, false, ks_now_ms());
+    for (int64_t o = 0; o < 3; o++) {
+        assert_int_equal(ks_ack_window_get(&p->win, o)->state, KS_REC_READY);
+        assert_int_equal(ks_ack_window_get(&p->win, o)->attempts, 0);
+    }
+    assert_int_equal(p->leased, 0);
+    b = fetch_as(g, "s2", 100, true, true);
+    assert_batch(b, (const int64_t[]){0, 1, 2}, 3);
+    assert_int_equal(b->recs[2].attempt, 1);
+    handle_delivered(g, b->deliver_token, true, ks_now_ms());
+    assert_int_equal(p->leased, 3);
+    reset_got();
+    fx_group_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -307,8 +520,15 @@ int main(void)
         cmocka_unit_test(test_one_subscribers_fetches_fill_in_order),
         cmocka_unit_test(test_credits_bound_a_subscriber),
         cmocka_unit_test(test_waiting_fetch_stays_parked),
+        cmocka_unit_test(test_ordered_fetch_gets_a_chain_in_order),
+        cmocka_unit_test(test_plain_fetch_one_per_key_no_chain_id),
+        cmocka_unit_test(test_nack_sends_later_records_back),
+        cmocka_unit_test(test_expiry_sends_later_records_back),
+        cmocka_unit_test(test_release_hands_the_chain_over),
+        cmocka_unit_test(test_unsent_batch_goes_back_uncounted),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
+    reset_got();
     free(res);
     return rc;
 }

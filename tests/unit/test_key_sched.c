@@ -1088,6 +1088,371 @@ static void test_random_none_mode(void **state)
     run_sim(KS_ORDER_NONE, 9, 20, 200, 0, 200, 1);
 }
 
+/* ---- ordered batches: a chain's records out to one subscriber, several at a time -------- */
+
+/* Takes the next record for sub (which may hold limit of a chain) and leases it to sub.
+ * Returns its offset, or -1. */
+static int64_t take_as(ks_key_sched_t *s, ks_ack_window_t *w, uint32_t sub, uint32_t limit)
+{
+    ks_win_entry_t *e = ks_key_sched_take_for(s, w, KS_HOLD_NONE, sub, limit);
+    if (!e)
+        return -1;
+    assert_int_equal(e->state, KS_REC_READY);
+    e->state = KS_REC_LEASED;
+    e->sub_id = sub;
+    e->attempts++;
+    return e->offset;
+}
+
+/* What the group does with a later record that goes back: READY, its delivery not counted. */
+static int64_t backed[64];
+static size_t backed_n;
+
+static void later_back(void *opaque, ks_win_entry_t *e)
+{
+    (void)opaque;
+    assert_int_equal(e->state, KS_REC_LEASED);
+    assert_true(backed_n < 64);
+    backed[backed_n++] = e->offset;
+    e->state = KS_REC_READY;
+    e->uncounted++;
+}
+
+/* A leased record comes back undone (nack, expiry, release): later ones with it. It ends
+ * READY (then requeued) or, with delayed, DELAYED. */
+static void come_back(ks_key_sched_t *s, ks_ack_window_t *w, int64_t off, bool delayed)
+{
+    ks_win_entry_t *e = ks_ack_window_get(w, off);
+    assert_non_null(e);
+    assert_int_equal(e->state, KS_REC_LEASED);
+    backed_n = 0;
+    ks_key_sched_back(s, w, e, later_back, NULL);
+    e->state = delayed ? KS_REC_DELAYED : KS_REC_READY;
+    if (!delayed)
+        ks_key_sched_requeue(s, w, e);
+}
+
+/* Records [from, to) of one key. */
+static void add_key(ks_key_sched_t *s, ks_ack_window_t *w, int64_t from, int64_t to, uint64_t h)
+{
+    for (int64_t o = from; o < to; o++)
+        add(s, w, o, true, h);
+}
+
+static void test_ordered_bound(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, KS_ORDER_KEY);
+    add_key(&s, &w, 0, 10, 0xA);  /* A: 0..9 */
+    add_key(&s, &w, 10, 12, 0xB); /* B: 10, 11 */
+    int64_t got[16];
+    size_t n = 0;
+    for (int64_t off; (off = take_as(&s, &w, 1, 4)) >= 0;)
+        got[n++] = off;
+    /* Four of A in order (the bound), then B's two, lowest first throughout. */
+    assert_offsets(got, n, (const int64_t[]){0, 1, 2, 3, 10, 11}, 6);
+    ack(&s, &w, 0);
+    assert_int_equal(take_as(&s, &w, 1, 4), 4); /* room for one more of A */
+    assert_int_equal(take_as(&s, &w, 1, 4), -1);
+    ack(&s, &w, 2); /* out of order: room all the same, and 1 still out */
+    ack(&s, &w, 3);
+    assert_int_equal(take_as(&s, &w, 1, 4), 5);
+    assert_int_equal(take_as(&s, &w, 1, 4), 6);
+    assert_int_equal(take_as(&s, &w, 1, 4), -1);
+    for (int64_t o = 1; o <= 11; o++)
+        if (o != 2 && o != 3 && o < 7)
+            ack(&s, &w, o);
+    ack(&s, &w, 10);
+    ack(&s, &w, 11);
+    n = 0;
+    for (int64_t off; (off = take_as(&s, &w, 1, 4)) >= 0;)
+        got[n++] = off;
+    assert_offsets(got, n, (const int64_t[]){7, 8, 9}, 3);
+    for (int64_t o = 7; o <= 9; o++)
+        ack(&s, &w, o);
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    assert_int_equal(s.chain_cnt, 0);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
+static void test_ordered_affinity(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, KS_ORDER_KEY);
+    add_key(&s, &w, 0, 8, 0xA);
+    add(&s, &w, 8, true, 0xB);
+    add(&s, &w, 9, false, 0);
+    assert_int_equal(take_as(&s, &w, 1, 4), 0);
+    /* A is sub 1's while it holds any of it: neither an ordered nor a plain subscriber gets
+     * A's next record, though it is READY and lower than B's. */
+    assert_int_equal(take_as(&s, &w, 2, 4), 8);
+    assert_int_equal(take_as(&s, &w, 3, 1), 9);
+    assert_int_equal(take_as(&s, &w, 2, 4), -1);
+    assert_int_equal(take_as(&s, &w, 3, 1), -1);
+    assert_int_equal(take_as(&s, &w, 1, 4), 1);
+    ack(&s, &w, 0);
+    assert_int_equal(take_as(&s, &w, 2, 4), -1); /* 1 still out to sub 1 */
+    ack(&s, &w, 1);
+    /* All settled: A goes to whoever asks first, from its lowest record on. */
+    assert_int_equal(take_as(&s, &w, 2, 4), 2);
+    assert_int_equal(take_as(&s, &w, 1, 4), -1);
+    assert_int_equal(take_as(&s, &w, 2, 4), 3);
+    for (int64_t o = 2; o <= 9; o++) {
+        if (o >= 4 && o <= 7) {
+            assert_int_equal(take_as(&s, &w, 2, 4), o);
+        }
+        ack(&s, &w, o);
+    }
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    assert_int_equal(s.chain_cnt, 0);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
+static void test_plain_subscriber_one_in_flight(void **state)
+{
+    for (int m = KS_ORDER_KEY; m <= KS_ORDER_PARTITION; m++) {
+        ks_key_sched_t s;
+        ks_ack_window_t w;
+        ks_ack_window_init(&w, NULL);
+        ks_key_sched_init(&s, (ks_ordering_t)m);
+        add_key(&s, &w, 0, 3, 0xA);
+        add_key(&s, &w, 3, 5, 0xB);
+        /* Limit 1 (no ordered batches): one per key, or one per partition. */
+        assert_int_equal(take_as(&s, &w, 7, 1), 0);
+        if (m == KS_ORDER_KEY)
+            assert_int_equal(take_as(&s, &w, 7, 1), 3);
+        assert_int_equal(take_as(&s, &w, 7, 1), -1);
+        assert_int_equal(take_as(&s, &w, 8, 5), -1); /* nor anyone else's */
+        ack(&s, &w, 0);
+        assert_int_equal(take_as(&s, &w, 7, 1), 1);
+        assert_int_equal(take_as(&s, &w, 7, 1), -1);
+        ack(&s, &w, 1);
+        assert_int_equal(take_as(&s, &w, 7, 1), 2);
+        ack(&s, &w, 2);
+        if (m == KS_ORDER_PARTITION)
+            assert_int_equal(take_as(&s, &w, 7, 1), 3);
+        ack(&s, &w, 3);
+        assert_int_equal(take_as(&s, &w, 7, 1), 4);
+        ack(&s, &w, 4);
+        assert_int_equal(ks_ack_window_count(&w), 0);
+        ks_key_sched_destroy(&s);
+        ks_ack_window_destroy(&w);
+    }
+}
+
+static void test_ordered_nack_sends_later_back(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, KS_ORDER_KEY);
+    add_key(&s, &w, 0, 6, 0xA);
+    for (int64_t o = 0; o < 5; o++)
+        assert_int_equal(take_as(&s, &w, 1, 10), o);
+    /* 2 is nacked while 0 and 1 are still out: 3 and 4 come back with it, uncounted. */
+    come_back(&s, &w, 2, false);
+    assert_offsets(backed, backed_n, (const int64_t[]){3, 4}, 2);
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&w, 3)), 0);
+    /* Still sub 1's (0 and 1 are out): nobody else gets any of A. */
+    assert_int_equal(take_as(&s, &w, 2, 10), -1);
+    int64_t got[8];
+    size_t n = 0;
+    for (int64_t off; (off = take_as(&s, &w, 1, 10)) >= 0;)
+        got[n++] = off;
+    assert_offsets(got, n, (const int64_t[]){2, 3, 4, 5}, 4);
+    assert_int_equal(ks_ack_window_get(&w, 2)->attempts, 2);
+    assert_int_equal(ks_ack_window_get(&w, 3)->attempts, 2); /* a new delivery, one counted */
+    assert_int_equal(ks_win_attempts_counted(ks_ack_window_get(&w, 3)), 1);
+    /* Nacked with a delay: the chain waits for it, later records out or not. */
+    come_back(&s, &w, 3, true);
+    assert_offsets(backed, backed_n, (const int64_t[]){4, 5}, 2);
+    assert_int_equal(take_as(&s, &w, 1, 10), -1);
+    ks_win_entry_t *e = ks_ack_window_get(&w, 3);
+    e->state = KS_REC_READY; /* its delay is over */
+    ks_key_sched_requeue(&s, &w, e);
+    n = 0;
+    for (int64_t off; (off = take_as(&s, &w, 1, 10)) >= 0;)
+        got[n++] = off;
+    assert_offsets(got, n, (const int64_t[]){3, 4, 5}, 3);
+    for (int64_t o = 0; o < 6; o++)
+        ack(&s, &w, o);
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    assert_int_equal(s.chain_cnt, 0);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
+static void test_ordered_expiry_hands_over(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, KS_ORDER_PARTITION);
+    add(&s, &w, 0, false, 0);
+    add(&s, &w, 1, true, 5);
+    add(&s, &w, 2, false, 0);
+    add(&s, &w, 3, true, 6);
+    for (int64_t o = 0; o < 4; o++)
+        assert_int_equal(take_as(&s, &w, 1, 500), o);
+    /* The first lease expires (or its subscriber left): everything after it comes back, and
+     * with nothing of the partition out any more the next subscriber takes it over, from
+     * the first record on. */
+    come_back(&s, &w, 0, false);
+    assert_offsets(backed, backed_n, (const int64_t[]){1, 2, 3}, 3);
+    ks_key_sched_forget_sub(&s, 1);
+    int64_t got[8];
+    size_t n = 0;
+    for (int64_t off; (off = take_as(&s, &w, 2, 500)) >= 0;)
+        got[n++] = off;
+    assert_offsets(got, n, (const int64_t[]){0, 1, 2, 3}, 4);
+    assert_int_equal(take_as(&s, &w, 1, 500), -1);
+    /* A record added while the whole partition is out goes to its holder. */
+    add(&s, &w, 4, true, 7);
+    assert_int_equal(take_as(&s, &w, 1, 500), -1);
+    assert_int_equal(take_as(&s, &w, 2, 500), 4);
+    for (int64_t o = 0; o < 5; o++)
+        ack(&s, &w, o);
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
+static void test_chain_ids(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    for (int m = KS_ORDER_KEY; m <= KS_ORDER_NONE; m++) {
+        ks_ack_window_init(&w, NULL);
+        ks_key_sched_init(&s, (ks_ordering_t)m);
+        add(&s, &w, 0, true, 0x1234);
+        add(&s, &w, 1, true, 0);
+        add(&s, &w, 2, false, 0);
+        uint64_t c0 = ks_key_sched_chain_id(ks_ack_window_get(&w, 0));
+        uint64_t c1 = ks_key_sched_chain_id(ks_ack_window_get(&w, 1));
+        uint64_t c2 = ks_key_sched_chain_id(ks_ack_window_get(&w, 2));
+        if (m == KS_ORDER_KEY) {
+            assert_int_equal(c0, 0x1234);
+            assert_int_not_equal(c1, 0); /* a key that hashes to 0 still has a chain */
+            assert_int_equal(c2, 0);     /* a null key has none */
+        } else if (m == KS_ORDER_PARTITION) {
+            assert_int_not_equal(c0, 0);
+            assert_int_equal(c0, c1);
+            assert_int_equal(c0, c2);
+        } else {
+            assert_int_equal(c0 | c1 | c2, 0);
+        }
+        ks_key_sched_destroy(&s);
+        ks_ack_window_destroy(&w);
+    }
+}
+
+/* A model check: subscribers with and without ordered batches take, ack, nack (some with a
+ * delay) and lose records at random while records keep coming. Each take must be the
+ * lowest record of its chain not out or done, with nothing of the chain out to anyone else
+ * and no more than the taker's limit out; in the end everything is acked. */
+#define OSIM_SUBS 3
+static void run_ordered_sim(ks_ordering_t mode, uint64_t seed, size_t nkeys, int64_t nrecs,
+                            uint32_t limit)
+{
+    rnd_state = seed;
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, mode);
+    const uint32_t lim[OSIM_SUBS + 1] = {0, limit, 1, limit};
+    int64_t *outs = malloc((size_t)nrecs * sizeof(*outs)); /* offsets out, any order */
+    uint64_t *hash = calloc((size_t)nrecs, sizeof(*hash));
+    bool *keyed = calloc((size_t)nrecs, sizeof(*keyed));
+    assert_non_null(outs);
+    assert_non_null(hash);
+    assert_non_null(keyed);
+    size_t nout = 0, ndelayed = 0;
+    int64_t delayed[64], added = 0, acked = 0;
+    for (long step = 0; acked < nrecs; step++) {
+        assert_true(step < 50 * nrecs);
+        size_t op = rnd_below(10);
+        if (added < nrecs && (op < 3 || nout == 0)) {
+            keyed[added] = rnd_below(8) != 0;
+            hash[added] = 100 + rnd_below(nkeys);
+            add(&s, &w, added, keyed[added], hash[added]);
+            added++;
+        } else if (op < 6) {
+            uint32_t sub = 1 + (uint32_t)rnd_below(OSIM_SUBS);
+            int64_t off = take_as(&s, &w, sub, lim[sub]);
+            if (off < 0)
+                continue;
+            bool chained = mode == KS_ORDER_PARTITION || (mode == KS_ORDER_KEY && keyed[off]);
+            uint64_t h = mode == KS_ORDER_PARTITION ? 0 : hash[off];
+            uint32_t mine = 1;
+            for (int64_t o = 0; chained && o < added; o++) {
+                bool same = mode == KS_ORDER_PARTITION || (keyed[o] && hash[o] == h);
+                ks_win_entry_t *e = ks_ack_window_get(&w, o);
+                if (!same || o == off || !e || e->state == KS_REC_ACKED)
+                    continue;
+                if (o < off && e->state != KS_REC_LEASED)
+                    fail_msg("seed %llu: %lld out before %lld of its chain, which is %s",
+                             (unsigned long long)seed, (long long)off, (long long)o,
+                             ks_rec_state_str(e->state));
+                if (e->state == KS_REC_LEASED && (o > off || e->sub_id != sub))
+                    fail_msg("seed %llu: %lld out to %u while %lld is out to %u",
+                             (unsigned long long)seed, (long long)off, sub, (long long)o,
+                             e->sub_id);
+                mine += e->state == KS_REC_LEASED;
+            }
+            assert_true(mine <= lim[sub]);
+            outs[nout++] = off;
+        } else if (op < 8 && nout > 0) {
+            size_t i = rnd_below(nout);
+            ack(&s, &w, outs[i]);
+            outs[i] = outs[--nout];
+            acked++;
+        } else if (op < 10 && nout > 0) {
+            size_t i = rnd_below(nout);
+            bool delay = op == 9 && ndelayed < 64;
+            come_back(&s, &w, outs[i], delay);
+            if (delay)
+                delayed[ndelayed++] = outs[i];
+            /* it and the later records of its chain that came back are no longer out */
+            for (size_t k = 0; k < nout;) {
+                ks_win_entry_t *e = ks_ack_window_get(&w, outs[k]);
+                if (e->state != KS_REC_LEASED)
+                    outs[k] = outs[--nout];
+                else
+                    k++;
+            }
+        }
+        if (ndelayed > 0 && rnd_below(4) == 0) { /* a delay runs out */
+            size_t i = rnd_below(ndelayed);
+            ks_win_entry_t *e = ks_ack_window_get(&w, delayed[i]);
+            e->state = KS_REC_READY;
+            ks_key_sched_requeue(&s, &w, e);
+            delayed[i] = delayed[--ndelayed];
+        }
+    }
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    assert_int_equal(s.chain_cnt, 0);
+    free(outs);
+    free(hash);
+    free(keyed);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
+static void test_random_ordered(void **state)
+{
+    run_ordered_sim(KS_ORDER_KEY, 11, 3, 3000, 8);
+    run_ordered_sim(KS_ORDER_KEY, 12, 40, 3000, 500);
+    run_ordered_sim(KS_ORDER_KEY, 13, 1, 2000, 2);
+    run_ordered_sim(KS_ORDER_PARTITION, 14, 5, 2000, 16);
+    run_ordered_sim(KS_ORDER_NONE, 15, 5, 1000, 16);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1111,6 +1476,13 @@ int main(void)
         cmocka_unit_test(test_random_key_mode),
         cmocka_unit_test(test_random_partition_mode),
         cmocka_unit_test(test_random_none_mode),
+        cmocka_unit_test(test_ordered_bound),
+        cmocka_unit_test(test_ordered_affinity),
+        cmocka_unit_test(test_plain_subscriber_one_in_flight),
+        cmocka_unit_test(test_ordered_nack_sends_later_back),
+        cmocka_unit_test(test_ordered_expiry_hands_over),
+        cmocka_unit_test(test_chain_ids),
+        cmocka_unit_test(test_random_ordered),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
