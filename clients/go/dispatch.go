@@ -7,6 +7,7 @@ import (
 	"context"
 	"sync"
 	"sync/atomic"
+	"time"
 )
 
 // chainKey names a chain. ksidecar sends a chain's records to one subscriber, in offset
@@ -26,10 +27,18 @@ type chain struct {
 	out   *Message   // handed out, not yet both settled and returned from its handler
 	sched bool       // in the ready list, or taken from it by a worker
 	top   int64      // offset of the last record received
-	// fence: a nack whose result has not come back. Until it does, ksidecar takes back
-	// the chain's later records it had sent, so those that arrive are stale.
-	fence *Message
+	// fence: a nack, and when its result came (zero: not yet). ksidecar takes back the
+	// chain's later records it had sent, so those of the nack's stream that arrive after
+	// it are stale, until the nacked record comes again, or fenceGrace after the result.
+	fence   *Message
+	fenceAt time.Time
 }
+
+// fenceGrace: how long after a nack's result its chain's later records are still taken
+// for stale. ksidecar may send a batch it made before it read the nack after the nack's
+// result; the redelivery of the nacked record ends the fence at once, so this matters
+// only when that redelivery went to another subscriber.
+const fenceGrace = time.Second
 
 // chainRun is how many of a chain's records a worker runs before it lets other chains go first.
 const chainRun = 64
@@ -43,6 +52,8 @@ type dispatcher struct {
 	quit chan struct{}
 	rsig chan struct{} // a chain was made ready; one slot per worker
 
+	fenceGrace time.Duration // fenceGrace; shorter in tests
+
 	nready  atomic.Int32 // len(ready), read without mu
 	dropped atomic.Int64 // records dropped unhanded (stale after a nack, an expiry or a lost stream)
 
@@ -54,7 +65,8 @@ type dispatcher struct {
 
 func newDispatcher(ctx context.Context, f func(context.Context, *Message), queue, workers int) *dispatcher {
 	return &dispatcher{ctx: ctx, f: f, work: make(chan chunk, queue), quit: make(chan struct{}),
-		rsig: make(chan struct{}, workers), chains: map[chainKey]*chain{}, fenced: map[string]*chain{}}
+		rsig: make(chan struct{}, workers), chains: map[chainKey]*chain{}, fenced: map[string]*chain{},
+		fenceGrace: fenceGrace}
 }
 
 // chunk is a run of one batch's messages that one handler goroutine takes in turn:
@@ -275,7 +287,8 @@ func (d *dispatcher) enqueue(b *leaseBatch) {
 		}
 		m.ch = c
 		if f := c.fence; f != nil {
-			if m.st == f.st && m.Offset > f.Offset {
+			if m.st == f.st && m.Offset > f.Offset &&
+				(c.fenceAt.IsZero() || time.Since(c.fenceAt) < d.fenceGrace) {
 				// Sent before ksidecar read the nack: it takes it back and sends it again.
 				c.top = m.Offset
 				d.drop(m)
@@ -319,7 +332,7 @@ func (d *dispatcher) settle(m *Message, op int, delayMs int64, fut *AckResult) {
 		if c.fence != nil {
 			delete(d.fenced, c.fence.AckID)
 		}
-		c.fence = m
+		c.fence, c.fenceAt = m, time.Time{}
 		d.fenced[m.AckID] = c
 	}
 	more := false
@@ -335,20 +348,27 @@ func (d *dispatcher) settle(m *Message, op int, delayMs int64, fut *AckResult) {
 	m.st.queue(op, m.AckID, delayMs, fut)
 }
 
+// unfenceLocked lifts c's fence; the caller forgets c if it is left empty.
 func (d *dispatcher) unfenceLocked(c *chain) {
 	delete(d.fenced, c.fence.AckID)
 	c.fence = nil
-	d.forgetLocked(c)
 }
 
-// unfence lifts the fences of the nacks whose results came back: ksidecar has read them,
-// so what it sends of their chains from now on is new.
-func (d *dispatcher) unfence(rs []ackResult) {
+// nackResults starts the grace of the fences whose nacks were answered, and lifts those
+// whose grace ran out (a chain that never came back would otherwise stay in the map).
+func (d *dispatcher) nackResults(rs []ackResult) {
 	d.mu.Lock()
 	if len(d.fenced) > 0 {
+		now := time.Now()
 		for i := range rs {
-			if c := d.fenced[string(rs[i].id)]; c != nil && c.fence.AckID == string(rs[i].id) {
+			if c := d.fenced[string(rs[i].id)]; c != nil && c.fenceAt.IsZero() {
+				c.fenceAt = now
+			}
+		}
+		for _, c := range d.fenced {
+			if !c.fenceAt.IsZero() && now.Sub(c.fenceAt) >= d.fenceGrace {
 				d.unfenceLocked(c)
+				d.forgetLocked(c)
 			}
 		}
 	}

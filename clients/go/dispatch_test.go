@@ -29,9 +29,18 @@ func newRig(t *testing.T, workers int) *rig {
 	r.s = &Subscriber{cfg: SubscriberConfig{AckBatchSize: 1 << 30, AckFlushInterval: time.Hour,
 		MaxConcurrentHandlers: workers}, log: slog.Default()}
 	r.s.stale.log = r.s.log
+	running := map[uint64]bool{}
 	r.d = newDispatcher(context.Background(), func(_ context.Context, m *Message) {
 		r.mu.Lock()
 		r.order[m.chain] = append(r.order[m.chain], fmt.Sprint(m.Offset))
+		if m.chain != 0 && running[m.chain] {
+			t.Errorf("chain %d: offset %d handed out while another of its records ran", m.chain, m.Offset)
+		}
+		running[m.chain] = true
+		r.mu.Unlock()
+		time.Sleep(100 * time.Microsecond) // room for a second handler of the chain to start
+		r.mu.Lock()
+		running[m.chain] = false
 		r.mu.Unlock()
 		if r.f != nil {
 			r.f(m)
@@ -220,7 +229,8 @@ func TestDispatchDropsAfterNack(t *testing.T) {
 	r.deliver(st, recs...)
 	r.waitCalls(1, 4)
 	r.waitHeld(0) // 0..3 settled, 4..9 dropped with their credits
-	r.deliver(st, rec{1, 10}, rec{1, 11}) // sent before ksidecar read the nack: stale
+	// Sent before ksidecar read the nack: stale.
+	r.deliver(st, rec{1, 10}, rec{1, 11})
 	r.waitHeld(0)
 	r.deliver(st, recs[3:]...) // the redelivery
 	r.waitCalls(1, 11)
@@ -238,9 +248,12 @@ func TestDispatchDropsAfterNack(t *testing.T) {
 	r.waitHeld(0)
 }
 
-// The nack's result lifts the fence: what comes after it is new.
-func TestDispatchNackResultLiftsFence(t *testing.T) {
+// The fence lasts fenceGrace after the nack's result: a batch ksidecar made before it read
+// the nack may come after the result; later, what comes is new (the chain came back from
+// another subscriber).
+func TestDispatchFenceEndsAfterResultAndGrace(t *testing.T) {
 	r := newRig(t, 2)
+	r.d.fenceGrace = 200 * time.Millisecond
 	var nack *Message
 	r.f = func(m *Message) {
 		if m.Offset == 1 && nack == nil {
@@ -254,10 +267,17 @@ func TestDispatchNackResultLiftsFence(t *testing.T) {
 	r.deliver(st, rec{1, 0}, rec{1, 1}, rec{1, 2})
 	r.waitCalls(1, 2)
 	r.waitHeld(0)
-	r.d.unfence([]ackResult{{id: []byte(nack.AckID), status: AckAccepted}})
+	r.d.nackResults([]ackResult{{id: []byte(nack.AckID), status: AckAccepted}})
+	r.deliver(st, rec{1, 3}) // made before the nack was read, sent after its result: stale
+	r.waitHeld(0)
+	time.Sleep(250 * time.Millisecond)
 	r.deliver(st, rec{1, 5}) // the chain went elsewhere and comes back later
-	if got := r.waitCalls(1, 3); !slices.Equal(got, []string{"0", "1", "5"}) {
+	r.waitCalls(1, 3)
+	if got := r.calls(1); !slices.Equal(got, []string{"0", "1", "5"}) {
 		t.Fatalf("handlers ran %v, want 0 1 5", got)
+	}
+	if r.d.dropped.Load() != 2 {
+		t.Fatalf("%d dropped, want 2 (offset 2 at the nack, 3 in the grace)", r.d.dropped.Load())
 	}
 }
 

@@ -632,7 +632,7 @@ func (st *stream) onResults(rs []ackResult) {
 	}
 	st.imu.Unlock()
 	if e.op == opNack {
-		st.d.unfence(rs) // ksidecar has read these nacks
+		st.d.nackResults(rs)
 	}
 	var bad, stale int
 	var firstBad, firstStale *ackResult
