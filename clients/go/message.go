@@ -84,6 +84,8 @@ type Message struct {
 
 	st    *stream
 	b     *leaseBatch
+	ch    *chain // its chain, or nil (unordered)
+	chain uint64 // its ordering_chain; 0: unordered
 	size  int64
 	state atomic.Int32 // bits: settled, handler returned
 }
@@ -93,19 +95,20 @@ const (
 	msgReturned = 2
 )
 
-// end sets bit; the first end of a message takes it off its batch's live count.
-func (m *Message) end(bit int32) (alreadySettled bool) {
+// end sets bit and returns the bits set before; ok is false when bit already was. The
+// first end of a message takes it off its batch's live count.
+func (m *Message) end(bit int32) (old int32, ok bool) {
 	for {
-		old := m.state.Load()
+		old = m.state.Load()
 		if old&bit != 0 {
-			return old&msgSettled != 0
+			return old, false
 		}
 		if m.state.CompareAndSwap(old, old|bit) {
 			if old == 0 {
 				m.b.live.Add(-1)
 				m.st.release(m.size)
 			}
-			return false
+			return old, true
 		}
 	}
 }
@@ -131,7 +134,11 @@ func (m *Message) NackWithResult(delay time.Duration) *AckResult {
 }
 
 func (m *Message) settle(op int, delay time.Duration, fut *AckResult) {
-	if m.end(msgSettled) {
+	if m.ch != nil {
+		m.st.d.settle(m, op, delay.Milliseconds(), fut)
+		return
+	}
+	if _, ok := m.end(msgSettled); !ok {
 		if fut != nil {
 			fut.resolve(AckInvalid, "this message was already acked or nacked")
 		}

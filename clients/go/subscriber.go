@@ -134,31 +134,14 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 		return &Error{Kind: KindInvalidArgument, Op: "receive", Msg: "Receive is already running"}
 	}
 	defer s.running.Store(false)
-	work := make(chan chunk, s.cfg.MaxOutstandingMessages)
-	quit := make(chan struct{})
+	d := newDispatcher(ctx, f, s.cfg.MaxOutstandingMessages, s.cfg.MaxConcurrentHandlers)
+	quit := d.quit
 	var workers sync.WaitGroup
 	for i := 0; i < s.cfg.MaxConcurrentHandlers; i++ {
 		workers.Add(1)
 		go func() {
 			defer workers.Done()
-			for {
-				select {
-				case <-quit:
-					return
-				case c := <-work:
-					for i := c.lo; i < c.hi; i++ {
-						m := &c.b.msgs[i]
-						if m.st.dead.Load() && m.state.Load() == 0 {
-							// Its stream ended: the record went back to the pool and
-							// is delivered again on the next stream. No handler call.
-							m.end(msgReturned)
-							continue
-						}
-						f(ctx, m)
-						m.end(msgReturned)
-					}
-				}
-			}
+			d.worker()
 		}()
 	}
 	extQuit := make(chan struct{})
@@ -185,7 +168,7 @@ func (s *Subscriber) Receive(ctx context.Context, f func(context.Context, *Messa
 			case <-time.After(10 * time.Millisecond):
 			}
 		}
-		st := newStream(s, work, quit)
+		st := newStream(s, d)
 		st.credRecords = int64(s.cfg.MaxOutstandingMessages) - s.held.Load()
 		st.credBytes = s.cfg.MaxOutstandingBytes - s.heldBytes.Load()
 		st.reduced.Store(st.credRecords < int64(s.cfg.MaxOutstandingMessages) ||
@@ -351,6 +334,7 @@ const (
 // nor returned from their handler, the ones whose leases are extended.
 type leaseBatch struct {
 	msgs    []Message
+	chained int // records of an ordering chain
 	recvAt  time.Time
 	lastExt time.Time
 	live    atomic.Int32
@@ -382,8 +366,7 @@ type inflight struct {
 
 type stream struct {
 	s      *Subscriber
-	work   chan chunk
-	quit   chan struct{}
+	d      *dispatcher
 	ctx    context.Context
 	cancel context.CancelFunc
 	cs     kspb.Consumer_SubscribeClient
@@ -415,9 +398,9 @@ type stream struct {
 	batches []*leaseBatch
 }
 
-func newStream(s *Subscriber, work chan chunk, quit chan struct{}) *stream {
+func newStream(s *Subscriber, d *dispatcher) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &stream{s: s, work: work, quit: quit, ctx: ctx, cancel: cancel,
+	return &stream{s: s, d: d, ctx: ctx, cancel: cancel,
 		done: make(chan struct{}), kick: make(chan struct{}, 1), stopped: make(chan struct{}), extend: make(chan []string, 4),
 		stopReq: make(chan struct{}), ctrl: make(chan *kspb.SubscribeRequest, 1)}
 }
@@ -442,7 +425,7 @@ func (st *stream) start() {
 		err = cs.Send(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Open{Open: &kspb.Open{
 			Group: cfg.Group, Topics: cfg.Topics, Subscriber: cfg.Name,
 			Credits:    &kspb.Credits{Records: st.credRecords, Bytes: st.credBytes},
-			DeadlineMs: int32(cfg.AckDeadline.Milliseconds())}}})
+			DeadlineMs: int32(cfg.AckDeadline.Milliseconds()), OrderedBatches: true}}})
 		if err != nil && err != io.EOF {
 			st.err = err
 			close(st.stopped)
@@ -491,7 +474,7 @@ func (st *stream) recvLoop() error {
 			st.bmu.Lock()
 			st.batches = append(st.batches, b)
 			st.bmu.Unlock()
-			st.dispatch(b)
+			st.d.dispatch(st, b, st.s.cfg.MaxConcurrentHandlers)
 		case 4:
 			if results, err = decodeAckResults(body, results); err != nil {
 				return err
@@ -499,26 +482,6 @@ func (st *stream) recvLoop() error {
 			st.onResults(results)
 		case 2, 3:
 			st.s.log.Debug("ksidecar: assignment or revocation", "kind", kind)
-		}
-	}
-}
-
-// chunk is a run of one batch's messages that one handler goroutine takes in turn:
-// handing out runs, not single messages, keeps goroutine wake-ups off the per-record path.
-type chunk struct {
-	b      *leaseBatch
-	lo, hi int
-}
-
-// dispatch splits a batch into runs, about one per handler goroutine, of at most 64.
-func (st *stream) dispatch(b *leaseBatch) {
-	n := len(b.msgs)
-	per := min(max(n/st.s.cfg.MaxConcurrentHandlers, 1), 64)
-	for lo := 0; lo < n; lo += per {
-		select {
-		case st.work <- chunk{b, lo, min(lo+per, n)}:
-		case <-st.quit:
-			return // closing: the rest stay leased until the stream ends
 		}
 	}
 }
@@ -668,6 +631,9 @@ func (st *stream) onResults(rs []ackResult) {
 		st.in = append(st.in[:idx], st.in[idx+1:]...)
 	}
 	st.imu.Unlock()
+	if e.op == opNack {
+		st.d.nackResults(rs)
+	}
 	var bad, stale int
 	var firstBad, firstStale *ackResult
 	for i := range rs {
@@ -815,6 +781,7 @@ func (st *stream) drain(deadline time.Time) int {
 // die marks the stream ended and answers STALE for what it will never answer.
 func (st *stream) die(why string) {
 	st.dead.Store(true)
+	st.d.purge(st)
 	st.cancel()
 	<-st.stopped
 	st.sendMu.Lock() // a flush from a handler finishes (its sends fail) before we look

@@ -146,6 +146,9 @@ func decodeBatch(st *stream, b *leaseBatch, body []byte) error {
 		if err := decodeRecord(m, rec, &topic); err != nil {
 			return err
 		}
+		if m.chain != 0 {
+			b.chained++
+		}
 	}
 	b.msgs = b.msgs[:i]
 	return nil
@@ -191,6 +194,8 @@ func decodeRecord(m *Message, rec []byte, topic *string) error {
 			m.AckID = bytesStr(val)
 		case 11:
 			m.Attempt = int(int32(v))
+		case 12:
+			m.chain = v
 		}
 	}
 	if !keyNull {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the Go client library's tests (clients/go) against the real ksidecar binary and broker.
 #
-#   tests/kafka/kafka.sh run tests/clients/go.sh
+#   tests/kafka/kafka.sh run tests/clients/go.sh [go test flags, e.g. -run TestOrdered]
 #
 # kafka.sh exports KSIDECAR_TEST_BOOTSTRAP; KSIDECAR_TEST_BIN and KSIDECAR_TEST_KSTOOL default
 # to build/ksidecar and build/kstool. Installs what is missing (Go from /usr/local/go or PATH,
@@ -35,6 +35,6 @@ start=$(date +%s)
 go generate ./...
 go vet ./...
 rc=0
-go test -count=1 -timeout 10m -v ./... || rc=$?
+go test -count=1 -timeout 15m -v "$@" ./... || rc=$?
 echo "go.sh: go test exited $rc after $(( $(date +%s) - start )) s"
 exit "$rc"
