@@ -22,6 +22,8 @@ valgrind --tool="$TOOL" --"$TOOL"-out-file="$OUT" "$BIN" --kafka.bootstrap.serve
   "$EXTRA" 2>/dev/null &
 VP=$!
 for _ in $(seq 1 120); do curl -s -o /dev/null "http://127.0.0.1:$HP/healthz" && break; sleep 0.5; done
+# The gRPC listener starts after the HTTP one, which under valgrind can be seconds later.
+for _ in $(seq 1 120); do (exec 3<>"/dev/tcp/127.0.0.1/$GP") 2>/dev/null && break; sleep 0.5; done
 if [ "$MODE" = callgrind ]; then
   "$ROOT/build/ksbench" grpc --addr 127.0.0.1:"$GP" --topic "$TOPIC" --group "prof-$RANDOM" \
     --count 200000 --credits 20000 --ack-batch 2000 | tail -1
