@@ -34,20 +34,15 @@ typedef struct back_ctx {
     size_t n;
 } back_ctx_t;
 
-/* A later record of a chain going back with an earlier one: its delivery does not count. One
- * its client has (may have) is taken back: the next delivery gets a new attempt number, so an
- * ack of this one stays stale. One never sent is as if never handed out. */
+/* A later record of a chain going back with an earlier one: its delivery does not count, but
+ * keeps its number, so the next gets a new one and an ack of this one stays stale. (One whose
+ * batch the transport has not taken yet may still reach the client all the same.) */
 static void later_back(void *opaque, ks_win_entry_t *e)
 {
     back_ctx_t *x = opaque;
-    if (e->flags & KS_WIN_F_UNSENT) {
-        if (e->attempts > 0)
-            e->attempts--;
-    } else {
-        if (e->uncounted < UINT16_MAX)
-            e->uncounted++;
-        e->flags |= KS_WIN_F_TAKEN_BACK;
-    }
+    if (e->uncounted < UINT16_MAX)
+        e->uncounted++;
+    e->flags |= KS_WIN_F_TAKEN_BACK;
     unlease(x->g, x->p, e);
     ks_lease_release(&x->g->leases, &x->p->win, x->p, e, x->now, 0);
     x->n++;

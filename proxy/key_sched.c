@@ -328,12 +328,15 @@ void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
         push_cursor(s, w, c); /* room for one more, or a new cursor */
 }
 
-/* True if the READY entry e at off may go to sub now (from its own heap: mine). */
-static bool may_take(ks_key_sched_t *s, const ks_win_entry_t *e, uint32_t sub, bool mine)
+/* True if the READY entry e may go to sub now (from its own heap: mine); *cp is its chain
+ * (NULL for an unchained record). */
+static bool may_take(ks_key_sched_t *s, const ks_win_entry_t *e, uint32_t sub, bool mine,
+                     ks_key_chain_t **cp)
 {
+    *cp = NULL;
     if (!(e->flags & F_CHAINED))
         return !mine;
-    const ks_key_chain_t *c = chain_find(s, e->key_hash);
+    ks_key_chain_t *c = *cp = chain_find(s, e->key_hash);
     if (!c || c->cursor != e->offset)
         return false;
     if (!mine)
@@ -341,13 +344,12 @@ static bool may_take(ks_key_sched_t *s, const ks_win_entry_t *e, uint32_t sub, b
     return c->out > 0 && c->owner == sub && c->out < c->limit;
 }
 
-/* e goes to sub: counted out, its chain held by sub, the cursor on to the next record. */
-static void hand_out(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e, uint32_t sub,
-                     uint32_t limit)
+/* e goes to sub: counted out, its chain c held by sub, the cursor on to the next record. */
+static void hand_out(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e, ks_key_chain_t *c,
+                     uint32_t sub, uint32_t limit)
 {
-    if (!(e->flags & F_CHAINED))
+    if (!c)
         return;
-    ks_key_chain_t *c = chain_find(s, e->key_hash);
     e->flags |= F_OUT;
     c->out++;
     c->owner = sub;
@@ -382,8 +384,9 @@ ks_win_entry_t *ks_key_sched_take_for(ks_key_sched_t *s, ks_ack_window_t *w, int
             off = a->heap.v[0];
         }
         ks_win_entry_t *e = ks_ack_window_get(w, off);
+        ks_key_chain_t *c = NULL;
         /* acked, leased or gone since, or no longer its turn */
-        bool stale = !e || e->state != KS_REC_READY || !may_take(s, e, sub, which == 3);
+        bool stale = !e || e->state != KS_REC_READY || !may_take(s, e, sub, which == 3, &c);
         if (!stale && e->attempts == 0 && off >= hold_from)
             return NULL;
         if (which == 1) {
@@ -396,7 +399,7 @@ ks_win_entry_t *ks_key_sched_take_for(ks_key_sched_t *s, ks_ack_window_t *w, int
             s->aff_total--;
         }
         if (!stale) {
-            hand_out(s, w, e, sub, limit);
+            hand_out(s, w, e, c, sub, limit);
             return e;
         }
     }

@@ -636,6 +636,46 @@ static void test_group_defaults_keys(void **state)
     ks_config_free(&cfg);
 }
 
+static void test_ordering_max_in_flight_per_key(void **state)
+{
+    ks_config_t cfg;
+    char err[512];
+    ks_config_defaults(&cfg);
+    assert_int_equal(cfg.group_defaults.max_in_flight_per_key, 500);
+    assert_int_equal(ks_config_set(&cfg, "ordering.max_in_flight_per_key", "0", err, sizeof(err)),
+                     -1);
+    assert_contains(err, "'ordering.max_in_flight_per_key'");
+    assert_int_equal(
+        ks_config_set(&cfg, "ordering.max_in_flight_per_key", "100001", err, sizeof(err)), -1);
+    char var[] = "KSIDECAR_ORDERING_MAX_IN_FLIGHT_PER_KEY=64";
+    char *envp[] = {var, NULL};
+    assert_int_equal(ks_config_apply_env(&cfg, envp, err, sizeof(err)), 0);
+    assert_int_equal(cfg.group_defaults.max_in_flight_per_key, 64);
+    /* A static group inherits it unless it sets its own, whatever the order of the keys. */
+    assert_int_equal(load(&cfg,
+                          "{\"groups\":{\"static\":["
+                          "  {\"name\":\"g1\",\"topics\":[\"a\"]},"
+                          "  {\"name\":\"g2\",\"topics\":[\"a\"],\"max_in_flight_per_key\":7}]},"
+                          " \"ordering\":{\"max_in_flight_per_key\":32}}",
+                          err, sizeof(err)),
+                     0);
+    assert_int_equal(cfg.group_defaults.max_in_flight_per_key, 32);
+    assert_int_equal(ks_config_group(&cfg, "g1")->max_in_flight_per_key, 32);
+    assert_int_equal(ks_config_group(&cfg, "g2")->max_in_flight_per_key, 7);
+    assert_int_equal(load(&cfg,
+                          "{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],"
+                          "\"max_in_flight_per_key\":0}]}",
+                          err, sizeof(err)),
+                     -1);
+    assert_contains(err, "groups.static[0]");
+    char *out = ks_config_dump(&cfg);
+    assert_non_null(out);
+    assert_contains(out, "\"ordering.max_in_flight_per_key\": 32");
+    assert_contains(out, "\"max_in_flight_per_key\": 7");
+    free(out);
+    ks_config_free(&cfg);
+}
+
 static void test_static_groups(void **state)
 {
     ks_config_t cfg;
@@ -1246,6 +1286,7 @@ int main(void)
         cmocka_unit_test(test_set_groups_allowed),
         cmocka_unit_test(test_set_groups_allowed_trailing_blanks),
         cmocka_unit_test(test_group_defaults_keys),
+        cmocka_unit_test(test_ordering_max_in_flight_per_key),
         cmocka_unit_test(test_static_groups),
         cmocka_unit_test(test_static_groups_inherit_defaults_order_independent),
         cmocka_unit_test(test_apply_env),

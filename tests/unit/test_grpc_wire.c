@@ -71,6 +71,7 @@ static void check_records(ks_record_t *recs, size_t n)
         ks_record_ack_id(r, ids[i], KS_ACK_ID_MAX);
         pr[i].ack_id = ids[i];
         pr[i].attempt = r->attempt;
+        pr[i].ordering_chain = r->ordering_chain;
         pp[i] = &pr[i];
     }
     Ksidecar__V1__FetchResponse fr = KSIDECAR__V1__FETCH_RESPONSE__INIT;
@@ -158,6 +159,17 @@ static void test_large_numbers(void **state)
     r[1].attempt = 0;
     r[2].timestamp = 0;
     r[3].offset = 128; /* the first two-byte varint */
+    check_records(r, 4);
+}
+
+static void test_ordering_chain(void **state)
+{
+    ks_record_t r[4] = {rec("o", 0, 1, "k", "v"), rec("o", 0, 2, "k", "v"),
+                        rec("o", 0, 3, NULL, "v"), rec("o", 0, 4, "k", "v")};
+    r[0].ordering_chain = 1;
+    r[1].ordering_chain = UINT64_MAX; /* ten varint bytes */
+    r[2].ordering_chain = 0;          /* no chain: no field */
+    r[3].ordering_chain = 0x8000000000000000ull;
     check_records(r, 4);
 }
 
@@ -371,6 +383,7 @@ int main(void)
         cmocka_unit_test(test_null_and_empty_keys_and_values),
         cmocka_unit_test(test_headers),
         cmocka_unit_test(test_large_numbers),
+        cmocka_unit_test(test_ordering_chain),
         cmocka_unit_test(test_long_values_and_many_records),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_ack_results),
