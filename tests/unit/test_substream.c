@@ -215,6 +215,7 @@ static ks_batch_t *mk_batch(size_t n, uint64_t tok, int64_t bytes, const ks_tp_t
     assert_non_null(b);
     b->cnt = n;
     b->recs = n ? calloc(n, sizeof(ks_record_t)) : NULL;
+    b->arena = b->recs; /* ks_batch_free frees the records with the arena */
     b->deliver_token = tok;
     b->bytes = bytes;
     if (as_n) {
