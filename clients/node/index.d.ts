@@ -99,6 +99,8 @@ export interface SubscriberStats {
   writes: number;
   staleLocal: number;
   reconnects: number;
+  /** Records of an ordering chain dropped unhandled: copies ksidecar took back (after a nack, an expired lease or a lost stream) and sends again. */
+  dropped: number;
 }
 
 export class Subscriber extends EventEmitter implements AsyncIterable<Message> {

@@ -80,13 +80,14 @@ function encodeCredits(records, bytes) {
 }
 
 /** SubscribeRequest{open}. */
-function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber }) {
+function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber, orderedBatches }) {
   const open = encodeFields([
     [1, 's', group],
     ...topics.map((t) => [2, 's', t]),
     [3, 'm', encodeCredits(records, bytes)],
     [4, 'v', deadlineMs || 0],
     [5, 's', subscriber || ''],
+    [6, 'v', orderedBatches ? 1 : 0],
   ]);
   return encodeFields([[1, 'm', open]]);
 }
@@ -176,8 +177,23 @@ class Reader {
     throw new Error('varint longer than 10 bytes');
   }
 
+  // A uint64 varint (an ordering chain): a Number up to 2^49, else an exact BigInt.
+  uvarint() {
+    const start = this.pos;
+    for (let i = 0; i < 7; i++) {
+      const b = this.buf[start + i];
+      if (b === undefined) throw new Error('truncated varint');
+      if (b < 128) return this.varint();
+    }
+    return BigInt.asUintN(64, this.bigRaw(start));
+  }
+
   // An int64 varint past 49 bits, read exactly (timestamp -1 comes as 10 bytes).
   bigVarint(start) {
+    return Number(BigInt.asIntN(64, this.bigRaw(start)));
+  }
+
+  bigRaw(start) {
     let r = 0n;
     let shift = 0n;
     let pos = start;
@@ -189,7 +205,7 @@ class Reader {
       if (b < 128) break;
     }
     this.pos = pos;
-    return Number(BigInt.asIntN(64, r));
+    return r;
   }
 
   // A topic name: the previous record's string when the bytes are the same (records of
@@ -264,6 +280,7 @@ function decodeRecord(r, end, make) {
   let idStart = 0;
   let idEnd = 0;
   let attempt = 0;
+  let chain = 0;
   const buf = r.buf;
   while (r.pos < end) {
     const tag = buf[r.pos] < 128 ? buf[r.pos++] : r.varint();
@@ -316,12 +333,15 @@ function decodeRecord(r, end, make) {
       case 0x58:
         attempt = r.varint() | 0;
         break;
+      case 0x60:
+        chain = r.uvarint();
+        break;
       default:
         r.skip(tag & 7);
     }
   }
   return make(topic, partition, offset, ts, keyNull ? null : key, valueNull ? null : value,
-    headers || NO_HEADERS, idStart, idEnd, attempt);
+    headers || NO_HEADERS, idStart, idEnd, attempt, chain);
 }
 
 function decodePartitions(r, end) {
@@ -417,9 +437,10 @@ function decodeAckResults(r, end) {
 /**
  * Decodes a SubscribeResponse. Returns {batch: [made records]} | {assignment: [tp]} |
  * {revocation: [tp]} | {ackResults: AckResultList} | {} (unknown kind).
- * make(topic, partition, offset, timestampMs, key, value, headers, idStart, idEnd, attempt)
+ * make(topic, partition, offset, timestampMs, key, value, headers, idStart, idEnd, attempt, chain)
  * builds each record; key/value are null for Kafka nulls, else views into buf; the ack
- * id is buf's bytes idStart..idEnd (ASCII).
+ * id is buf's bytes idStart..idEnd (ASCII); chain is the record's ordering_chain (0: none),
+ * a Number below 2^49, else a BigInt.
  * Throws on malformed input.
  */
 function decodeResponse(buf, make) {

@@ -14,11 +14,14 @@
 // A stream generation (_gen) tags each message; when a stream ends, _gen moves on, and
 // acks of older messages resolve STALE here without being sent: their leases ended with
 // the stream, and ksidecar delivers those records again.
+// Records of an ordering chain (a key, or a partition) go through lib/dispatch.js, which
+// keeps their order and drops the copies ksidecar took back.
 //
 // @locality the Node event loop (no locks: nothing here runs on another thread)
 const { EventEmitter } = require('events');
 const grpc = require('@grpc/grpc-js');
 const codec = require('./codec');
+const { Dispatcher } = require('./dispatch');
 const conn = require('./connect');
 const E = require('./errors');
 
@@ -55,7 +58,7 @@ const identity = (b) => b;
 
 /** One delivered record. key/value are Buffers (views of the received message) or null. */
 class Message {
-  constructor(batch, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt) {
+  constructor(batch, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt, chain) {
     this.topic = topic;
     this.partition = partition;
     this.offset = offset;
@@ -69,6 +72,10 @@ class Message {
     this._idEnd = idEnd;
     this._id = null;
     this._settled = false;
+    this._chain = chain; // ordering_chain: 0 (none), a Number or a BigInt
+    this._ch = null; // its chain in the dispatcher
+    this._returned = false; // its handler returned (ordered, event form)
+    this._dropped = false; // a copy ksidecar took back, never handed out
   }
 
   get _buf() {
@@ -231,6 +238,7 @@ class Subscriber extends EventEmitter {
     this._pull = null; // the iterator's pending next(): [resolve, reject]
     this._idleWaiters = [];
     this._staleWarnedGen = -1;
+    this._disp = null; // made by _useMode, serial for the event form
     this.stats = {
       delivered: 0,
       outstandingMessages: 0,
@@ -243,6 +251,7 @@ class Subscriber extends EventEmitter {
       writes: 0,
       staleLocal: 0,
       reconnects: 0,
+      dropped: 0,
     };
     this.on('newListener', (ev) => {
       if (ev === 'message') this._useMode('events');
@@ -253,6 +262,12 @@ class Subscriber extends EventEmitter {
     if (this._mode && this._mode !== m)
       throw new E.KsidecarConfigError('use either the async iterator or the message event, not both');
     this._mode = m;
+    if (!this._disp) {
+      this._disp = new Dispatcher(m === 'events', {
+        run: (msg) => this._emit(msg, true),
+        drop: (msg) => this._dropUnhanded(msg),
+      });
+    }
     if (!this._started) process.nextTick(() => this.start());
   }
 
@@ -321,7 +336,7 @@ class Subscriber extends EventEmitter {
     call.on('status', (st) => this._onStatus(call, st));
     call.write(codec.encodeOpen({
       group: o.group, topics: o.topics, records: o.maxMessages, bytes: o.maxBytes,
-      deadlineMs: o.ackDeadlineMs, subscriber: o.subscriber,
+      deadlineMs: o.ackDeadlineMs, subscriber: o.subscriber, orderedBatches: true,
     }));
     this.stats.writes++;
     if (this._gen > 0) this.stats.reconnects++;
@@ -372,7 +387,9 @@ class Subscriber extends EventEmitter {
     if (this._flushTimer) clearTimeout(this._flushTimer);
     this._flushTimer = null;
     this._batches = [];
-    const dropped = this._queue.length - this._qhead;
+    let dropped = 0;
+    for (let i = this._qhead; i < this._queue.length; i++) if (!this._queue[i]._dropped) dropped++;
+    if (this._disp) this._disp.purge(gen);
     this._queue = [];
     this._qhead = 0;
     this.stats.outstandingMessages = 0;
@@ -388,6 +405,7 @@ class Subscriber extends EventEmitter {
     if (this._error || this._closed) return;
     this._error = err;
     this._closing = true;
+    if (this._disp) this._disp.stop();
     this._teardown();
     if (this._pull) {
       const [, reject] = this._pull;
@@ -424,8 +442,8 @@ class Subscriber extends EventEmitter {
     const b = { sub: this, gen: this._gen, buf, msgs: null, left: 0, receivedAt: this._now,
       deadlineAt: this._now + this._o.ackDeadlineMs };
     try {
-      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a) =>
-        new Message(b, t, p, off, ts, k, v, h, is, ie, a));
+      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a, ch) =>
+        new Message(b, t, p, off, ts, k, v, h, is, ie, a, ch));
     } catch (e) {
       this._warn(`a malformed SubscribeResponse (${e.message}); opening a new stream`);
       if (this._call) this._call.cancel();
@@ -451,31 +469,83 @@ class Subscriber extends EventEmitter {
     if (st.outstandingMessages > st.maxOutstandingMessages) st.maxOutstandingMessages = st.outstandingMessages;
     if (st.outstandingBytes > st.maxOutstandingBytes) st.maxOutstandingBytes = st.outstandingBytes;
     if (this._closing) return; // they stay leased until the stream ends, then go back
+    const d = this._disp;
     if (this._mode === 'events') {
-      // Called here rather than by emit(): a handler that throws or returns a rejected
-      // promise gets its message nacked (delivered again at once) and a warning, instead
-      // of an uncaught error that would end the process.
-      const ls = this.listeners('message');
       for (let i = 0; i < msgs.length; i++) {
         const m = msgs[i];
-        for (let j = 0; j < ls.length; j++) {
-          try {
-            const r = ls[j].call(this, m);
-            if (r && typeof r.then === 'function') r.then(undefined, (e) => this._handlerFailed(m, e));
-          } catch (e) {
-            this._handlerFailed(m, e);
-          }
-        }
+        if (m._chain) d.add(m); // handed out by its chain, in turn
+        else this._emit(m, false);
         if (this._closing) return;
       }
+      d.pump();
       return;
     }
-    for (let i = 0; i < msgs.length; i++) this._queue.push(msgs[i]);
-    if (this._pull) {
-      const [resolve] = this._pull;
-      this._pull = null;
-      resolve({ value: this._shift(), done: false });
+    for (let i = 0; i < msgs.length; i++) {
+      const m = msgs[i];
+      if (!m._chain || d.add(m)) this._queue.push(m);
     }
+    if (this._pull) {
+      const m = this._take();
+      if (m) {
+        const [resolve] = this._pull;
+        this._pull = null;
+        resolve({ value: m, done: false });
+      }
+    }
+  }
+
+  // Calls the 'message' listeners on m. Called here rather than by emit(): a handler that
+  // throws or returns a rejected promise gets its message nacked (delivered again at once)
+  // and a warning, instead of an uncaught error that would end the process. chained: tell
+  // the dispatcher when every listener returned (a returned promise: once it settled).
+  _emit(m, chained) {
+    const ls = this.listeners('message');
+    let wait = 1; // the calls below, as one
+    const back = chained ? () => {
+      if (--wait === 0) this._disp.returned(m);
+    } : null;
+    for (let j = 0; j < ls.length; j++) {
+      try {
+        const r = ls[j].call(this, m);
+        if (r && typeof r.then === 'function') {
+          if (back) {
+            wait++;
+            r.then(back, (e) => {
+              this._handlerFailed(m, e);
+              back();
+            });
+          } else r.then(undefined, (e) => this._handlerFailed(m, e));
+        }
+      } catch (e) {
+        this._handlerFailed(m, e);
+      }
+    }
+    if (back) back();
+  }
+
+  // Ends m, a copy ksidecar took back and never handed out (the dispatcher's drop): no
+  // handler, no ack; it no longer counts as outstanding nor has its lease extended.
+  _dropUnhanded(m) {
+    if (m._settled) return;
+    m._settled = true;
+    m._dropped = true;
+    this.stats.dropped++;
+    if (m._gen === this._gen) { // _broken zeroed the counts of an ended stream
+      m._batch.left--;
+      this.stats.outstandingMessages--;
+      this.stats.outstandingBytes -= m.size;
+    }
+  }
+
+  // The iterator's next message, skipping dropped ones; undefined when none is buffered.
+  _take() {
+    while (this._qhead < this._queue.length) {
+      const m = this._shift();
+      if (m._dropped) continue;
+      if (m._ch) this._disp.taken(m);
+      return m;
+    }
+    return undefined;
   }
 
   _handlerFailed(m, e) {
@@ -539,6 +609,7 @@ class Subscriber extends EventEmitter {
       }
     } else {
       this._pendingResults -= results.length;
+      if (e.kind === NACK) for (let i = 0; i < results.length; i++) if (e.msgs[i]._ch) this._disp.nackAnswered(e.msgs[i]);
       const w = e.waiters;
       if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results.statuses[i]);
     }
@@ -559,11 +630,14 @@ class Subscriber extends EventEmitter {
           `is STALE: its lease ended with ${this._closed || this._closing ? 'the closed' : 'an earlier'} ` +
           'stream, and ksidecar delivers the record again (further ones from that stream are not logged)');
       }
+      const first = !m._settled;
       m._settled = true;
       if (waiter) waiter[0]('STALE');
+      if (first && m._ch) this._disp.settled(m, false);
       return;
     }
-    if (!m._settled) {
+    const first = !m._settled;
+    if (first) {
       m._settled = true;
       m._batch.left--;
       this.stats.outstandingMessages--;
@@ -579,6 +653,7 @@ class Subscriber extends EventEmitter {
     this._pendingResults++;
     if (++this._queued >= this._o.flushIds) this.flush();
     else if (!this._flushTimer) this._flushTimer = setTimeout(() => this.flush(), this._o.flushMs);
+    if (first && m._ch) this._disp.settled(m, kind === NACK);
   }
 
   _send(call, p) {
@@ -676,6 +751,7 @@ class Subscriber extends EventEmitter {
   async _close(timeoutMs) {
     if (this._closed) return this.stats;
     this._closing = true;
+    if (this._disp) this._disp.stop();
     clearInterval(this._leaseTimer);
     this.flush();
     let timedOut = false;
@@ -729,7 +805,8 @@ class Subscriber extends EventEmitter {
       next: () => {
         if (this._error) return Promise.reject(this._error);
         if (this._closing) return Promise.resolve({ value: undefined, done: true });
-        if (this._qhead < this._queue.length) return Promise.resolve({ value: this._shift(), done: false });
+        const m = this._take();
+        if (m) return Promise.resolve({ value: m, done: false });
         return new Promise((resolve, reject) => {
           this._pull = [resolve, reject];
         });

@@ -15,7 +15,10 @@ const plain = (T, buf) => T.toObject(T.decode(buf), { longs: Number, defaults: f
 test('requests decode with protobufjs to what was encoded', () => {
   assert.deepStrictEqual(plain(Req, codec.encodeOpen({
     group: 'g', topics: ['a', 'b.c'], records: 7, bytes: 5000000000, deadlineMs: 2000, subscriber: 'me',
-  })), { open: { group: 'g', topics: ['a', 'b.c'], credits: { records: 7, bytes: 5000000000 }, deadlineMs: 2000, subscriber: 'me' } });
+    orderedBatches: true,
+  })), { open: { group: 'g', topics: ['a', 'b.c'], credits: { records: 7, bytes: 5000000000 }, deadlineMs: 2000,
+    subscriber: 'me', orderedBatches: true } });
+  assert.deepStrictEqual(plain(Req, codec.encodeOpen({ group: 'g', topics: ['a'] })).open.orderedBatches, undefined);
   const ids = Array.from({ length: 300 }, (_, i) => `a1676cdfec43ce1e18-3-2-${i}-1-demo`);
   assert.deepStrictEqual(plain(Req, codec.encodeAck(ids)), { ack: { ackIds: ids } });
   const raw = Buffer.from(`xx${ids.join('')}`); // ids given as received bytes
@@ -32,17 +35,27 @@ test('requests decode with protobufjs to what was encoded', () => {
 test('responses encoded by protobufjs decode to the same fields', () => {
   const recs = [
     { topic: 't', partition: 3, offset: 2 ** 40 + 5, timestampMs: -1, key: Buffer.from('k'), value: Buffer.from('v'),
-      headers: [{ key: 'h', value: Buffer.from('hv') }, { key: 'n', valueNull: true }], ackId: 'id-1', attempt: 2 },
+      headers: [{ key: 'h', value: Buffer.from('hv') }, { key: 'n', valueNull: true }], ackId: 'id-1', attempt: 2,
+      orderingChain: 1 },
     { topic: 't', partition: 0, offset: 0, timestampMs: 1796001086491, keyNull: true, valueNull: true, ackId: 'id-2', attempt: 1 },
+    { topic: 't', partition: 0, offset: 1, ackId: 'id-3', attempt: 1, orderingChain: '9223372036854775808' },
+    { topic: 't', partition: 0, offset: 2, ackId: 'id-4', attempt: 1, orderingChain: '18446744073709551615' },
+    { topic: 't', partition: 0, offset: 3, ackId: 'id-5', attempt: 1, orderingChain: 2 ** 49 - 1 },
   ];
   const buf = Resp.encode(Resp.fromObject({ batch: { records: recs } })).finish();
   const b = Buffer.from(buf);
-  const got = codec.decodeResponse(b, (topic, partition, offset, ts, key, value, headers, s, e, attempt) =>
-    ({ topic, partition, offset, ts, key, value, headers, ackId: b.latin1Slice(s, e), attempt }));
+  const got = codec.decodeResponse(b, (topic, partition, offset, ts, key, value, headers, s, e, attempt, chain) =>
+    ({ topic, partition, offset, ts, key, value, headers, ackId: b.latin1Slice(s, e), attempt, chain }));
+  const E = Buffer.alloc(0);
   assert.deepStrictEqual(got.batch, [
     { topic: 't', partition: 3, offset: 2 ** 40 + 5, ts: -1, key: Buffer.from('k'), value: Buffer.from('v'),
-      headers: [{ key: 'h', value: Buffer.from('hv') }, { key: 'n', value: null }], ackId: 'id-1', attempt: 2 },
-    { topic: 't', partition: 0, offset: 0, ts: 1796001086491, key: null, value: null, headers: [], ackId: 'id-2', attempt: 1 },
+      headers: [{ key: 'h', value: Buffer.from('hv') }, { key: 'n', value: null }], ackId: 'id-1', attempt: 2, chain: 1 },
+    { topic: 't', partition: 0, offset: 0, ts: 1796001086491, key: null, value: null, headers: [], ackId: 'id-2', attempt: 1,
+      chain: 0 },
+    { topic: 't', partition: 0, offset: 1, ts: 0, key: E, value: E, headers: [], ackId: 'id-3', attempt: 1, chain: 2n ** 63n },
+    { topic: 't', partition: 0, offset: 2, ts: 0, key: E, value: E, headers: [], ackId: 'id-4', attempt: 1,
+      chain: 2n ** 64n - 1n },
+    { topic: 't', partition: 0, offset: 3, ts: 0, key: E, value: E, headers: [], ackId: 'id-5', attempt: 1, chain: 2 ** 49 - 1 },
   ]);
   const ar = Resp.encode(Resp.fromObject({ ackResults: { results: [
     { ackId: 'a', status: 1 }, { ackId: 'b', status: 4, message: 'revoked' }, { ackId: 'c', status: 3 }] } })).finish();
