@@ -17,7 +17,10 @@ import uuid
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
-KSIDECAR, KSTOOL, KSBENCH = BUILD / "ksidecar", BUILD / "kstool", BUILD / "ksbench"
+# KSIDECAR_TEST_BIN, KSIDECAR_TEST_KSTOOL and KSIDECAR_TEST_KSBENCH name other binaries.
+KSIDECAR, KSTOOL, KSBENCH = (pathlib.Path(os.environ.get(var, BUILD / name)) for var, name in (
+    ("KSIDECAR_TEST_BIN", "ksidecar"), ("KSIDECAR_TEST_KSTOOL", "kstool"),
+    ("KSIDECAR_TEST_KSBENCH", "ksbench")))
 BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
 COMMANDS = []
 
@@ -333,7 +336,9 @@ def main():
            f"- command: tests/bench/run.sh{' --smoke' if s else ''}",
            f"- throughput: the median of {len(rates['native'])} round(s) of native, gRPC and HTTP in "
            "turn over the same records, each run listed under Notes", "", *table, "",
-           "## Exact commands", "", "```", *COMMANDS, "```", ""]
+           "## Exact commands", "", "```", *COMMANDS, "```", "",
+           "The ordered-delivery benchmark (issue 22), run apart with its own table: "
+           "`tests/bench/ordered.sh`", ""]
     text = "\n".join(out)
     print("\n".join(table))
     dest = (BUILD / "bench-smoke.md") if s else (ROOT / "tests" / "bench" / "RESULTS.md")

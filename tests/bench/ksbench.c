@@ -24,6 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksbench_ordered.h"
 #include "ksidecar/v1/consumer.pb-c.h"
 
 static const char *boot, *topic, *group, *addr;
@@ -33,6 +34,8 @@ static bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
 static long produce_n = 0;
+static bool ordered = false;  /* grpc: Open.ordered_batches */
+static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
 
 static double now_s(void)
 {
@@ -221,6 +224,7 @@ static void run_native(void)
             if (latency_mode)
                 lat_add(m->payload, m->len);
             track(m->partition, m->offset, m->key, m->key_len);
+            ksb_order_log_add(m->partition, m->offset, m->key, m->key_len, 0);
             n++;
         }
         rd_kafka_message_destroy(m);
@@ -353,6 +357,7 @@ typedef struct {
     const uint8_t *key, *value, *ack_id;
     size_t key_len, value_len, ack_id_len;
     bool key_null;
+    uint64_t chain; /* ordering_chain */
 } wrecord_t;
 
 static bool decode_record(const uint8_t *p, const uint8_t *end, wrecord_t *r)
@@ -374,6 +379,8 @@ static bool decode_record(const uint8_t *p, const uint8_t *end, wrecord_t *r)
             r->value = f.data, r->value_len = f.len;
         else if (f.num == 10 && f.type == 2)
             r->ack_id = f.data, r->ack_id_len = f.len;
+        else if (f.num == 12 && f.type == 0)
+            r->chain = f.v;
     }
     return r->ack_id_len > 0;
 }
@@ -459,6 +466,7 @@ static void run_grpc(void)
     open.topics = topics;
     open.credits = &c;
     open.deadline_ms = 120000;
+    open.ordered_batches = ordered;
     Ksidecar__V1__SubscribeRequest req = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
     req.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_OPEN;
     req.open = &open;
@@ -541,6 +549,8 @@ static void run_grpc(void)
                     if (latency_mode)
                         lat_add(rec.value, rec.value_len);
                     track(rec.partition, rec.offset, rec.key_null ? NULL : rec.key, rec.key_len);
+                    ksb_order_log_add(rec.partition, rec.offset, rec.key_null ? NULL : rec.key,
+                                      rec.key_len, rec.chain);
                     if (delay_ms > 0) {
                         char *id = strndup((const char *)rec.ack_id, rec.ack_id_len);
                         dq[(dq_h + dq_n) % dq_cap] = (delayed_t){now + delay_ms / 1000.0, id};
@@ -803,6 +813,7 @@ static void run_http(void)
         for (size_t i = 0; i < cnt; i++) {
             jrec_t *r = &recs[i];
             track(r->partition, r->offset, r->key, r->key_len);
+            ksb_order_log_add(r->partition, r->offset, r->key, r->key_len, 0);
             if (al + r->ack_id_len + 8 > acap) {
                 acap *= 2;
                 ab = realloc(ab, acap);
@@ -849,6 +860,8 @@ int main(int argc, char **argv)
                                    {"librdkafka-defaults", 0, 0, 'D'},
                                    {"rate", 1, 0, 'r'},
                                    {"produce", 1, 0, 'p'},
+                                   {"ordered", 0, 0, 'O'},
+                                   {"order-log", 1, 0, 'l'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -893,6 +906,12 @@ int main(int argc, char **argv)
         case 'p':
             produce_n = atol(optarg);
             break;
+        case 'O':
+            ordered = true;
+            break;
+        case 'l':
+            order_log = optarg;
+            break;
         default:
             return 2;
         }
@@ -906,6 +925,8 @@ int main(int argc, char **argv)
     seen = calloc(((size_t)64 << 26) / 8, 1);
     if (!last_off || !seen)
         die("memory", "out of memory");
+    if (order_log && ksb_order_log_open(order_log) != 0)
+        die("memory", "out of memory");
     atomic_init(&produce_go, false);
     if (!strcmp(mode, "native"))
         run_native();
@@ -915,5 +936,7 @@ int main(int argc, char **argv)
         run_http();
     else
         die("usage", "mode must be native, grpc or http");
+    if (ksb_order_log_write() != 0)
+        die("order log", order_log);
     return 0;
 }

@@ -1,9 +1,15 @@
 // Benchmark: the Go client library's natural use (a handler that acks each message)
 // against franz-go consuming the same records in a group with manual commits.
+//
+// For tests/bench/ordered.py: -topic reuses a topic that holds the records, -ordering starts
+// ksidecar with group.ordering, -order-log writes each handled record (partition, offset,
+// key or \N, chain; tab-separated, in handling order) after the run, -json prints each
+// result as a JSON line.
 package main
 
 import (
 	"context"
+	"encoding/json"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -15,6 +21,7 @@ import (
 	"sort"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -37,6 +44,10 @@ var (
 	tBatch     = flag.Int("tuned-ack-batch", 2000, "tuned run: AckBatchSize")
 	tHandlers  = flag.Int("tuned-handlers", 4, "tuned run: MaxConcurrentHandlers")
 	cpuprofile = flag.String("cpuprofile", "", "write a CPU profile of the ks runs here")
+	topicFlag  = flag.String("topic", "", "consume this topic, which already holds -records records (not created, produced nor deleted)")
+	ordering   = flag.String("ordering", "", "ksidecar's group.ordering: none, key or partition (default: ksidecar's own)")
+	orderLog   = flag.String("order-log", "", "write the handled records of the last run here")
+	jsonOut    = flag.Bool("json", false, "print each run's result as a JSON line")
 )
 
 var (
@@ -94,6 +105,45 @@ type tracker struct {
 	n     atomic.Int64
 	first atomic.Int64 // unix nanos of the first record
 	last  atomic.Int64
+
+	mu      sync.Mutex // guards handled
+	handled []handled  // with -order-log: the records in handling order
+}
+
+type handled struct {
+	p   int32
+	off int64
+	key string
+	nul bool
+}
+
+// logRec notes a handled record for -order-log (the mutex orders concurrent handlers).
+func (t *tracker) logRec(p int32, off int64, key []byte) {
+	if *orderLog == "" {
+		return
+	}
+	t.mu.Lock()
+	t.handled = append(t.handled, handled{p, off, string(key), key == nil})
+	t.mu.Unlock()
+}
+
+// writeLog writes the handled records to -order-log, after the run.
+func (t *tracker) writeLog() {
+	if *orderLog == "" || t == nil {
+		return
+	}
+	var b strings.Builder
+	for _, h := range t.handled {
+		k := h.key
+		if h.nul {
+			k = `\N`
+		}
+		fmt.Fprintf(&b, "%d\t%d\t%s\t0\n", h.p, h.off, k)
+	}
+	if err := os.WriteFile(*orderLog, []byte(b.String()), 0o644); err != nil {
+		fmt.Fprintln(os.Stderr, "order log:", err)
+		os.Exit(1)
+	}
 }
 
 func newTracker(end map[int32]int64) *tracker {
@@ -127,6 +177,7 @@ func (t *tracker) distinct() (d, dup int64) {
 type result struct {
 	name, notes string
 	rate        float64
+	tr          *tracker // its records, for -order-log; nil for ksbench's runs
 }
 
 func franz(topic string, end map[int32]int64, tuned bool) result {
@@ -155,6 +206,7 @@ func franz(topic string, end map[int32]int64, tuned bool) result {
 			fmt.Fprintln(os.Stderr, "franz-go fetch errors:", errs)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
+			tr.logRec(r.Partition, r.Offset, r.Key)
 			if tr.add(r.Partition, r.Offset) == want {
 				tr.last.Store(time.Now().UnixNano())
 			}
@@ -169,7 +221,7 @@ func franz(topic string, end map[int32]int64, tuned bool) result {
 	check := checkCommitted(topic, group, end)
 	fromStart := float64(tr.last.Load()-begin.UnixNano()) / 1e9
 	return result{name, fmt.Sprintf("%.3f s first to last record; %.3f s from NewClient (group join included); distinct %d, duplicates %d, %d sync commits (one per poll); %s",
-		secs, fromStart, d, dup, commits, check), float64(want) / secs}
+		secs, fromStart, d, dup, commits, check), float64(want) / secs, tr}
 }
 
 func freePort() int {
@@ -195,6 +247,9 @@ func startSidecar() (target string, pid int, stop func()) {
 	args := []string{"--kafka.bootstrap.servers=" + *bootstrap, fmt.Sprintf("--http.listen=127.0.0.1:%d", hp),
 		fmt.Sprintf("--grpc.listen=127.0.0.1:%d", gp), "--log.level=warn",
 		"--subscriber.max_credit_records=100000"}
+	if *ordering != "" {
+		args = append(args, "--group.ordering="+*ordering)
+	}
 	record(*ksBin + " " + strings.Join(args, " "))
 	cmd := exec.Command(*ksBin, args...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
@@ -241,6 +296,7 @@ func native(topic string, end map[int32]int64, tuned bool) result {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- sub.Receive(ctx, func(_ context.Context, m *ksidecar.Message) {
+			tr.logRec(m.Partition, m.Offset, m.Key)
 			m.Ack()
 			if tr.add(m.Partition, m.Offset) == want {
 				tr.last.Store(time.Now().UnixNano())
@@ -263,7 +319,7 @@ func native(topic string, end map[int32]int64, tuned bool) result {
 	return result{name, fmt.Sprintf("%.3f s first to last record; %.3f s from Dial (group join included); distinct %d, duplicates %d, close (last acks and their results) %v, stale acks %d, CPU: this process %.2f s, ksidecar %.2f s (join included); "+
 		"config: MaxOutstandingMessages %d, AckBatchSize %d, AckFlushInterval %v, MaxConcurrentHandlers %d; %s",
 		secs, fromStart, d, dup, closeTook.Round(time.Millisecond), sub.StaleAcks(), cpu, ks, sub.Config().MaxOutstandingMessages,
-		sub.Config().AckBatchSize, sub.Config().AckFlushInterval, sub.Config().MaxConcurrentHandlers, check), float64(want) / secs}
+		sub.Config().AckBatchSize, sub.Config().AckFlushInterval, sub.Config().MaxConcurrentHandlers, check), float64(want) / secs, tr}
 }
 
 // cClient runs ksidecar's own C gRPC client (tests/bench/ksbench.c) on the same records:
@@ -278,7 +334,7 @@ func cClient(topic string, end map[int32]int64) result {
 	ks := cpuSecs(pid) - ks0
 	rate := ksbenchRate(out)
 	return result{"ksidecar C client (ksbench)", fmt.Sprintf("%s; ksidecar CPU %.2f s; %s", strings.TrimSpace(out), ks,
-		checkCommitted(topic, group, end)), rate}
+		checkCommitted(topic, group, end)), rate, nil}
 }
 
 // ksbenchRate is the rate=N (records a second) that ksbench prints, or 0.
@@ -301,7 +357,7 @@ func librdkafka(topic string, end map[int32]int64) result {
 		"--count", strconv.Itoa(*records))
 	rate := ksbenchRate(out)
 	return result{"librdkafka 2.0.2 consumer (C)", fmt.Sprintf("%s; %s", strings.TrimSpace(out),
-		checkCommitted(topic, group, end)), rate}
+		checkCommitted(topic, group, end)), rate, nil}
 }
 
 func median(v []float64) float64 {
@@ -316,13 +372,16 @@ func main() {
 		fmt.Fprintln(os.Stderr, "need -bootstrap, -ksidecar and -kstool (or KSIDECAR_TEST_BOOTSTRAP, _BIN, _KSTOOL)")
 		os.Exit(2)
 	}
-	topic := fmt.Sprintf("gobench-%d", time.Now().UnixNano())
-	run(*kstoolBin, "create", "-b", *bootstrap, "-t", topic, "-p", strconv.Itoa(*partitions))
-	defer exec.Command(*kstoolBin, "delete", "-b", *bootstrap, "-t", topic).Run()
-	t0 := time.Now()
-	run(*kstoolBin, "produce", "-b", *bootstrap, "-t", topic, "-n", strconv.Itoa(*records),
-		"-p", strconv.Itoa(*partitions), "-s", strconv.Itoa(*size), "-N")
-	fmt.Printf("produced %d x %d B over %d partitions in %v\n", *records, *size, *partitions, time.Since(t0).Round(time.Millisecond))
+	topic := *topicFlag
+	if topic == "" {
+		topic = fmt.Sprintf("gobench-%d", time.Now().UnixNano())
+		run(*kstoolBin, "create", "-b", *bootstrap, "-t", topic, "-p", strconv.Itoa(*partitions))
+		defer exec.Command(*kstoolBin, "delete", "-b", *bootstrap, "-t", topic).Run()
+		t0 := time.Now()
+		run(*kstoolBin, "produce", "-b", *bootstrap, "-t", topic, "-n", strconv.Itoa(*records),
+			"-p", strconv.Itoa(*partitions), "-s", strconv.Itoa(*size), "-N")
+		fmt.Printf("produced %d x %d B over %d partitions in %v\n", *records, *size, *partitions, time.Since(t0).Round(time.Millisecond))
+	}
 	end := offsets(run(*kstoolBin, "watermarks", "-b", *bootstrap, "-t", topic), 2)
 
 	runs := []struct {
@@ -351,7 +410,14 @@ func main() {
 			}
 			rates[x.key] = append(rates[x.key], res.rate)
 			names[x.key] = res.name
-			fmt.Printf("round %d: %-30s %10.0f rec/s  (%s)\n", r+1, res.name, res.rate, res.notes)
+			res.tr.writeLog()
+			if *jsonOut {
+				j, _ := json.Marshal(map[string]any{"round": r + 1, "run": x.key, "name": res.name,
+					"rate": res.rate, "notes": res.notes})
+				fmt.Println(string(j))
+			} else {
+				fmt.Printf("round %d: %-30s %10.0f rec/s  (%s)\n", r+1, res.name, res.rate, res.notes)
+			}
 		}
 		recording = false
 	}

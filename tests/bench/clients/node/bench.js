@@ -7,6 +7,10 @@
 // group and must commit every partition to its end offset; the bench asserts no speed.
 // rate = records / (last commit or ack result - first record): the group join (the same
 // librdkafka/Kafka join for both) is reported apart as "join".
+// For tests/bench/ordered.py: --topic reuses a topic holding the records, --ordering MODE
+// starts ksidecar with group.ordering=MODE, --only KIND[,KIND] picks the runs, --order-log
+// FILE has each run write its handled records (partition, offset, key or \N, chain; tab-
+// separated, in handling order) to FILE after the run, --json prints each run as JSON.
 const { spawn, execFileSync, fork } = require('child_process');
 const crypto = require('crypto');
 const fs = require('fs');
@@ -33,6 +37,12 @@ const offsets = (out, col) => Object.fromEntries(out.trim().split('\n').map((l) 
 
 // ---- the runs (in a child) ----
 
+// With BENCH_ORDER_LOG: the handled records, in handling order, written after the run.
+const LOG = process.env.BENCH_ORDER_LOG ? [] : null;
+const logRec = (partition, offset, key) => {
+  if (LOG) LOG.push(`${partition}\t${offset}\t${key === null || key === undefined ? '\\N' : key.toString()}\t0\n`);
+};
+
 // The library's defaults (4000 credits and 1000-id ack batches since stop 16: 1.2-1.3x
 // the old 1000 and 500 on a quiet machine). BENCH_OPTS (JSON) overrides options.
 async function runKsidecar(target, topic, n, events) {
@@ -48,6 +58,7 @@ async function runKsidecar(target, topic, n, events) {
       sub.on('error', reject);
       sub.on('message', (msg) => {
         if (!first) first = Date.now();
+        logRec(msg.partition, msg.offset, msg.key);
         bytes += msg.value.length; // the handler: touch the record, then ack it
         msg.ack();
         if (++count === n) resolve();
@@ -57,6 +68,7 @@ async function runKsidecar(target, topic, n, events) {
   } else {
     for await (const msg of sub) {
       if (!first) first = Date.now();
+      logRec(msg.partition, msg.offset, msg.key);
       bytes += msg.value.length; // the handler: touch the record, then ack it
       msg.ack();
       if (++count === n) break; // leaving the loop closes: flushes the acks, waits for results
@@ -89,6 +101,7 @@ async function runKafkajs(topic, n, tuned) {
     eachBatch: async ({ batch, resolveOffset, heartbeat }) => {
       if (!first) first = Date.now();
       for (const m of batch.messages) {
+        logRec(batch.partition, m.offset, m.key);
         bytes += m.value.length; // the same handler
         resolveOffset(m.offset);
       }
@@ -115,6 +128,7 @@ async function child() {
     ? await runKsidecar(target, topic, Number(n), kind === 'ksidecar-events')
     : await runKafkajs(topic, Number(n), kind === 'kafkajs-tuned');
   const cpu = process.cpuUsage(c0);
+  if (LOG) fs.writeFileSync(process.env.BENCH_ORDER_LOG, LOG.join(''));
   r.elu = Number(performance.eventLoopUtilization(e0).utilization.toFixed(2));
   const out = { ...r, cpuMs: Math.round((cpu.user + cpu.system) / 1000) };
   if (process.send) process.send(out);
@@ -162,8 +176,9 @@ async function waitCommitted(group, topic, parts, ends) {
 
 function runChild(kind, topic, n, target, group) {
   return new Promise((resolve, reject) => {
+    const log = arg('order-log', '');
     const c = fork(__filename, ['--child', '', kind, topic, String(n), target || ''], {
-      env: { ...process.env, BENCH_GROUP: group }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+      env: { ...process.env, BENCH_GROUP: group, ...(log ? { BENCH_ORDER_LOG: log } : {}) }, stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
     });
     let res = null;
     c.on('message', (m) => (res = m));
@@ -191,6 +206,7 @@ async function main() {
   const httpPort = await freePort();
   const scArgs = [`--kafka.bootstrap.servers=${BOOT}`, `--grpc.listen=127.0.0.1:${grpcPort}`,
     `--http.listen=127.0.0.1:${httpPort}`, '--log.level=warn', '--subscriber.max_credit_records=100000'];
+  if (arg('ordering', '')) scArgs.push(`--group.ordering=${arg('ordering', '')}`);
   const log = path.join(os.tmpdir(), `nodebench-ksidecar-${grpcPort}.log`);
   const fd = fs.openSync(log, 'w');
   const sc = spawn(BIN, scArgs, { stdio: ['ignore', fd, fd] });
@@ -201,7 +217,9 @@ async function main() {
       if (Date.now() - t0 > 20000 || sc.exitCode !== null) throw new Error(`ksidecar did not start; see ${log}`);
       await sleep(100);
     }
-    const kinds = ['ksidecar-iterator', 'kafkajs-defaults', 'kafkajs-tuned', 'ksidecar-events'];
+    const only = arg('only', '');
+    const kinds = ['ksidecar-iterator', 'kafkajs-defaults', 'kafkajs-tuned', 'ksidecar-events']
+      .filter((k) => !only || only.split(',').includes(k));
     const rows = [];
     for (let r = 0; r < rounds; r++) {
       for (const kind of kinds) {
@@ -213,10 +231,18 @@ async function main() {
           rateAll: Math.round(n / ((res.ms + res.join) / 1000)), commitLag,
           sidecarCpuMs: kind.startsWith('ksidecar') ? procCpuMs(sc.pid) - sc0 : null };
         rows.push(row);
+        if (process.argv.includes('--json')) {
+          console.log(JSON.stringify(row));
+          continue;
+        }
         console.log(`round ${row.round} ${kind}: ${row.rate} rec/s (${res.ms} ms after a ${res.join} ms join), ` +
           `node CPU ${res.cpuMs} ms (event loop busy ${Math.round(res.elu * 100)}%)${row.sidecarCpuMs != null ? `, ksidecar CPU ${row.sidecarCpuMs} ms` : ''}, ` +
           `${res.writes} ${kind.startsWith('ksidecar') ? 'stream writes' : 'commits'}, committed == end +${commitLag} ms`);
       }
+    }
+    if (process.argv.includes('--json')) {
+      console.log(JSON.stringify({ commands: cmds }));
+      return;
     }
     console.log('\nrec/s A: first record to the last ack result (ksidecar) or commit (KafkaJS); ' +
       'B: from the start, group join included');

@@ -11,7 +11,11 @@ last record returned (its ack or commit handed to the client library); "confirme
 that was confirmed (ksidecar: close() returned with every ack result ACCEPTED;
 confluent-kafka: the final synchronous commit returned, which waits behind the async
 commits still in flight). Ratios are of the "handled" rates. KSIDECAR_TEST_BIN and KSIDECAR_TEST_KSTOOL name the
-binaries (default build/ksidecar, build/kstool)."""
+binaries (default build/ksidecar, build/kstool).
+
+For tests/bench/ordered.py: --ordering MODE starts ksidecar with group.ordering=MODE, and
+--order-log FILE writes each handled record (partition, offset, key or \\N, chain; tab-
+separated, in handling order) to FILE after the run, from memory."""
 import argparse
 import importlib.util
 import json
@@ -45,6 +49,25 @@ def _integration_helpers():
 free_port = _integration_helpers().free_port
 
 
+ORDERING = None  # --ordering: ksidecar's group.ordering for the run
+ORDER_LOG = None  # --order-log: where the handled records go, or None
+HANDLED = []  # (partition, offset, key) in handling order, when ORDER_LOG is set
+
+
+def log_handled(partition, offset, key):
+    if ORDER_LOG:
+        HANDLED.append((partition, offset, key))
+
+
+def write_order_log():
+    if not ORDER_LOG:
+        return
+    with open(ORDER_LOG, "w") as f:
+        for p, o, k in HANDLED:
+            k = "\\N" if k is None else k.decode(errors="replace")
+            f.write(f"{p}\t{o}\t{k}\t0\n")
+
+
 def figures(got, t0, c0, t1, ok):
     """The result of one run: t0/c0 wall and CPU clocks at the first record, t1 when the
     last was handled, now when it was confirmed."""
@@ -56,9 +79,10 @@ def run_ksidecar_client(boot, topic, n, form):
     import ksidecar
     gport, hport = free_port(), free_port()
     log = open(f"/tmp/ksidecar-pybench-{gport}.log", "wb")
-    sc = subprocess.Popen([BIN, f"--kafka.bootstrap.servers={boot}", f"--grpc.listen=127.0.0.1:{gport}",
-                           f"--http.listen=127.0.0.1:{hport}", "--log.level=warn"],
-                          stdout=log, stderr=subprocess.STDOUT)
+    ordering = [f"--group.ordering={ORDERING}"] if ORDERING else []
+    cmd = [BIN, f"--kafka.bootstrap.servers={boot}", f"--grpc.listen=127.0.0.1:{gport}",
+           f"--http.listen=127.0.0.1:{hport}", "--log.level=warn", *ordering]
+    sc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         for _ in range(200):
             try:
@@ -68,6 +92,7 @@ def run_ksidecar_client(boot, topic, n, form):
                 time.sleep(0.1)
         opts = json.loads(os.environ.get("PYBENCH_SUBSCRIBER_OPTIONS", "{}"))
         tgt, group = f"127.0.0.1:{gport}", f"pybench-{uuid.uuid4().hex[:8]}"
+        run_of = {"group": group, "ksidecar": " ".join(cmd)}
         got = 0
         t0 = c0 = None
         if form == "asyncio":
@@ -80,6 +105,7 @@ def run_ksidecar_client(boot, topic, n, form):
                     async for msg in asub:
                         if t0 is None:
                             t0, c0 = time.monotonic(), time.process_time()
+                        log_handled(msg.partition, msg.offset, msg.key)
                         msg.ack()
                         got += 1
                         if got == n:
@@ -89,12 +115,13 @@ def run_ksidecar_client(boot, topic, n, form):
                 return t1, ok
 
             t1, ok = asyncio.run(consume())
-            return figures(got, t0, c0, t1, ok)
+            return {**figures(got, t0, c0, t1, ok), **run_of}
         sub = ksidecar.Subscriber(tgt, group, [topic], **opts)
         if form == "iterator":
             for msg in sub:
                 if t0 is None:
                     t0, c0 = time.monotonic(), time.process_time()
+                log_handled(msg.partition, msg.offset, msg.key)
                 msg.ack()
                 got += 1
                 if got == n:
@@ -108,6 +135,7 @@ def run_ksidecar_client(boot, topic, n, form):
             def handle(msg):
                 if not first:
                     first.append((time.monotonic(), time.process_time()))
+                log_handled(msg.partition, msg.offset, msg.key)
                 msg.ack()
                 count[0] += 1  # one worker: no lock needed
                 if count[0] == n:
@@ -121,7 +149,7 @@ def run_ksidecar_client(boot, topic, n, form):
         if form == "iterator":
             t1 = time.monotonic()
         ok = sub.close(timeout=60)
-        return figures(got, t0, c0, t1, ok)
+        return {**figures(got, t0, c0, t1, ok), **run_of}
     finally:
         sc.terminate()
         sc.wait()
@@ -145,13 +173,15 @@ def run_confluent(boot, topic, n, tuned):
                 continue
             if t0 is None:
                 t0, c0 = time.monotonic(), time.process_time()
+            log_handled(m.partition(), m.offset(), m.key())
             got += 1
             if got % 1000 == 0:
                 c.commit(asynchronous=True)
     t1 = time.monotonic()
     c.commit(asynchronous=False)
     r = figures(got, t0, c0, t1, True)
-    r.update(librdkafka=confluent_kafka.libversion()[0], confluent_kafka=confluent_kafka.__version__)
+    r.update(librdkafka=confluent_kafka.libversion()[0], confluent_kafka=confluent_kafka.__version__,
+             group=conf["group.id"])
     c.close()
     return r
 
@@ -177,10 +207,17 @@ def main():
     ap.add_argument("--runs", type=int, default=1)
     ap.add_argument("--topic")
     ap.add_argument("--one", choices=CLIENTS)
+    ap.add_argument("--ordering", choices=("none", "key", "partition"),
+                    help="ksidecar's group.ordering (default: ksidecar's own, key)")
+    ap.add_argument("--order-log", help="with --one: write the handled records here")
     a = ap.parse_args()
     boot = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
+    global ORDERING, ORDER_LOG
+    ORDERING, ORDER_LOG = a.ordering, a.order_log
     if a.one:
-        print(json.dumps(CLIENTS[a.one][1](boot, a.topic, a.records)))
+        res = CLIENTS[a.one][1](boot, a.topic, a.records)
+        write_order_log()
+        print(json.dumps(res))
         return
     topic = a.topic or f"pybench-{uuid.uuid4().hex[:8]}"
     if not a.topic:
@@ -195,8 +232,9 @@ def main():
             res = {}
             for name, (what, _) in CLIENTS.items():
                 out = subprocess.run([sys.executable, __file__, "--one", name, "--topic", topic,
-                                      "--records", str(a.records)], capture_output=True, text=True,
-                                     timeout=900)
+                                      "--records", str(a.records),
+                                      *(["--ordering", a.ordering] if a.ordering else [])],
+                                     capture_output=True, text=True, timeout=900)
                 if out.returncode != 0:
                     print(f"{name} failed:\n{out.stderr[-3000:]}")
                     continue
