@@ -74,6 +74,7 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
         g->st_expired++;
         unlease(g, p, e);
         chain_back(g, p, e, now);
+        ks_key_sched_narrow(&p->sched, e);
         ks_dbg(g->log_name, "%s[%d]@%lld: lease expired after attempt %u", p->topic, p->partition,
                (long long)e->offset, ks_win_attempts_counted(e));
         if (!e->reason)
@@ -140,6 +141,7 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                                  "or nacked) and the record will be redelivered"};
         unlease(g, p, e);
         chain_back(g, p, e, now);
+        ks_key_sched_narrow(&p->sched, e);
         g->st_nacked++;
         if (c->req.u.settle.reason) {
             free(e->reason);

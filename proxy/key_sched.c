@@ -195,6 +195,13 @@ static ks_key_aff_t *aff_find(ks_key_sched_t *s, uint32_t sub, bool make)
     return a;
 }
 
+/* How many of c its owner may hold at once now: its limit, capped by the window after a
+ * record came back. */
+static inline uint32_t chain_cap(const ks_key_chain_t *c)
+{
+    return c->win && c->win < c->limit ? c->win : c->limit;
+}
+
 /* Makes c's cursor eligible, if it is READY and may go: for anyone when nobody holds c,
  * for its owner while it has room. Pushing twice is harmless (take checks). */
 static void push_cursor(ks_key_sched_t *s, ks_ack_window_t *w, const ks_key_chain_t *c)
@@ -206,7 +213,7 @@ static void push_cursor(ks_key_sched_t *s, ks_ack_window_t *w, const ks_key_chai
         return; /* DELAYED or being dead-lettered: requeued once READY */
     if (c->out == 0) {
         make_eligible(s, c->cursor);
-    } else if (c->out < c->limit) {
+    } else if (c->out < chain_cap(c)) {
         heap_push(&aff_find(s, c->owner, true)->heap, c->cursor);
         s->aff_total++;
     }
@@ -244,7 +251,7 @@ void ks_key_sched_add(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e, 
     if (!c) {
         c = chain_insert(s, h);
         c->head = c->tail = c->cursor = e->offset;
-        c->out = c->owner = 0;
+        c->out = c->owner = c->win = 0;
         c->limit = 1;
         make_eligible(s, e->offset);
         return;
@@ -287,6 +294,15 @@ void ks_key_sched_back(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e,
         c->owner = 0;
 }
 
+void ks_key_sched_narrow(ks_key_sched_t *s, const ks_win_entry_t *e)
+{
+    if (!(e->flags & F_CHAINED))
+        return;
+    ks_key_chain_t *c = chain_find(s, e->key_hash);
+    if (c)
+        c->win = c->out + 1; /* those still out (all earlier than e) and e: see win */
+}
+
 void ks_key_sched_requeue(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
 {
     if (!(e->flags & F_CHAINED)) {
@@ -310,6 +326,8 @@ void ks_key_sched_done(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)
     ks_key_chain_t *c = chain_find(s, e->key_hash);
     if (!c)
         return;
+    if (was_out && c->win && ++c->win >= c->limit)
+        c->win = 0; /* back to the limit */
     if (was_out && --c->out == 0)
         c->owner = 0;
     bool was_cursor = c->cursor == e->offset; /* acked late, after its lease ended */
@@ -341,7 +359,7 @@ static bool may_take(ks_key_sched_t *s, const ks_win_entry_t *e, uint32_t sub, b
         return false;
     if (!mine)
         return c->out == 0;
-    return c->out > 0 && c->owner == sub && c->out < c->limit;
+    return c->out > 0 && c->owner == sub && c->out < chain_cap(c);
 }
 
 /* e goes to sub: counted out, its chain c held by sub, the cursor on to the next record. */

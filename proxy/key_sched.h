@@ -25,7 +25,9 @@ int ks_ordering_parse(const char *s, ks_ordering_t *out);
  * (1 unless it asked for ordered batches). Laid out in offset order the chain is: records
  * done or out, then the cursor, then records never handed out since the cursor was set.
  * A record that comes back (nack, expiry, release) sends every later one that is out back
- * too (ks_key_sched_back) and becomes the cursor. */
+ * too (ks_key_sched_back) and becomes the cursor. When it failed (nacked, or its lease
+ * ran out) the chain then goes out a few at a time again (win), growing by one for each
+ * record done. */
 typedef struct ks_key_chain {
     uint64_t hash;
     int64_t head, tail; /* offsets; head == -1 marks a free slot */
@@ -33,6 +35,13 @@ typedef struct ks_key_chain {
     uint32_t out;       /* records of the chain handed out (leased) now */
     uint32_t owner;     /* while out > 0: the subscriber holding them */
     uint32_t limit;     /* while out > 0: how many the owner may hold at once */
+    /* Since a record of the chain failed (ks_key_sched_narrow): how many may be out at
+     * once, whatever the limit; it starts at the records still out (all earlier) plus the
+     * one that came back and grows by one for each record done (doubling in a round trip,
+     * as TCP's slow start) until it reaches the limit (then 0: no cap). A nack then sends
+     * back a few later records, not a whole limit's worth: with one record in ten nacked,
+     * about ten instead of hundreds. */
+    uint32_t win;
 } ks_key_chain_t;
 
 /* A min-heap of offsets. */
@@ -93,6 +102,12 @@ typedef void(ks_key_sched_back_fn)(void *opaque, ks_win_entry_t *e);
  * an unchained e or one not out. */
 void ks_key_sched_back(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e,
                        ks_key_sched_back_fn *back, void *opaque);
+
+/* After ks_key_sched_back for an e that failed (nacked, its lease ran out; not when its
+ * subscriber left or its batch was never sent): its chain goes out a few at a time again,
+ * the records still out plus one, one more for each record done, up to the limit. A chain
+ * whose records fail often then has few records out to send back. */
+void ks_key_sched_narrow(ks_key_sched_t *s, const ks_win_entry_t *e);
 
 /* e is done (acked or dead-lettered), before its state moves to ACKED: the next record of
  * its chain may go. */

@@ -1323,6 +1323,54 @@ static void test_ordered_expiry_hands_over(void **state)
     ks_ack_window_destroy(&w);
 }
 
+/* After a nack the chain goes out a few at a time again, the window growing by one for each
+ * record done until it reaches the subscriber's limit, and then no cap at all. */
+static void test_ordered_window_after_nack(void **state)
+{
+    ks_key_sched_t s;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    ks_key_sched_init(&s, KS_ORDER_KEY);
+    add_key(&s, &w, 0, 40, 0xA);
+    for (int64_t o = 0; o < 8; o++)
+        assert_int_equal(take_as(&s, &w, 1, 8), o);
+    ks_win_entry_t *e0 = ks_ack_window_get(&w, 0);
+    backed_n = 0;
+    ks_key_sched_back(&s, &w, e0, later_back, NULL); /* 1..7 with it */
+    ks_key_sched_narrow(&s, e0);
+    e0->state = KS_REC_READY;
+    ks_key_sched_requeue(&s, &w, e0);
+    assert_int_equal(backed_n, 7);
+    int64_t next = 0, acked = 0, widths[10];
+    for (size_t nw = 0; nw < 10; nw++) {
+        widths[nw] = 0;
+        for (int64_t off; (off = take_as(&s, &w, 1, 8)) >= 0; widths[nw]++)
+            assert_int_equal(off, next++);
+        ack(&s, &w, acked++); /* the oldest out is done: one out less, the window one more */
+    }
+    /* 1 out, then two more for each one done until 8 (the limit) are out, then one. */
+    assert_offsets(widths, 10, (const int64_t[]){1, 2, 2, 2, 2, 2, 2, 2, 1, 1}, 10);
+    for (size_t i = 0; i < s.chain_cap; i++)
+        if (s.chains[i].head >= 0)
+            assert_int_equal(s.chains[i].win, 0); /* back at the limit: no cap */
+    /* Narrowed while two earlier ones are out: those two and the one that failed. */
+    ks_win_entry_t *e = ks_ack_window_get(&w, acked + 2);
+    ks_key_sched_back(&s, &w, e, later_back, NULL);
+    ks_key_sched_narrow(&s, e);
+    e->state = KS_REC_READY;
+    ks_key_sched_requeue(&s, &w, e);
+    next = acked + 2;
+    assert_int_equal(take_as(&s, &w, 1, 8), next++);
+    assert_int_equal(take_as(&s, &w, 1, 8), -1);
+    while (acked < next)
+        ack(&s, &w, acked++);
+    for (int64_t off; (off = take_as(&s, &w, 1, 8)) >= 0;)
+        ack(&s, &w, off);
+    assert_int_equal(ks_ack_window_count(&w), 0);
+    ks_key_sched_destroy(&s);
+    ks_ack_window_destroy(&w);
+}
+
 static void test_chain_ids(void **state)
 {
     ks_key_sched_t s;
@@ -1481,6 +1529,7 @@ int main(void)
         cmocka_unit_test(test_plain_subscriber_one_in_flight),
         cmocka_unit_test(test_ordered_nack_sends_later_back),
         cmocka_unit_test(test_ordered_expiry_hands_over),
+        cmocka_unit_test(test_ordered_window_after_nack),
         cmocka_unit_test(test_chain_ids),
         cmocka_unit_test(test_random_ordered),
     };
