@@ -14,6 +14,7 @@ import time
 import grpc
 
 from . import errors
+from ._dispatch import DROPPED, RELEASED, SETTLED, UNSETTLED, Dispatcher
 from ._proto import pb, pb_grpc
 
 log = logging.getLogger("ksidecar")
@@ -105,7 +106,7 @@ class Settings:
         return pb.SubscribeRequest(open=pb.Open(
             group=self.group, topics=list(self.topics), deadline_ms=self.deadline_ms,
             credits=pb.Credits(records=self.max_messages, bytes=self.max_bytes),
-            subscriber=self.subscriber_name))
+            subscriber=self.subscriber_name, ordered_batches=True))
 
     def backoff(self, attempt):
         """Seconds to wait before reconnect attempt number attempt (0-based): exponential,
@@ -207,9 +208,6 @@ class Reconnect:
         return None, delay
 
 
-UNSETTLED, SETTLED, RELEASED = 0, 1, 2
-
-
 class Message:
     """One delivered record, leased to this subscriber until ack() or nack().
 
@@ -218,13 +216,16 @@ class Message:
     ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing.
 
     Its state lives in its batch (Batch.state[i]), not in the message, so that nothing of
-    the library refers back to a message: it is freed as soon as its handler drops it."""
-    __slots__ = ("_rec", "_batch", "_i", "_fut")
+    the library refers back to an unordered message: it is freed as soon as its handler
+    drops it. A message of an ordering chain (_ch, its Chain) settles through the
+    Subscriber's Dispatcher, which holds it while it waits its turn."""
+    __slots__ = ("_rec", "_batch", "_i", "_fut", "_ch")
 
     def __init__(self, rec, batch, i):
         self._rec = rec
         self._batch = batch
         self._i = i
+        self._ch = None
 
     ack_id = property(lambda self: self._rec.ack_id)
     topic = property(lambda self: self._rec.topic)
@@ -242,14 +243,19 @@ class Message:
 
     @property
     def settled(self):
-        return self._batch.state[self._i] == SETTLED
+        """Acked or nacked (or dropped unhanded, taken back by ksidecar)."""
+        return bool(self._batch.state[self._i] & 1)
 
     def ack(self):
         """Acks the record (batched on the wire). Never blocks, never raises."""
-        # The hot path: no lock (deque.append is atomic); Book.flush drains the deque.
         b = self._batch
+        if self._ch is not None:
+            if b.book.disp.settle(self, False):
+                b.book.settle(self, None)
+            return
+        # The hot path: no lock (deque.append is atomic); Book.flush drains the deque.
         st = b.state
-        if st[self._i] == SETTLED:
+        if st[self._i] & 1:
             return
         st[self._i] = SETTLED
         book = b.book
@@ -266,7 +272,7 @@ class Message:
 
     def nack(self, delay_ms=0, reason=""):
         """Puts the record back, to be delivered again after delay_ms."""
-        if self._take():
+        if self._take(True):
             self._batch.book.settle(self, (int(delay_ms), reason))
 
     def ack_with_result(self):
@@ -277,15 +283,18 @@ class Message:
     def nack_with_result(self, delay_ms=0, reason=""):
         return self._settle_with_result((int(delay_ms), reason))
 
-    def _take(self):
+    def _take(self, nack=False):
+        """Marks the message SETTLED; False when it was settled already."""
+        if self._ch is not None:
+            return self._batch.book.disp.settle(self, nack)
         st = self._batch.state
-        if st[self._i] == SETTLED:
+        if st[self._i] & 1:
             return False
         st[self._i] = SETTLED
         return True
 
     def _settle_with_result(self, nack):
-        if not self._take():
+        if not self._take(nack is not None):
             return getattr(self, "_fut", None) or done_future(
                 AckResult(self.ack_id, AckStatus.INVALID, "already settled without a result wanted"))
         self._fut = concurrent.futures.Future()
@@ -298,15 +307,18 @@ class Message:
 
 
 class Batch:
-    """One delivered batch: its records, the state of each (UNSETTLED, SETTLED, RELEASED)
-    and the lease they share: delivered together, they are due together and extended
-    together (those not settled)."""
-    __slots__ = ("book", "gen", "t", "until", "recs", "state")
+    """One delivered batch: its records, the state of each (UNSETTLED, SETTLED, RELEASED,
+    DROPPED) and the lease they share: delivered together, they are due together and
+    extended together (those not settled). msgs: its Messages, made on arrival when some
+    record belongs to an ordering chain (the chains hold them), else None (made when
+    handed out)."""
+    __slots__ = ("book", "gen", "t", "until", "recs", "state", "msgs")
 
     def __init__(self, book, gen, t, until, recs):
         self.book, self.gen, self.t, self.until = book, gen, t, until
         self.recs = recs
         self.state = bytearray(len(recs))
+        self.msgs = None
 
     def messages(self, cls=None):
         """A new Message for each record (the sync or asyncio class)."""
@@ -379,6 +391,7 @@ class Book:
         self.warn_stale = _Limited()
         self.extended = 0  # ids sent in ExtendIds, for tests and status
         self.assignment = []  # (topic, partition) of the last assignment notice
+        self.disp = Dispatcher(self)
 
     def new_stream(self, send):
         with self.lock:
@@ -404,7 +417,13 @@ class Book:
         None (ack results are settled here; assignments kept in self.assignment)."""
         kind = resp.WhichOneof("kind")
         if kind == "batch":
-            return self.delivered(resp.batch.records, gen)
+            b = self.delivered(resp.batch.records, gen)
+            for r in b.recs:
+                if r.ordering_chain:
+                    b.msgs = b.messages()
+                    self.disp.receive(b.msgs)
+                    break
+            return b
         if kind == "ack_results":
             self.results(resp.ack_results.results)
         elif kind == "assignment":
@@ -514,6 +533,8 @@ class Book:
         """Takes an AckResults message of the current stream."""
         bad = []
         done = []
+        fenced = self.disp.fenced  # nacks wait for their results: tell the dispatcher
+        answered = [] if fenced else None
         with self.lock:
             self.unanswered -= len(results)
             if self.waiters or self.extending:
@@ -527,6 +548,8 @@ class Book:
                         if r.status != 1:
                             bad.append(("extension", r))
                         continue
+                    if answered is not None:
+                        answered.append(r.ack_id)
                     f = self.waiters.pop(r.ack_id, None)
                     if f is not None:
                         done.append((f, r))
@@ -534,6 +557,10 @@ class Book:
                         bad.append(("ack", r))
             else:
                 bad = [("ack", r) for r in results if r.status != 1]
+                if answered is not None:
+                    answered = [r.ack_id for r in results]
+        if answered:
+            self.disp.answered(answered)
         for f, r in done:
             f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message))
         for what, r in bad:
@@ -557,13 +584,15 @@ class Book:
         with self.lock:
             self.send = None
             self.gen += 1  # acks from now on of this stream's messages resolve STALE
-            held = sum(len(b.state) - b.state.count(SETTLED) for b in self.live)
+            held = sum(len(b.state) - b.state.count(SETTLED) - b.state.count(DROPPED)
+                       for b in self.live)
             n_ids = len(self.acks) + sum(map(len, self.nacks.values()))
             unanswered = self.unanswered
             waiters = self.waiters
             self.live, self.nacks, self.waiters, self.extending = set(), {}, {}, {}
             self.acks.clear()
             self.unanswered = 0
+        self.disp.purge()
         if not quiet:
             self.lost += n_ids + max(unanswered, 0)
         msg = f"the stream ended before ksidecar answered ({why}); ksidecar delivers the record again"

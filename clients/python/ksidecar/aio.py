@@ -6,8 +6,9 @@ import time
 
 import grpc
 
-from ._common import (Book, Message, Reconnect, Settings, connect_failed, log, make_channel,
-                      probe_error, topic_list)
+from ._common import (Batch, Book, Message, Reconnect, Settings, connect_failed, log,
+                      make_channel, probe_error, topic_list)
+from ._dispatch import Chain
 from ._proto import pb, pb_grpc
 
 
@@ -39,7 +40,7 @@ class Subscriber:
         self._error = None
         self._req = None
         self._reconnect = None
-        self._running = set()  # callbacks of run() in progress
+        self._running = set()  # the worker tasks of run()
         self._close_task = None
         self._flush_evt = None
         self.book = None
@@ -157,49 +158,85 @@ class Subscriber:
     async def _iterate(self):
         if self.book is None:
             await self.start()
+        hand = self.book.disp.hand
         while True:
             b = await self._next_batch()
             if b is None:
                 return
-            for m in map(AioMessage, b.recs, itertools.repeat(b), range(len(b.recs))):
-                yield m
+            if b.msgs is None:
+                for m in map(AioMessage, b.recs, itertools.repeat(b), range(len(b.recs))):
+                    yield m
+            else:
+                for m in b.msgs:  # made on arrival; skips those ksidecar took back
+                    if m._ch is None or hand(m):
+                        yield m
 
     async def run(self, callback, concurrency=10):
         """Awaits callback(msg) for every message, at most `concurrency` at a time, until
-        close() (returns its result) or a fatal error (raised). A callback that raises
-        nacks its message; one that returns without settling stops its lease extension."""
+        close() (returns its result) or a fatal error (raised). A key's messages (an
+        ordering chain's) are given one at a time, in order, each once the one before was
+        settled and its callback returned; other keys run in parallel. A callback that
+        raises nacks its message; one that returns without settling stops its lease
+        extension and holds its key until it is settled."""
         if self.book is None:
             await self.start()
-        sem = asyncio.Semaphore(concurrency)
-        running = self._running
-
-        async def one(m):
-            try:
-                await callback(m)
-            except Exception:
-                log.exception("ksidecar: callback raised on %r; nacking it", m)
-                m.nack()
-            finally:
-                sem.release()
-            self.book.release(m)  # if not settled
-
-        while True:
-            b = await self._next_batch()
-            if b is None:
-                break
-            for m in b.messages():
-                await sem.acquire()
-                if self._closing:
-                    sem.release()
-                    break
-                t = asyncio.ensure_future(one(m))
-                running.add(t)
-                t.add_done_callback(running.discard)
-        if running:
-            await asyncio.wait(running)
+        # `concurrency` worker tasks share self._batches: Batches (split into chunks of
+        # unordered messages), chunks and Chains, as the sync Subscriber's threads do.
+        self.book.disp.start(self._batches.put_nowait)
+        workers = [asyncio.ensure_future(self._work(callback, max(1, concurrency)))
+                   for _ in range(max(1, concurrency))]
+        self._running.update(workers)
+        await asyncio.wait(workers)
         if self._close_task is not None:
             return await asyncio.shield(self._close_task)
+        if self._error is not None:
+            raise self._error
         return self._closed
+
+    async def _work(self, callback, nworkers):
+        book = self.book
+        disp = book.disp
+        q = self._batches
+        while True:
+            item = await q.get()
+            if item is None or self._closing:
+                q.put_nowait(None)
+                return
+            if type(item) is Chain:
+                n = 0
+                while not self._closing:
+                    m = disp.take(item)
+                    if m is None:
+                        break
+                    await self._handle(callback, m)
+                    if not disp.done(item, m, n):
+                        break
+                    n += 1
+                continue
+            if type(item) is Batch:
+                if item.gen != book.gen:
+                    continue
+                msgs = item.messages() if item.msgs is None else [
+                    m for m in item.msgs if m._ch is None]
+                per = min(max(len(msgs) // nworkers, 1), 64)
+                for lo in range(per, len(msgs), per):
+                    q.put_nowait(msgs[lo:lo + per])
+                item = msgs[:per]
+            for m in item:
+                if self._closing:
+                    return
+                if m._batch.gen != book.gen:
+                    continue
+                await self._handle(callback, m)
+                book.release(m)  # if not settled
+
+    @staticmethod
+    async def _handle(callback, m):
+        try:
+            await callback(m)
+        except Exception:
+            log.exception("ksidecar: callback raised on %r; nacking it", m)
+            m.nack()
 
     @property
     def reconnects(self):

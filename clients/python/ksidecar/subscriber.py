@@ -1,6 +1,5 @@
 """The Subscriber on grpcio's sync API: an iterator form and a callback form over one
 Subscribe stream, reopened with backoff when it breaks."""
-import collections
 import itertools
 import queue
 import threading
@@ -9,12 +8,14 @@ import time
 import grpc
 
 from . import errors
-from ._common import (Book, Message, Reconnect, Settings, log, make_channel, probe, topic_list,
-                      wait_answered)
+from ._common import (Batch, Book, Message, Reconnect, Settings, log, make_channel, probe,
+                      topic_list, wait_answered)
+from ._dispatch import Chain
 from ._proto import pb_grpc
 
 _END = object()   # ends a request iterator
 _STOP = object()  # ends the delivery queue
+_CHUNK = 64       # most unordered messages a worker takes from a batch at once
 
 
 class Subscriber:
@@ -26,7 +27,9 @@ class Subscriber:
         for msg in sub:        # blocks; ends after close()
             handle(msg); msg.ack()
 
-    or subscribe(callback, workers=N), which calls callback(msg) on N threads.
+    or subscribe(callback, workers=N), which calls callback(msg) on N threads: one key's
+    messages one after another, in offset order, different keys in parallel (see the
+    README's "Ordering").
 
     Options (all keywords): max_messages / max_bytes: the most outstanding (delivered and
     not settled) messages and key+value bytes, sent to ksidecar as the stream's credits;
@@ -64,10 +67,7 @@ class Subscriber:
         self._req = None
         self._iterating = False
         self._workers = []
-        self._ready = collections.deque()
-        self._cond = threading.Condition()
-        self._fed_all = False
-        self._fetching = False
+        self._nworkers = 1
         self._done = threading.Event()
         self._reconnect = Reconnect(self.s, self.book)
         self._threads = [threading.Thread(target=f, name=f"ksidecar-{n}", daemon=True)
@@ -147,70 +147,88 @@ class Subscriber:
         return self._iterate()
 
     def _iterate(self):
-        # Messages are made one at a time (map), each freed once the loop body drops it.
+        # Messages are made one at a time (map), each freed once the loop body drops it. A
+        # batch with chained records has its messages made on arrival; those ksidecar took
+        # back since are skipped.
+        hand = self.book.disp.hand
         while True:
             b = self._next_batch()
             if b is None:
                 return
-            yield from map(Message, b.recs, itertools.repeat(b), range(len(b.recs)))
+            if b.msgs is None:
+                yield from map(Message, b.recs, itertools.repeat(b), range(len(b.recs)))
+            else:
+                for m in b.msgs:
+                    if m._ch is None or hand(m):
+                        yield m
 
     def subscribe(self, callback, workers=4):
         """Calls callback(msg) for every message on `workers` threads and returns a
-        SubscribeFuture at once. A callback that raises nacks its message; one that returns
-        without settling stops its lease extension (the record comes back after its
-        deadline)."""
+        SubscribeFuture at once. A key's messages (an ordering chain's) are given one at a
+        time, in order, each once the one before was settled and its callback returned;
+        other keys and unkeyed messages run in parallel. A callback that raises nacks its
+        message; one that returns without settling stops its lease extension (the record
+        comes back after its deadline) and holds its key until it is settled."""
         if self._workers or self._iterating:
             raise errors.InvalidArgumentError("a Subscriber has one iterator or one callback")
+        self._nworkers = max(1, workers)
         self._workers = [threading.Thread(target=self._work, args=(callback,), daemon=True,
                                           name=f"ksidecar-worker-{i}") for i in range(workers)]
+        # The workers share self._batches: Batches (a worker splits a batch's unordered
+        # messages into chunks, puts the others back and runs one), chunks, and Chains.
+        self.book.disp.start(self._batches.put)
         for t in self._workers:
             t.start()
         return SubscribeFuture(self)
 
-    def _refill(self):
-        """Refills self._ready (the deque the workers share; popleft is atomic) with the
-        next batch: one worker at a time waits for it, the others wait on self._cond.
-        Returns False at the end. With one worker nothing changes threads per batch."""
-        cond = self._cond
-        with cond:
-            while self._fetching and not self._ready and not self._fed_all and not self._closing:
-                cond.wait(0.5)
-            if self._ready or self._closing:
-                return True
-            if self._fed_all:
-                return False
-            self._fetching = True
-        try:
-            b = self._next_batch()
-        except errors.KsidecarError:
-            b = None
-        with cond:
-            self._fetching = False
-            if b is None:
-                self._fed_all = True
-            else:
-                self._ready.extend(b.messages())
-            cond.notify_all()
-        return b is not None
-
     def _work(self, callback):
         book = self.book
-        ready = self._ready
-        while not self._closing:
-            try:
-                m = ready.popleft()
-            except IndexError:
-                if not self._refill():
-                    return
+        q = self._batches
+        while True:
+            item = q.get()
+            if item is _STOP or self._closing:
+                q.put(_STOP)
+                return
+            if type(item) is Chain:
+                self._run_chain(item, callback)
                 continue
-            if m._batch.gen != book.gen:
-                continue  # its stream broke: ksidecar delivers it again
-            try:
-                callback(m)
-            except Exception:
-                log.exception("ksidecar: callback raised on %r; nacking it", m)
-                m.nack()
-            book.release(m)  # if not settled
+            if type(item) is Batch:
+                if item.gen != book.gen:
+                    continue  # its stream broke: ksidecar delivers it again
+                msgs = item.messages() if item.msgs is None else [
+                    m for m in item.msgs if m._ch is None]
+                per = min(max(len(msgs) // self._nworkers, 1), _CHUNK)
+                for lo in range(per, len(msgs), per):
+                    q.put(msgs[lo:lo + per])
+                item = msgs[:per]
+            for m in item:
+                if self._closing:
+                    return
+                if m._batch.gen != book.gen:
+                    continue  # its stream broke: ksidecar delivers it again
+                self._handle(callback, m)
+                book.release(m)  # if not settled
+
+    def _run_chain(self, c, callback):
+        """Runs chain c's messages one after another while the next is ready."""
+        disp = self.book.disp
+        n = 0
+        while not self._closing:
+            m = disp.take(c)
+            if m is None:
+                return
+            self._handle(callback, m)
+            if not disp.done(c, m, n):
+                return  # not settled yet (its settle goes on), or pushed for later
+            n += 1
+
+    @staticmethod
+    def _handle(callback, m):
+        try:
+            callback(m)
+        except Exception:
+            log.exception("ksidecar: callback raised on %r; nacking it", m)
+            m.nack()
 
     # -- status and close
 
@@ -234,8 +252,6 @@ class Subscriber:
         end = time.monotonic() + timeout
         self._closing = True
         self._batches.put(_STOP)
-        with self._cond:
-            self._cond.notify_all()
         for t in self._workers:
             if t is not threading.current_thread():  # a callback may close its subscriber
                 t.join(max(0.0, end - time.monotonic()))

@@ -32,13 +32,15 @@ def committed(bootstrap, group, topic, partitions):
 
 
 def wait_committed_end(bootstrap, group, topic, partitions, timeout=60):
-    """Waits until every partition's committed offset is its end offset; returns both."""
+    """Waits until every partition's committed offset is its end offset; returns both. An
+    empty partition, which nothing commits, counts as committed at 0."""
     end = watermarks(bootstrap, topic)
     got = {}
 
     def done():
         nonlocal got
         got = committed(bootstrap, group, topic, partitions)
+        got = {p: 0 if off < 0 and end.get(p) == 0 else off for p, off in got.items()}
         return all(got.get(p) == hi for p, hi in end.items())
 
     try:
