@@ -1,4 +1,4 @@
-// Stub generation: `go generate` writes kspb/ (never committed) from proto/.
+// Stub generation: `go generate` rewrites kspb/ (committed) from proto/.
 package ksidecar
 
 //go:generate sh ./gen.sh

@@ -27,12 +27,13 @@ def proto_dir():
 
 
 def generate(out):
-    """Writes out/ksidecar/v1/{consumer,producer}_pb2{,_grpc}.py. Raises SystemExit on failure."""
+    """Writes out/ksidecar/v1/{consumer,producer}_pb2{,_grpc}.py and the messages' _pb2.pyi.
+    Raises SystemExit on failure."""
     from grpc_tools import protoc
 
     wkt = importlib.resources.files("grpc_tools") / "_proto"
     args = ["grpc_tools.protoc", f"-I{proto_dir()}", f"-I{wkt}", f"--python_out={out}",
-            f"--grpc_python_out={out}", *PROTOS]
+            f"--pyi_out={out}", f"--grpc_python_out={out}", *PROTOS]
     if protoc.main(args) != 0:
         raise SystemExit(f"ksidecar: grpc_tools.protoc failed: {' '.join(args)}")
     (pathlib.Path(out) / "ksidecar" / "v1" / "__init__.py").touch()

@@ -7,7 +7,8 @@
 # to build/ksidecar and build/kstool. Installs clients/node's dependencies with npm (npm ci
 # from package-lock.json, skipped when node_modules was installed from the same lock); the install's
 # prepare step copies proto/ into the package, which loads it at run time (nothing
-# generated is committed). Exits non-zero when a test fails.
+# generated is committed). Type-checks index.d.ts against examples/types.ts (npm run typecheck)
+# before the tests. Exits non-zero when that or a test fails.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -31,6 +32,7 @@ if [ "$(cat node_modules/.ksidecar-lock 2>/dev/null)" != "$lock_sum" ] \
   echo "$lock_sum" > node_modules/.ksidecar-lock
 fi
 node scripts/copy-proto.js >/dev/null # the .proto files as they are in this checkout
+npm run --silent typecheck # tsc --noEmit: index.d.ts against an example using all it exports
 
 start=$(date +%s)
 node --test --test-concurrency=1 --test-timeout=120000 --test-reporter=spec test/
