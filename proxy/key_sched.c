@@ -300,7 +300,7 @@ void ks_key_sched_narrow(ks_key_sched_t *s, const ks_win_entry_t *e)
         return;
     ks_key_chain_t *c = chain_find(s, e->key_hash);
     if (c)
-        c->win = c->out + 1; /* those still out (all earlier than e) and e: see win */
+        c->win = c->out + KS_CHAIN_RESTART; /* those still out (all earlier than e) and more */
 }
 
 void ks_key_sched_requeue(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e)

@@ -36,11 +36,10 @@ typedef struct ks_key_chain {
     uint32_t owner;     /* while out > 0: the subscriber holding them */
     uint32_t limit;     /* while out > 0: how many the owner may hold at once */
     /* Since a record of the chain failed (ks_key_sched_narrow): how many may be out at
-     * once, whatever the limit; it starts at the records still out (all earlier) plus the
-     * one that came back and grows by one for each record done (doubling in a round trip,
-     * as TCP's slow start) until it reaches the limit (then 0: no cap). A nack then sends
-     * back a few later records, not a whole limit's worth: with one record in ten nacked,
-     * about ten instead of hundreds. */
+     * once, whatever the limit; it starts at the records still out (all earlier) plus
+     * KS_CHAIN_RESTART and grows by one for each record done (doubling in a round trip, as
+     * TCP's slow start) until it reaches the limit (then 0: no cap). A nack then sends back
+     * tens of later records, not a whole limit's worth. */
     uint32_t win;
 } ks_key_chain_t;
 
@@ -103,10 +102,13 @@ typedef void(ks_key_sched_back_fn)(void *opaque, ks_win_entry_t *e);
 void ks_key_sched_back(ks_key_sched_t *s, ks_ack_window_t *w, ks_win_entry_t *e,
                        ks_key_sched_back_fn *back, void *opaque);
 
+/* Records of a chain that may go out after one failed, beside those still out. */
+#define KS_CHAIN_RESTART 10
+
 /* After ks_key_sched_back for an e that failed (nacked, its lease ran out; not when its
  * subscriber left or its batch was never sent): its chain goes out a few at a time again,
- * the records still out plus one, one more for each record done, up to the limit. A chain
- * whose records fail often then has few records out to send back. */
+ * the records still out plus KS_CHAIN_RESTART, one more for each record done, up to the
+ * limit. A chain whose records fail often then has few records out to send back. */
 void ks_key_sched_narrow(ks_key_sched_t *s, const ks_win_entry_t *e);
 
 /* e is done (acked or dead-lettered), before its state moves to ACKED: the next record of

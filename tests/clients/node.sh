@@ -35,5 +35,5 @@ node scripts/copy-proto.js >/dev/null # the .proto files as they are in this che
 npm run --silent typecheck # tsc --noEmit: index.d.ts against an example using all it exports
 
 start=$(date +%s)
-node --test --test-concurrency=1 --test-timeout=120000 --test-reporter=spec test/
+node --test --test-concurrency=1 --test-timeout=300000 --test-reporter=spec test/
 echo "node.sh: the Node client's tests passed in $(( $(date +%s) - start )) s"

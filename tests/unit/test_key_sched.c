@@ -1323,48 +1323,63 @@ static void test_ordered_expiry_hands_over(void **state)
     ks_ack_window_destroy(&w);
 }
 
-/* After a nack the chain goes out a few at a time again, the window growing by one for each
- * record done until it reaches the subscriber's limit, and then no cap at all. */
+/* After a nack the chain goes out KS_CHAIN_RESTART at a time again, the window growing by one
+ * for each record done until it reaches the subscriber's limit, and then no cap at all. */
 static void test_ordered_window_after_nack(void **state)
 {
+    enum { LIMIT = 40, RESTART = KS_CHAIN_RESTART, N = 200 };
     ks_key_sched_t s;
     ks_ack_window_t w;
     ks_ack_window_init(&w, NULL);
     ks_key_sched_init(&s, KS_ORDER_KEY);
-    add_key(&s, &w, 0, 40, 0xA);
-    for (int64_t o = 0; o < 8; o++)
-        assert_int_equal(take_as(&s, &w, 1, 8), o);
+    add_key(&s, &w, 0, N, 0xA);
+    for (int64_t o = 0; o < LIMIT; o++)
+        assert_int_equal(take_as(&s, &w, 1, LIMIT), o);
+    assert_int_equal(take_as(&s, &w, 1, LIMIT), -1);
     ks_win_entry_t *e0 = ks_ack_window_get(&w, 0);
     backed_n = 0;
-    ks_key_sched_back(&s, &w, e0, later_back, NULL); /* 1..7 with it */
+    ks_key_sched_back(&s, &w, e0, later_back, NULL); /* 1..39 with it */
     ks_key_sched_narrow(&s, e0);
     e0->state = KS_REC_READY;
     ks_key_sched_requeue(&s, &w, e0);
-    assert_int_equal(backed_n, 7);
-    int64_t next = 0, acked = 0, widths[10];
-    for (size_t nw = 0; nw < 10; nw++) {
-        widths[nw] = 0;
-        for (int64_t off; (off = take_as(&s, &w, 1, 8)) >= 0; widths[nw]++)
+    assert_int_equal(backed_n, 39);
+    /* RESTART out, then two more for each one done (one out less, the window one more)
+     * until LIMIT are out, then one for each one done. */
+    int64_t next = 0, acked = 0, out = 0;
+    for (int round = 0; round < 40; round++) {
+        int64_t k = 0;
+        for (int64_t off; (off = take_as(&s, &w, 1, LIMIT)) >= 0; k++)
             assert_int_equal(off, next++);
-        ack(&s, &w, acked++); /* the oldest out is done: one out less, the window one more */
+        out += k;
+        int64_t want = round == 0 ? RESTART : out - k < LIMIT - 1 ? 2 : 1;
+        if (k != want)
+            fail_msg("round %d: %lld taken, want %lld (%lld out)", round, (long long)k,
+                     (long long)want, (long long)out);
+        ack(&s, &w, acked++);
+        out--;
     }
-    /* 1 out, then two more for each one done until 8 (the limit) are out, then one. */
-    assert_offsets(widths, 10, (const int64_t[]){1, 2, 2, 2, 2, 2, 2, 2, 1, 1}, 10);
+    assert_int_equal(out, LIMIT - 1);
     for (size_t i = 0; i < s.chain_cap; i++)
         if (s.chains[i].head >= 0)
             assert_int_equal(s.chains[i].win, 0); /* back at the limit: no cap */
-    /* Narrowed while two earlier ones are out: those two and the one that failed. */
-    ks_win_entry_t *e = ks_ack_window_get(&w, acked + 2);
+    /* Narrowed while two earlier ones are out: those two and RESTART more. */
+    while (out > 3) {
+        ack(&s, &w, acked++);
+        out--;
+    }
+    assert_int_equal(acked + 2, next - 1); /* out: acked, acked + 1 and the last taken */
+    ks_win_entry_t *e = ks_ack_window_get(&w, next - 1);
     ks_key_sched_back(&s, &w, e, later_back, NULL);
     ks_key_sched_narrow(&s, e);
     e->state = KS_REC_READY;
     ks_key_sched_requeue(&s, &w, e);
-    next = acked + 2;
-    assert_int_equal(take_as(&s, &w, 1, 8), next++);
-    assert_int_equal(take_as(&s, &w, 1, 8), -1);
+    next--;
+    for (int i = 0; i < RESTART; i++)
+        assert_int_equal(take_as(&s, &w, 1, LIMIT), next++);
+    assert_int_equal(take_as(&s, &w, 1, LIMIT), -1);
     while (acked < next)
         ack(&s, &w, acked++);
-    for (int64_t off; (off = take_as(&s, &w, 1, 8)) >= 0;)
+    for (int64_t off; (off = take_as(&s, &w, 1, LIMIT)) >= 0;)
         ack(&s, &w, off);
     assert_int_equal(ks_ack_window_count(&w), 0);
     ks_key_sched_destroy(&s);
