@@ -180,7 +180,7 @@ static void run_batch(ks_substream_t *ss, ks_batch_t *b)
     pthread_mutex_lock(&ss->lock);
     ss->fetches_out--;
     bool gone = gone_locked(ss);
-    bool stalled = ss->stalled;
+    bool stalled = ss->stalled || ss->unread;
     if (!gone && b->cnt) {
         ss->q_msgs++;
         ss->q_bytes += b->bytes;
@@ -447,14 +447,27 @@ void ks_substream_stop(ks_substream_t *ss)
     pthread_mutex_unlock(&ss->lock);
 }
 
-void ks_substream_release(ks_substream_t *ss)
+/* Stops the stream and gives its leases back: uncounted when it stalled, or when unread is
+ * (or was once) asked for. */
+static void release(ks_substream_t *ss, bool unread)
 {
     pthread_mutex_lock(&ss->lock);
     ss->stopped = true;
-    bool opened = ss->opened, stalled = ss->stalled;
+    ss->unread |= unread;
+    bool opened = ss->opened, uncounted = ss->stalled || ss->unread;
     pthread_mutex_unlock(&ss->lock);
     if (opened)
-        release_subscriber(ss, stalled);
+        release_subscriber(ss, uncounted);
+}
+
+void ks_substream_release(ks_substream_t *ss)
+{
+    release(ss, false);
+}
+
+void ks_substream_release_unread(ks_substream_t *ss)
+{
+    release(ss, true);
 }
 
 void ks_substream_close(ks_substream_t *ss)

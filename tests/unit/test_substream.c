@@ -380,6 +380,30 @@ static void test_send_end_stops_the_clock(void **state)
     teardown_stream();
 }
 
+static void test_release_unread_counts_no_attempt(void **state)
+{
+    (void)state;
+    setup_stream(4, 0);
+    answer(fetch_no(0), mk_batch(2, 51, 200, NULL, 0));
+    assert_int_equal(fk.sent_n, 1);
+    /* The client went: its leases go back uncounted, and the stream takes no more. */
+    ks_substream_release_unread(&ss);
+    assert_false(ks_substream_live(&ss));
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 1);
+    assert_int_equal(count_type(KS_CMD_RELEASE), 0);
+    /* A batch that still arrives goes back uncounted too, and nothing is parked. */
+    answer(fetch_no(1), mk_batch(1, 52, 100, NULL, 0));
+    assert_int_equal(fk.sent_n, 1);
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 2);
+    assert_int_equal(count_type(KS_CMD_FETCH), 3); /* the two first, one refill; none after */
+    /* So does the release of the close that follows. */
+    ks_substream_close(&ss);
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 3);
+    assert_int_equal(count_type(KS_CMD_RELEASE), 0);
+    assert_true(ks_substream_msg_done(&ss, 51, 200, false) == false);
+    teardown_stream();
+}
+
 static void test_stop_gives_arrivals_back(void **state)
 {
     (void)state;
@@ -475,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_credits_checked_and_carried),
         cmocka_unit_test(test_stall_cuts_and_releases_unread),
         cmocka_unit_test(test_send_end_stops_the_clock),
+        cmocka_unit_test(test_release_unread_counts_no_attempt),
         cmocka_unit_test(test_stop_gives_arrivals_back),
         cmocka_unit_test(test_engine_errors_finish),
         cmocka_unit_test(test_no_wake_drains_inline),
