@@ -245,8 +245,13 @@ static void arrive(ks_substream_t *ss, ks_substream_item_t it)
     bool wake = !ss->drain_posted;
     ss->drain_posted = true;
     pthread_mutex_unlock(&ss->lock);
-    if (wake && !ss->ops->wake(ss->t))
-        ks_substream_drain(ss); /* the transport cannot be woken: serve them here */
+    if (wake && !ss->ops->wake(ss->t)) {
+        /* The transport cannot be woken: serve them here, holding t, since the batch's run
+         * drops its fetch's reference, which may be the last. */
+        ss->ops->ref(ss->t);
+        ks_substream_drain(ss);
+        ss->ops->unref(ss->t);
+    }
 }
 
 /* The engine's answer to a fetch. @locality the group loop */
