@@ -173,7 +173,7 @@ def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
     topic, g = unique("tsc"), unique("gsc")
     create_topic(bootstrap, topic, 1)
     produce(bootstrap, topic, 3000, size=10000)
-    sc = sidecars(["--http.stream_stall_ms=1000"])
+    sc = sidecars(["--http.stream_stall_ms=1000", "--http.max_streams=1"])
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", sc.port))
@@ -189,6 +189,21 @@ def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
     assert st == 200 and body["records"], body
     assert body["records"][0]["offset"] == 0
     assert all(r["attempt"] == 1 for r in body["records"]), body["records"][:2]
+    # ... and its stream ended while the client still reads nothing: the bound of one stream
+    # is free again.
+    def opens():
+        c, r = open_stream(sc, f"/v1/groups/{g}/stream?topic={topic}&max_in_flight=1")
+        ok = r.status == 200
+        c.close()
+        return ok
+    wait_for(opens, 30, what="the stalled stream's slot free again")
+    # What was sent reads out, then the end.
+    s.settimeout(30)
+    try:
+        while s.recv(1 << 20):
+            pass
+    except ConnectionResetError:
+        pass
     s.close()
     assert sc.stop() == 0
 
