@@ -274,3 +274,28 @@ def test_auth_and_scopes_as_the_fetch(bootstrap, sidecars, tmp_path):
     assert Lines(resp).records(1)[0]["offset"] == 0
     conn.close()
     assert sc.stop() == 0
+
+
+def test_shutdown_ends_open_streams(bootstrap, sidecars):
+    topic, g = unique("tsx"), unique("gsx")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 1)
+    sc = sidecars()
+    conn, resp = open_stream(sc, f"/v1/groups/{g}/stream?topic={topic}")
+    sse_conn, sse = open_stream(sc, f"/v1/groups/{g}/stream?topic={topic}",
+                                {"Accept": "text/event-stream"})
+    lines = Lines(resp)
+    assert len(lines.records(1)) == 1
+    # Both streams idle (suspended) when the process is told to stop: it stops, and each
+    # stream ends (after an error line, if the engine's refusal reached it first).
+    assert sc.stop() == 0
+    tail = []
+    while (line := lines.next(timeout=30)) is not None:
+        tail.append(line)
+    assert all(not t.strip() or "error" in json.loads(t) or "assignment" in json.loads(t)
+               for t in tail), tail
+    sse_lines = Lines(sse)
+    while sse_lines.next(timeout=30) is not None:
+        pass
+    conn.close()
+    sse_conn.close()
