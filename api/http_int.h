@@ -12,11 +12,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "ack_id.h"
 #include "auth.h"
 #include "config.h"
 #include "engine.h"
 #include "http_api.h"
 #include "json_out.h"
+#include "substream.h"
 
 #define LOGC       "http"
 #define MAX_TOPICS 64
@@ -55,6 +57,12 @@ struct ks_http {
     char *tls_cert, *tls_key, *tls_ca; /* PEM; libmicrohttpd borrows them while it runs */
     int port, health_port;
     atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
+    ks_subhub_t *hub;      /* the streams' core (NULL: no streams) */
+
+    pthread_mutex_t streams_lock; /* guards streams, stream_cnt */
+    struct hstream *streams;      /* open record streams (http_stream.c) */
+    int stream_cnt;               /* bound: http.max_streams */
+    atomic_bool streams_stopping; /* the daemon stops: no stream suspends again */
 
     pthread_mutex_t conns_lock; /* guards conns and the sweep's stop flag */
     pthread_cond_t sweep_cond;
@@ -105,6 +113,7 @@ typedef struct req {
      * back, no attempt counted). completed: libmicrohttpd is done with the request. */
     char group[512];
     bool completed;
+    struct hstream *stream; /* a record stream's (http_stream.c), NULL for other routes */
 } req_t;
 
 /* A route: one row of http_routes.c's table. */
@@ -157,6 +166,55 @@ enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const cha
 /* Answers a resumed request from the engine's answer stored in r. */
 enum MHD_Result http_reply(req_t *r);
 
+/* A fetch's or a stream's query parameters (NULL: absent) and what they say. */
+typedef struct http_query {
+    bool stream; /* set by the caller: the stream's parameters, not the fetch's */
+    const char *topics[MAX_TOPICS];
+    size_t topic_cnt;
+    bool too_many;
+    const char *max, *wait_ms, *format, *deadline_ms, *subscriber, *ordered_batches;
+    const char *max_in_flight, *max_in_flight_bytes;
+    const char *unknown;
+    /* The first parameter whose name or value holds a NUL byte (%00), which the C strings
+     * above would silently cut short. */
+    const char *nul_key, *nul_value;
+    size_t nul_key_len, nul_value_len;
+    /* What they say: the topic names (topic=a,b and topic=a&topic=b alike), split in
+     * split_buf; ordered_batches. */
+    const char *names[MAX_TOPICS];
+    size_t name_cnt;
+    char *split_buf[MAX_TOPICS];
+    size_t split_cnt;
+    bool ordered;
+} http_query_t;
+
+/* Reads r's query into q (q->stream says which parameters are known) and checks what every
+ * fetch and stream shares: no NUL, no unknown parameter, one to MAX_TOPICS topics the caller
+ * may consume (ks_edge_check_topics), ordered_batches, format (into r->fmt). Returns false
+ * after queueing the error (*ret). Call http_query_free after, either way. */
+bool http_query_read(ks_http_t *h, req_t *r, http_query_t *q, enum MHD_Result *ret);
+void http_query_free(http_query_t *q);
+
+/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or sets bit in
+ * *unset when absent. Returns false after queueing the error when it is not an integer. Its
+ * range is the validator's. */
+bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
+                  unsigned *unset, enum MHD_Result *ret);
+
+/* ---- http_stream.c: GET /v1/groups/{group}/stream ---- */
+
+/* The stream route's decoder: checks the request as a fetch is checked, then answers with a
+ * response that stays open and writes records as the subscriber-stream core leases them. */
+enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, const char *method);
+/* r's stream ended (libmicrohttpd's request-completed callback): what is queued goes back,
+ * the leases go back uncounted, the stream leaves the core. */
+void http_stream_completed(req_t *r);
+/* Every 250 ms (the deadline sweep's thread): resumes the idle streams whose heartbeat is due
+ * or whose client closed its end, so libmicrohttpd writes or ends them. */
+void http_stream_tick(ks_http_t *h, int64_t now_ms);
+/* Before the daemon stops: every stream ends, none stays suspended. */
+void http_stream_stop_all(ks_http_t *h);
+
 /* ---- http_json.c ---- */
 
 /* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
@@ -171,6 +229,9 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const 
 /* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
  * Returns out. */
 const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
+
+/* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
+void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w);
 
 /* The reply encoders: each answers r from the engine's answer stored in it. */
 enum MHD_Result http_reply_fetch(req_t *r);  /* r->batch: {"records":[...]} */

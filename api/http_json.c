@@ -195,7 +195,7 @@ static void put_bytes(ks_jbuf_t *b, const char *field, const char *enc_field, co
 }
 
 /* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
-static void put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w)
+void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w)
 {
     ks_jbuf_lit(b, "{\"topic\":");
     ks_jbuf_str(b, r->topic, strlen(r->topic)); /* topic names are ASCII */
@@ -262,7 +262,7 @@ enum MHD_Result http_reply_fetch(req_t *r)
     for (size_t i = 0; i < b->cnt; i++) {
         if (i)
             ks_jbuf_lit(&jb, ",");
-        put_record(&jb, &b->recs[i], r->fmt, &w);
+        http_put_record(&jb, &b->recs[i], r->fmt, &w);
     }
     ks_jbuf_lit(&jb, "]}");
     return send_jbuf(r->conn, 200, &jb);

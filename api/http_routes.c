@@ -66,48 +66,126 @@ static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *
     return st;
 }
 
-typedef struct {
-    const char *topics[MAX_TOPICS];
-    size_t topic_cnt;
-    bool too_many;
-    const char *max, *wait_ms, *format, *deadline_ms, *subscriber, *ordered_batches;
-    const char *unknown;
-    /* The first parameter whose name or value holds a NUL byte (%00), which the C strings
-     * above would silently cut short. */
-    const char *nul_key, *nul_value;
-    size_t nul_key_len, nul_value_len;
-} fetch_args_t;
-
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_len, const char *value, size_t value_len)
 {
-    fetch_args_t *a = cls;
+    http_query_t *a = cls;
+    const char *v = value ? value : "";
     if (!a->nul_key && (strlen(key) != key_len || (value && strlen(value) != value_len))) {
         a->nul_key = key;
         a->nul_key_len = key_len;
-        a->nul_value = value ? value : "";
+        a->nul_value = v;
         a->nul_value_len = value ? value_len : 0;
     }
     if (!strcmp(key, "topic")) {
         if (a->topic_cnt == MAX_TOPICS)
             a->too_many = true;
         else
-            a->topics[a->topic_cnt++] = value ? value : "";
-    } else if (!strcmp(key, "max"))
-        a->max = value ? value : "";
-    else if (!strcmp(key, "wait_ms"))
-        a->wait_ms = value ? value : "";
+            a->topics[a->topic_cnt++] = v;
+    } else if (!a->stream && !strcmp(key, "max"))
+        a->max = v;
+    else if (!a->stream && !strcmp(key, "wait_ms"))
+        a->wait_ms = v;
+    else if (a->stream && !strcmp(key, "max_in_flight"))
+        a->max_in_flight = v;
+    else if (a->stream && !strcmp(key, "max_in_flight_bytes"))
+        a->max_in_flight_bytes = v;
     else if (!strcmp(key, "format"))
-        a->format = value ? value : "";
+        a->format = v;
     else if (!strcmp(key, "deadline_ms"))
-        a->deadline_ms = value ? value : "";
+        a->deadline_ms = v;
     else if (!strcmp(key, "subscriber"))
-        a->subscriber = value ? value : "";
+        a->subscriber = v;
     else if (!strcmp(key, "ordered_batches"))
-        a->ordered_batches = value ? value : "";
+        a->ordered_batches = v;
     else if (!a->unknown)
         a->unknown = key;
     return MHD_YES;
+}
+
+void http_query_free(http_query_t *q)
+{
+    for (size_t i = 0; i < q->split_cnt; i++)
+        free(q->split_buf[i]);
+    q->split_cnt = 0;
+}
+
+bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *ret)
+{
+    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, a);
+    if (a->nul_key) {
+        char k[128], v[256];
+        *ret =
+            http_send_error(r->conn, KS_E_INVALID,
+                            "query parameter \"%s\" (value \"%s\") holds a NUL byte (%%00); names "
+                            "and values cannot contain NUL",
+                            http_show_nul(a->nul_key, a->nul_key_len, k, sizeof(k)),
+                            http_show_nul(a->nul_value, a->nul_value_len, v, sizeof(v)));
+        return false;
+    }
+    if (a->unknown) {
+        *ret = http_send_error(r->conn, KS_E_INVALID, "unknown query parameter \"%s\" (known: %s)",
+                               a->unknown,
+                               a->stream ? "topic, max_in_flight, max_in_flight_bytes, "
+                                           "deadline_ms, subscriber, ordered_batches, format"
+                                         : "topic, max, wait_ms, deadline_ms, subscriber, "
+                                           "ordered_batches, format");
+        return false;
+    }
+    /* topic=a,b is the same as topic=a&topic=b. Every name counts against MAX_TOPICS, split
+     * or not, an empty one too. */
+    bool too_many = a->too_many;
+    for (size_t i = 0; i < a->topic_cnt && !too_many; i++) {
+        char *copy = ks_xstrdup(a->topics[i]), *save = NULL;
+        a->split_buf[a->split_cnt++] = copy;
+        char *tok = strtok_r(copy, ",", &save);
+        for (const char *t = tok ? tok : ""; t; t = tok ? strtok_r(NULL, ",", &save) : NULL) {
+            if (a->name_cnt == MAX_TOPICS) {
+                too_many = true;
+                break;
+            }
+            a->names[a->name_cnt++] = t; /* an empty name: let validation name it */
+        }
+    }
+    char err[512];
+    ks_status_t st;
+    if (too_many) {
+        *ret = http_send_error(r->conn, KS_E_INVALID, "at most %d topics per %s", MAX_TOPICS,
+                               a->stream ? "stream" : "fetch");
+        return false;
+    }
+    if (a->name_cnt == 0) {
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "missing query parameter topic (e.g. ?topic=demo)");
+        return false;
+    }
+    /* Bad or internal names get their own answer before the scope check. */
+    if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "consume", a->names,
+                                   a->name_cnt, err, sizeof(err)))) {
+        *ret = http_send_error(r->conn, st, "%s", err);
+        return false;
+    }
+    if (a->ordered_batches) { /* a bare ?ordered_batches asks for it too */
+        a->ordered = !*a->ordered_batches || !strcmp(a->ordered_batches, "true") ||
+                     !strcmp(a->ordered_batches, "1");
+        if (!a->ordered && strcmp(a->ordered_batches, "false") && strcmp(a->ordered_batches, "0")) {
+            *ret = http_send_error(r->conn, KS_E_INVALID,
+                                   "ordered_batches must be true or false, got \"%s\"",
+                                   a->ordered_batches);
+            return false;
+        }
+    }
+    r->fmt = FMT_AUTO;
+    if (a->format) {
+        if (!strcmp(a->format, "base64"))
+            r->fmt = FMT_BASE64;
+        else if (strcmp(a->format, "auto") && strcmp(a->format, "text")) {
+            *ret = http_send_error(r->conn, KS_E_INVALID,
+                                   "format must be auto, text or base64, got \"%s\"", a->format);
+            return false;
+        }
+    }
+    return true;
 }
 
 int http_parse_int(const char *s, long min, long max, long *out)
@@ -121,15 +199,12 @@ int http_parse_int(const char *s, long min, long max, long *out)
     return 0;
 }
 
-/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or marks it
- * unset in cmd (bit) when absent. Returns false after queueing the error when it is not an
- * integer. Its range is the validator's. */
-static bool opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
-                    ks_cmd_req_t *cmd, enum MHD_Result *ret)
+bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
+                  unsigned *unset, enum MHD_Result *ret)
 {
     long n;
     if (!v) {
-        cmd->u.fetch.unset |= bit;
+        *unset |= bit;
         return true;
     }
     if (http_parse_int(v, INT_MIN, INT_MAX, &n) == 0) {
@@ -142,96 +217,29 @@ static bool opt_int(req_t *r, const char *name, const char *v, int *out, unsigne
 
 static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
 {
-    fetch_args_t a = {0};
-    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, &a);
-    if (a.nul_key) {
-        char k[128], v[256];
-        return http_send_error(
-            r->conn, KS_E_INVALID,
-            "query parameter \"%s\" (value \"%s\") holds a NUL byte (%%00); names "
-            "and values cannot contain NUL",
-            http_show_nul(a.nul_key, a.nul_key_len, k, sizeof(k)),
-            http_show_nul(a.nul_value, a.nul_value_len, v, sizeof(v)));
-    }
-    if (a.unknown)
-        return http_send_error(r->conn, KS_E_INVALID,
-                               "unknown query parameter \"%s\" (known: topic, max, wait_ms, "
-                               "deadline_ms, subscriber, ordered_batches, format)",
-                               a.unknown);
-    if (a.too_many)
-        return http_send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
-    /* topic=a,b is the same as topic=a&topic=b. */
-    char *split_buf[MAX_TOPICS];
-    size_t split_cnt = 0;
-    const char *topics[MAX_TOPICS];
-    size_t tc = 0;
+    http_query_t a = {0};
     enum MHD_Result ret = MHD_YES;
-    /* Every name counts against MAX_TOPICS, split or not, an empty one too. */
-    bool too_many = false;
-    for (size_t i = 0; i < a.topic_cnt && !too_many; i++) {
-        char *copy = strdup(a.topics[i]), *save = NULL;
-        split_buf[split_cnt++] = copy;
-        char *tok = strtok_r(copy, ",", &save);
-        for (const char *t = tok ? tok : ""; t; t = tok ? strtok_r(NULL, ",", &save) : NULL) {
-            if (tc == MAX_TOPICS) {
-                too_many = true;
-                break;
-            }
-            topics[tc++] = t; /* an empty name: let validation name it */
-        }
-    }
     char err[512];
     ks_status_t st;
-    if (too_many) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "at most %d topics per fetch", MAX_TOPICS);
+    if (!http_query_read(h, r, &a, &ret))
         goto out;
-    }
-    if (tc == 0) {
-        ret = http_send_error(r->conn, KS_E_INVALID,
-                              "missing query parameter topic (e.g. ?topic=demo)");
-        goto out;
-    }
-    /* Bad or internal names get their own answer before the scope check. */
-    if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "consume", topics, tc,
-                                   err, sizeof(err)))) {
-        ret = http_send_error(r->conn, st, "%s", err);
-        goto out;
-    }
     /* Only the syntax here: the ranges and the defaults of what is left out are the
      * validator's (ks_cmd_validate). */
-    ks_cmd_req_t cmd = {.group = group,
-                        .u.fetch = {.topics = topics,
-                                    .topic_cnt = tc,
-                                    .opts = {.subscriber = a.subscriber, .confirm = 1},
-                                    .cb = on_fetch,
-                                    .opaque = r}};
-    if (!opt_int(r, "max", a.max, &cmd.u.fetch.opts.max, KS_FETCH_UNSET_MAX, &cmd, &ret) ||
-        !opt_int(r, "wait_ms", a.wait_ms, &cmd.u.fetch.opts.wait_ms, KS_FETCH_UNSET_WAIT, &cmd,
-                 &ret) ||
-        !opt_int(r, "deadline_ms", a.deadline_ms, &cmd.u.fetch.opts.deadline_ms,
-                 KS_FETCH_UNSET_DEADLINE, &cmd, &ret))
+    ks_cmd_req_t cmd = {
+        .group = group,
+        .u.fetch = {
+            .topics = a.names,
+            .topic_cnt = a.name_cnt,
+            .opts = {.subscriber = a.subscriber, .confirm = 1, .ordered_batches = a.ordered},
+            .cb = on_fetch,
+            .opaque = r}};
+    unsigned *unset = &cmd.u.fetch.unset;
+    if (!http_opt_int(r, "max", a.max, &cmd.u.fetch.opts.max, KS_FETCH_UNSET_MAX, unset, &ret) ||
+        !http_opt_int(r, "wait_ms", a.wait_ms, &cmd.u.fetch.opts.wait_ms, KS_FETCH_UNSET_WAIT,
+                      unset, &ret) ||
+        !http_opt_int(r, "deadline_ms", a.deadline_ms, &cmd.u.fetch.opts.deadline_ms,
+                      KS_FETCH_UNSET_DEADLINE, unset, &ret))
         goto out;
-    if (a.ordered_batches) { /* a bare ?ordered_batches asks for it too */
-        bool on = !*a.ordered_batches || !strcmp(a.ordered_batches, "true") ||
-                  !strcmp(a.ordered_batches, "1");
-        if (!on && strcmp(a.ordered_batches, "false") && strcmp(a.ordered_batches, "0")) {
-            ret = http_send_error(r->conn, KS_E_INVALID,
-                                  "ordered_batches must be true or false, got \"%s\"",
-                                  a.ordered_batches);
-            goto out;
-        }
-        cmd.u.fetch.opts.ordered_batches = on;
-    }
-    r->fmt = FMT_AUTO;
-    if (a.format) {
-        if (!strcmp(a.format, "base64"))
-            r->fmt = FMT_BASE64;
-        else if (strcmp(a.format, "auto") && strcmp(a.format, "text")) {
-            ret = http_send_error(r->conn, KS_E_INVALID,
-                                  "format must be auto, text or base64, got \"%s\"", a.format);
-            goto out;
-        }
-    }
     /* Validated here too (ks_engine_submit checks again), for the wait it settles on. */
     cmd.type = r->route->cmd;
     if ((st = ks_cmd_validate(h->cfg, &cmd, err, sizeof(err)))) {
@@ -266,8 +274,7 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     if (http_park(r))
         ret = http_reply(r);
 out:
-    for (size_t i = 0; i < split_cnt; i++)
-        free(split_buf[i]);
+    http_query_free(&a);
     return ret;
 }
 
@@ -611,6 +618,10 @@ static const route_t routes[] = {
      http_reply_status},
     {"GET", "GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
      http_reply_fetch},
+    /* A stream's fetches are the subscriber-stream core's (http_stream.c), its answer the
+     * open response: the row itself sends no command. */
+    {"GET", "GET or HEAD", "/v1/groups/{group}/stream", KS_CMD_NONE, 0, false, AUTH_FIRST,
+     http_stream_decode, NULL},
     {"POST", "POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
     {"POST", "POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,

@@ -232,6 +232,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     ks_http_t *h = cls;
     req_t *r = *con_cls;
     if (r) {
+        if (r->stream)
+            http_stream_completed(r);
         /* A kept-alive connection waits for its next request: silence ends it after
          * IDLE_TIMEOUT_S, and a drip after that plus http.header_timeout_ms. */
         if (r->cn)
@@ -324,6 +326,11 @@ static void *sweep_main(void *arg)
                     "closed %d connection%s past the header or body deadline "
                     "(http.header_timeout_ms, http.body_timeout_ms)",
                     closed, closed == 1 ? "" : "s");
+        /* The streams' heartbeats, outside conns_lock: resuming takes libmicrohttpd's lock,
+         * under which its thread may be about to take conns_lock (on_connection). */
+        pthread_mutex_unlock(&h->conns_lock);
+        http_stream_tick(h, now);
+        pthread_mutex_lock(&h->conns_lock);
     }
     pthread_mutex_unlock(&h->conns_lock);
     return NULL;
@@ -404,14 +411,15 @@ static void http_free(ks_http_t *h)
     }
     pthread_cond_destroy(&h->sweep_cond);
     pthread_mutex_destroy(&h->conns_lock);
+    pthread_mutex_destroy(&h->streams_lock);
     free(h->tls_cert);
     free(h->tls_key);
     free(h->tls_ca);
     free(h);
 }
 
-ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth, char *err,
-                         size_t errsize)
+ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
+                         ks_subhub_t *hub, char *err, size_t errsize)
 {
     struct sockaddr_in sa, hsa;
     if (parse_listen("http.listen", cfg->http_listen, &sa, err, errsize) < 0)
@@ -425,7 +433,10 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->eng = eng;
     h->cfg = cfg;
     h->auth = auth;
+    h->hub = hub;
     pthread_mutex_init(&h->conns_lock, NULL);
+    pthread_mutex_init(&h->streams_lock, NULL);
+    atomic_init(&h->streams_stopping, false);
     pthread_cond_init(&h->sweep_cond, NULL);
     /* Connections past the open-files limit would fail in accept (EMFILE) and starve
      * Kafka's sockets; keep FD_RESERVE fds for the rest of the process. */
@@ -537,6 +548,7 @@ void ks_http_stop(ks_http_t *h)
 {
     if (!h)
         return;
+    http_stream_stop_all(h); /* libmicrohttpd panics on a connection still suspended */
     MHD_stop_daemon(h->d);
     if (h->health_d)
         MHD_stop_daemon(h->health_d);

@@ -180,7 +180,7 @@ static void run_batch(ks_substream_t *ss, ks_batch_t *b)
     pthread_mutex_lock(&ss->lock);
     ss->fetches_out--;
     bool gone = gone_locked(ss);
-    bool stalled = ss->stalled;
+    bool stalled = ss->stalled || ss->unread;
     if (!gone && b->cnt) {
         ss->q_msgs++;
         ss->q_bytes += b->bytes;
@@ -245,8 +245,13 @@ static void arrive(ks_substream_t *ss, ks_substream_item_t it)
     bool wake = !ss->drain_posted;
     ss->drain_posted = true;
     pthread_mutex_unlock(&ss->lock);
-    if (wake && !ss->ops->wake(ss->t))
-        ks_substream_drain(ss); /* the transport cannot be woken: serve them here */
+    if (wake && !ss->ops->wake(ss->t)) {
+        /* The transport cannot be woken: serve them here, holding t, since the batch's run
+         * drops its fetch's reference, which may be the last. */
+        ss->ops->ref(ss->t);
+        ks_substream_drain(ss);
+        ss->ops->unref(ss->t);
+    }
 }
 
 /* The engine's answer to a fetch. @locality the group loop */
@@ -447,14 +452,27 @@ void ks_substream_stop(ks_substream_t *ss)
     pthread_mutex_unlock(&ss->lock);
 }
 
-void ks_substream_release(ks_substream_t *ss)
+/* Stops the stream and gives its leases back: uncounted when it stalled, or when unread is
+ * (or was once) asked for. */
+static void release(ks_substream_t *ss, bool unread)
 {
     pthread_mutex_lock(&ss->lock);
     ss->stopped = true;
-    bool opened = ss->opened, stalled = ss->stalled;
+    ss->unread |= unread;
+    bool opened = ss->opened, uncounted = ss->stalled || ss->unread;
     pthread_mutex_unlock(&ss->lock);
     if (opened)
-        release_subscriber(ss, stalled);
+        release_subscriber(ss, uncounted);
+}
+
+void ks_substream_release(ks_substream_t *ss)
+{
+    release(ss, false);
+}
+
+void ks_substream_release_unread(ks_substream_t *ss)
+{
+    release(ss, true);
 }
 
 void ks_substream_close(ks_substream_t *ss)

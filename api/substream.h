@@ -106,6 +106,7 @@ struct ks_substream {
     bool opened;          /* started: it has a group and a subscriber */
     bool stopped;         /* no more records: what arrives goes back */
     bool stalled;         /* cut off for not reading: its leases go back uncounted */
+    bool unread;          /* released uncounted (ks_substream_release_unread): later too */
     bool in_hub;
     char group[256];
     char sub[KS_SUBSCRIBER_KEY_MAX];
@@ -195,6 +196,10 @@ void ks_substream_stop(ks_substream_t *ss);
 /* ks_substream_stop, and the subscriber's leases go back now (counting an attempt, unless
  * the stream was cut off for not reading). Any thread. */
 void ks_substream_release(ks_substream_t *ss);
+/* ks_substream_release, but the leases go back without counting an attempt, now and on every
+ * later release of the stream (ks_substream_close, batches still arriving): for a transport
+ * whose client went away, as a closed HTTP stream. Any thread. */
+void ks_substream_release_unread(ks_substream_t *ss);
 /* ks_substream_release, and the stream leaves the hub. Call once, when the transport's
  * connection ended. */
 void ks_substream_close(ks_substream_t *ss);

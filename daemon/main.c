@@ -27,14 +27,16 @@ static void print_dev_banner(const ks_config_t *cfg, int http_port, int grpc_por
            "Fetch records (the first fetch joins the group; expect ~3 s for the first "
            "assignment):\n"
            "  curl -s 'http://%s:%d/v1/groups/demo-group/records?topic=%s&max=5&wait_ms=10000'\n\n"
-           "Ack them (paste ack_id values from the fetch):\n"
+           "Or stream them, one JSON line each as they are leased (an ack frees a credit):\n"
+           "  curl -N 'http://%s:%d/v1/groups/demo-group/stream?topic=%s'\n\n"
+           "Ack them (paste ack_id values from the fetch or the stream):\n"
            "  curl -s -X POST http://%s:%d/v1/groups/demo-group/acks "
            "-H 'Content-Type: application/json' -d '{\"ack_ids\":[\"ACK_ID\"]}'\n\n"
            "gRPC (ksidecar.v1.Consumer, health, reflection) on %s:%d:\n"
            "  grpcurl -plaintext %s:%d list\n\n"
            "Press Ctrl-C to stop.\n\n",
-           cfg->dev_topic, cfg->dev_rate, host, http_port, cfg->dev_topic, host, http_port, host,
-           grpc_port, host, grpc_port);
+           cfg->dev_topic, cfg->dev_rate, host, http_port, cfg->dev_topic, host, http_port,
+           cfg->dev_topic, host, http_port, host, grpc_port, host, grpc_port);
     fflush(stdout);
 }
 

@@ -43,12 +43,17 @@ typedef struct ks_config {
     int64_t window_max_bytes;
     int64_t memory_max_bytes; /* the process's one budget for records held (mem_budget.h) */
     int64_t max_request_bytes;
-    char *http_health_listen;      /* "host:port" of the probe-only listener; empty: none */
-    int http_max_connections;      /* total, API listener */
-    int http_max_conns_per_client; /* per client address, API listener; 0: no bound */
-    int http_header_timeout_ms;    /* a request's headers must arrive within this */
-    int http_body_timeout_ms;      /* and its body within this after the headers */
-    int http_max_long_polls;       /* concurrent waiting fetches; more get 429 */
+    char *http_health_listen;        /* "host:port" of the probe-only listener; empty: none */
+    int http_max_connections;        /* total, API listener */
+    int http_max_conns_per_client;   /* per client address, API listener; 0: no bound */
+    int http_header_timeout_ms;      /* a request's headers must arrive within this */
+    int http_body_timeout_ms;        /* and its body within this after the headers */
+    int http_max_long_polls;         /* concurrent waiting fetches; more get 429 */
+    int http_max_streams;            /* concurrent record streams (GET .../stream); more get 429 */
+    int http_stream_queue_messages;  /* record batches a stream may have queued, unwritten */
+    int64_t http_stream_queue_bytes; /* ... and their key+value bytes */
+    int http_stream_stall_ms;        /* written bytes not taken this long cut the stream off */
+    int http_stream_heartbeat_ms;    /* an idle stream writes a heartbeat this often */
     char *dev_topic;
     int dev_partitions;
     int dev_rate;

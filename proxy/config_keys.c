@@ -56,6 +56,21 @@ const key_t_ config_keys[] = {
      "a request's body must all arrive within this after its headers"},
     {"http.max_long_polls", T_INT, OFF(http_max_long_polls), 1, 1000000,
      "most concurrent waiting fetches; more are answered 429 with Retry-After"},
+    {"http.max_streams", T_INT, OFF(http_max_streams), 1, 1000000,
+     "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered 429 "
+     "with Retry-After"},
+    {"http.stream_queue_messages", T_INT, OFF(http_stream_queue_messages), 1, 1000,
+     "record batches one HTTP stream may have queued and not yet written before ksidecar stops "
+     "delivering to it"},
+    {"http.stream_queue_bytes", T_I64, OFF(http_stream_queue_bytes), 1024, INT64_C(1) << 32,
+     "key+value bytes one HTTP stream may have queued and not yet written before ksidecar stops "
+     "delivering to it"},
+    {"http.stream_stall_ms", T_INT, OFF(http_stream_stall_ms), 1000, 3600000,
+     "an HTTP stream whose client takes no bytes for this long is cut off; its records go back "
+     "without counting an attempt"},
+    {"http.stream_heartbeat_ms", T_INT, OFF(http_stream_heartbeat_ms), 100, 600000,
+     "an HTTP stream with nothing to write sends a heartbeat (an empty line, or an SSE comment) "
+     "this often, so proxies keep the connection"},
     {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
      "lease deadline of a delivered record when a fetch gives none"},
     {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,
@@ -154,6 +169,11 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->http_header_timeout_ms = 10000;
     cfg->http_body_timeout_ms = 30000;
     cfg->http_max_long_polls = 1000;
+    cfg->http_max_streams = 1000;
+    cfg->http_stream_queue_messages = 4;
+    cfg->http_stream_queue_bytes = INT64_C(16) << 20;
+    cfg->http_stream_stall_ms = 30000;
+    cfg->http_stream_heartbeat_ms = 5000;
     cfg->lease_deadline_ms = 30000;
     cfg->lease_max_deadline_ms = 600000;
     cfg->nack_max_delay_ms = 3600000;

@@ -35,14 +35,15 @@ def test_dev_mode_fetch_and_ack_with_the_printed_curl_lines():
     try:
         curls = []
         deadline = time.time() + 300  # the command may build first
-        while len(curls) < 2 and time.time() < deadline:
+        while len(curls) < 3 and time.time() < deadline:
             line = proc.stdout.readline()
             if not line:
                 raise AssertionError(f"dev mode exited early with {proc.wait()}")
             if line.strip().startswith("curl "):
                 curls.append(line.strip())
-        fetch_cmd, ack_cmd = curls
+        fetch_cmd, stream_cmd, ack_cmd = curls
         assert f":{port}/" in fetch_cmd and "/records?" in fetch_cmd
+        assert f":{port}/" in stream_cmd and "/stream?" in stream_cmd and "-N" in stream_cmd
         assert "/acks" in ack_cmd and "ACK_ID" in ack_cmd
 
         records = []
@@ -60,6 +61,26 @@ def test_dev_mode_fetch_and_ack_with_the_printed_curl_lines():
                              capture_output=True, text=True, timeout=30, check=True)
         res = json.loads(out.stdout)
         assert res["acked"] == 1 and res["results"][0]["status"] == "OK", res
+
+        # The stream line: records come as lines, and the ack line acks one of them while
+        # the stream is open.
+        curl = subprocess.Popen(["bash", "-c", f"exec {stream_cmd}"], stdout=subprocess.PIPE,
+                                stderr=subprocess.DEVNULL, text=True)
+        try:
+            rec = None
+            while rec is None:
+                line = curl.stdout.readline()
+                assert line, "the stream ended before a record"
+                if line.strip() and "ack_id" in json.loads(line):
+                    rec = json.loads(line)
+            assert rec["topic"] == "demo"
+            out = subprocess.run(["bash", "-c", ack_cmd.replace("ACK_ID", rec["ack_id"])],
+                                 capture_output=True, text=True, timeout=30, check=True)
+            res = json.loads(out.stdout)
+            assert res["acked"] == 1 and res["results"][0]["status"] == "OK", res
+        finally:
+            curl.kill()
+            curl.wait()
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         rc = proc.wait(timeout=30)

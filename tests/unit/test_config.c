@@ -1143,6 +1143,22 @@ static void test_http_limits_keys(void **state)
     assert_contains(err, "http.body_timeout_ms");
     assert_int_equal(ks_config_set(&cfg, "http.max_long_polls", "0", err, sizeof(err)), -1);
     assert_contains(err, "http.max_long_polls");
+    /* The record stream's bound, queue, stall time and heartbeat. */
+    assert_int_equal(cfg.http_max_streams, 1000);
+    assert_int_equal(cfg.http_stream_queue_messages, 4);
+    assert_true(cfg.http_stream_queue_bytes == INT64_C(16) << 20);
+    assert_int_equal(cfg.http_stream_stall_ms, 30000);
+    assert_int_equal(cfg.http_stream_heartbeat_ms, 5000);
+    assert_int_equal(ks_config_set(&cfg, "http.max_streams", "0", err, sizeof(err)), -1);
+    assert_contains(err, "http.max_streams");
+    assert_int_equal(ks_config_set(&cfg, "http.stream_stall_ms", "999", err, sizeof(err)), -1);
+    assert_contains(err, "http.stream_stall_ms");
+    assert_int_equal(ks_config_set(&cfg, "http.stream_heartbeat_ms", "99", err, sizeof(err)), -1);
+    assert_contains(err, "http.stream_heartbeat_ms");
+    assert_int_equal(ks_config_set(&cfg, "http.stream_heartbeat_ms", "100", err, sizeof(err)), 0);
+    assert_int_equal(cfg.http_stream_heartbeat_ms, 100);
+    assert_int_equal(ks_config_set(&cfg, "http.stream_queue_bytes", "1023", err, sizeof(err)), -1);
+    assert_contains(err, "http.stream_queue_bytes");
     ks_config_free(&cfg);
     static const char *bad[] = {"--http.health_listen=nocolon",
                                 "--http.health_listen=127.0.0.1:8080"};

@@ -101,7 +101,10 @@ typedef struct fake {
     char cut_msg[256];
     char events[64]; /* what reached the transport, in order: 'r' records, 'd' a deferred call */
     size_t ev_n;
+    bool freed_in_drain; /* its last reference went while a drain was running */
 } fake_t;
+
+static ks_substream_t *draining; /* the stream whose drain_posted says a drain runs */
 
 static void f_ref(void *t)
 {
@@ -112,6 +115,8 @@ static void f_unref(void *t)
     fake_t *f = t;
     assert_true(f->refs > 0);
     f->refs--;
+    if (f->refs == 0 && draining && draining->drain_posted)
+        f->freed_in_drain = true; /* a real transport's object would be gone under the drain */
 }
 static bool f_wake(void *t)
 {
@@ -380,6 +385,30 @@ static void test_send_end_stops_the_clock(void **state)
     teardown_stream();
 }
 
+static void test_release_unread_counts_no_attempt(void **state)
+{
+    (void)state;
+    setup_stream(4, 0);
+    answer(fetch_no(0), mk_batch(2, 51, 200, NULL, 0));
+    assert_int_equal(fk.sent_n, 1);
+    /* The client went: its leases go back uncounted, and the stream takes no more. */
+    ks_substream_release_unread(&ss);
+    assert_false(ks_substream_live(&ss));
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 1);
+    assert_int_equal(count_type(KS_CMD_RELEASE), 0);
+    /* A batch that still arrives goes back uncounted too, and nothing is parked. */
+    answer(fetch_no(1), mk_batch(1, 52, 100, NULL, 0));
+    assert_int_equal(fk.sent_n, 1);
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 2);
+    assert_int_equal(count_type(KS_CMD_FETCH), 3); /* the two first, one refill; none after */
+    /* So does the release of the close that follows. */
+    ks_substream_close(&ss);
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 3);
+    assert_int_equal(count_type(KS_CMD_RELEASE), 0);
+    assert_true(ks_substream_msg_done(&ss, 51, 200, false) == false);
+    teardown_stream();
+}
+
 static void test_stop_gives_arrivals_back(void **state)
 {
     (void)state;
@@ -439,6 +468,24 @@ static void deferred(void *t, void *arg)
     f->events[f->ev_n++] = 'd';
 }
 
+/* A stream whose transport cannot be woken any more (its connection ended) while fetches are
+ * out: the inline drain runs the batches, each dropping its fetch's reference, and the
+ * transport's object must outlive the drain. */
+static void test_inline_drain_holds_the_transport(void **state)
+{
+    (void)state;
+    setup_stream(4, 0);
+    draining = &ss;
+    ks_substream_release_unread(&ss);
+    fk.wake_ok = false;
+    answer(fetch_no(0), mk_batch(1, 61, 10, NULL, 0));
+    answer(fetch_no(1), mk_batch(0, 0, 0, NULL, 0));
+    assert_int_equal(fk.refs, 0); /* every fetch's reference dropped */
+    assert_false(fk.freed_in_drain);
+    draining = NULL;
+    teardown_stream();
+}
+
 static void test_defer_keeps_arrival_order(void **state)
 {
     (void)state;
@@ -475,9 +522,11 @@ int main(void)
         cmocka_unit_test(test_credits_checked_and_carried),
         cmocka_unit_test(test_stall_cuts_and_releases_unread),
         cmocka_unit_test(test_send_end_stops_the_clock),
+        cmocka_unit_test(test_release_unread_counts_no_attempt),
         cmocka_unit_test(test_stop_gives_arrivals_back),
         cmocka_unit_test(test_engine_errors_finish),
         cmocka_unit_test(test_no_wake_drains_inline),
+        cmocka_unit_test(test_inline_drain_holds_the_transport),
         cmocka_unit_test(test_defer_keeps_arrival_order),
         cmocka_unit_test(test_default_name),
     };
