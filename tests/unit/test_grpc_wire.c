@@ -259,12 +259,12 @@ static void test_ack_results(void **state)
 {
     static const char *const ids[] = {"a18bea1b5d43ce1e18-1-0-0-1-demo", "", "x", "y", "z", "w"};
     static const ks_ack_result_t res[] = {
-        {KS_OK, NULL},
-        {KS_E_INVALID, "not an ack id"},
-        {KS_E_NOT_FOUND, NULL},
-        {KS_E_STALE, "the partition moved"},
-        {KS_OK, "accepted, said nothing"},
-        {KS_E_UNAVAILABLE, "the group is closing"},
+        {.status = KS_OK, .reason = NULL},
+        {.status = KS_E_INVALID, .reason = "not an ack id"},
+        {.status = KS_E_NOT_FOUND, .reason = NULL},
+        {.status = KS_E_STALE, .reason = "the partition moved"},
+        {.status = KS_OK, .reason = "accepted, said nothing"},
+        {.status = KS_E_UNAVAILABLE, .reason = "the group is closing"},
     };
     check_ack_results(ids, res, 6);
     check_ack_results(ids, res, 1);
