@@ -180,7 +180,8 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream)
+                       const char *reason, char **ids, size_t n, bool stream, bool wait_commit,
+                       int32_t commit_timeout_ms)
 {
     settle_ctx_t *x = calloc(1, sizeof(*x));
     if (!x)
@@ -204,6 +205,8 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
                                      .reason = reason,
                                      .ack_ids = (const char *const *)x->ids,
                                      .n = n,
+                                     .wait_commit = wait_commit,
+                                     .commit_timeout_ms = commit_timeout_ms,
                                      .cb = on_settled,
                                      .opaque = x}};
     if (grpc_submit(c, &cmd)) {
@@ -218,7 +221,7 @@ bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, co
                  char **ids, size_t n, bool stream)
 {
     return grpc_settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
-                             stream);
+                             stream, false, 0);
 }
 
 /* ---- reply encoders ----
@@ -250,8 +253,9 @@ static void encode_settled(call_t *c, const reply_t *r)
     for (size_t i = 0; i < n; i++) {
         ksidecar__v1__ack_result__init(&rs[i]);
         rs[i].ack_id = x->ids[i];
-        rs[i].status = ack_status_of(res[i].status);
+        rs[i].status = ack_result_status(&res[i]);
         rs[i].message = (char *)(uintptr_t)res[i].reason;
+        rs[i].committed_offset = res[i].commit ? res[i].committed_offset : 0;
         rp[i] = &rs[i];
     }
     ks_edge_ack_summary_t sum;
@@ -424,7 +428,9 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
 static void decode_ack(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__AckRequest *r = (Ksidecar__V1__AckRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
+    grpc_settle_owned(c, r->group, KS_SETTLE_ACK, 0, NULL,
+                      ks_strv_pack((const char *const *)r->ack_ids, r->n_ack_ids), r->n_ack_ids,
+                      false, r->wait_commit, r->commit_timeout_ms);
 }
 
 static void decode_nack(call_t *c, ProtobufCMessage *m)

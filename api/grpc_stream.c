@@ -244,7 +244,7 @@ void stream_next(call_t *c, grpc_slice sl)
     const char *group = ks_substream_group(&c->ss);
     char **ids = grpc_fast_ack_ids(sl, &n);
     if (ids) {
-        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
+        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true, false, 0);
         return;
     }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);

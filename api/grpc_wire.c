@@ -220,6 +220,22 @@ Ksidecar__V1__AckStatus ack_status_of(ks_status_t st)
     }
 }
 
+Ksidecar__V1__AckStatus ack_result_status(const ks_ack_result_t *r)
+{
+    switch (r->commit) {
+    case KS_COMMIT_COMMITTED:
+        return KSIDECAR__V1__ACK_STATUS__COMMITTED;
+    case KS_COMMIT_LOST:
+        return KSIDECAR__V1__ACK_STATUS__LOST_TO_REBALANCE;
+    case KS_COMMIT_FAILED:
+        return KSIDECAR__V1__ACK_STATUS__COMMIT_FAILED;
+    case KS_COMMIT_ACCEPTED:
+    case KS_COMMIT_NONE:
+        break;
+    }
+    return ack_status_of(r->status);
+}
+
 /* Encodes SubscribeResponse{ack_results} straight to the wire format, like
  * encode_records: a stream acking every record gets one result per record, and
  * protobuf-c's generic pack of the nested messages cost ~700 instructions each. On a

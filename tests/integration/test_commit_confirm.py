@@ -142,3 +142,24 @@ def test_bad_wait_parameters_are_refused_by_name(bootstrap, sidecars):
     st, body = ack_wait(sc, group, [rec["ack_id"]], "wait=commit&timeout_ms=60000")
     assert st == 200 and body["results"][0]["status"] == "COMMITTED", body
     assert sc.stop() == 0
+
+
+def test_grpc_unary_ack_with_wait_commit(bootstrap, sidecars):
+    from grpc_support import consumer_pb2 as c, start_grpc
+    topic, group = unique("tcg"), unique("gcg")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 6)
+    sc = start_grpc(sidecars)
+    recs = sorted(fetch_all(sc, group, topic, 6), key=lambda r: r["offset"])
+    # 0 unacked: the others wait, then time out ACCEPTED at commit point 0.
+    resp = sc.consumer.Ack(c.AckRequest(group=group, ack_ids=[r["ack_id"] for r in recs[1:]],
+                                        wait_commit=True, commit_timeout_ms=1500), timeout=30)
+    assert resp.accepted == 5, resp
+    for res in resp.results:
+        assert res.status == c.ACCEPTED and res.committed_offset == 0, res
+    resp = sc.consumer.Ack(c.AckRequest(group=group, ack_ids=[recs[0]["ack_id"]],
+                                        wait_commit=True), timeout=30)
+    assert resp.results[0].status == c.COMMITTED, resp
+    assert resp.results[0].committed_offset == 6, resp
+    assert describe_group(bootstrap, group, topic)[0][0] == 6
+    assert sc.stop() == 0

@@ -148,7 +148,8 @@ const encodeExtend = (ids, deadlineMs) => encodeIds(4, ids, deadlineMs, null);
 
 // ---- decoding ----
 
-const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE'];
+const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE',
+  'COMMITTED', 'LOST_TO_REBALANCE', 'COMMIT_FAILED'];
 
 class Reader {
   constructor(buf) {

@@ -27,6 +27,9 @@ class AckStatus(enum.IntEnum):
     INVALID = 2    # malformed, or of another group
     NOT_FOUND = 3  # no delivered record has it
     STALE = 4      # revoked, redelivered since, from an earlier stream or process
+    COMMITTED = 5          # only for an ack that waited for its commit
+    LOST_TO_REBALANCE = 6  # the same: its partition moved before a commit covered it
+    COMMIT_FAILED = 7      # the same: the commit failed
 
 
 @dataclasses.dataclass(frozen=True)
