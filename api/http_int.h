@@ -35,6 +35,9 @@
 #define HEALTH_MAX_CONNS        64
 #define HEALTH_MAX_CONNS_PER_IP 16
 #define FD_RESERVE              512 /* fds left to Kafka, groups and gRPC below the limit */
+#define REQ_ID_MAX              128 /* longest X-Request-Id taken from a caller */
+#define RETRY_AFTER_429_S       1   /* Retry-After of a 429 whose status gives none */
+#define RETRY_AFTER_503_S       5   /* ... and of a 503: Kafka or a group must come back */
 
 /* One open connection, for the header and body deadlines that a slow drip cannot extend
  * (libmicrohttpd's own timeout counts only silence). It is libmicrohttpd's socket context:
@@ -46,6 +49,7 @@ typedef struct conn {
      * request is being answered (a long-poll has its own wait). Set by the daemon thread,
      * read by the sweep. */
     _Atomic int64_t deadline;
+    struct req *cur; /* the request being answered on it (the daemon thread's) */
 } conn_t;
 
 struct ks_http {
@@ -87,6 +91,13 @@ typedef struct req {
     size_t url_len, param_cnt;
     bool path_nul;      /* the raw path holds %00 */
     char raw_path[256]; /* the start of the path as sent (escaped), for messages */
+    /* For X-Request-Id and the access log line: the caller's id when sane (printable
+     * ASCII, at most REQ_ID_MAX bytes), else one made here; what was answered. */
+    char req_id[REQ_ID_MAX + 1];
+    char method[16];
+    int64_t start_ms;
+    unsigned status;
+    uint64_t resp_bytes; /* a stream's: what its body callback handed over */
     char *body;
     size_t body_len, body_cap;
     bool too_big;
@@ -118,8 +129,7 @@ typedef struct req {
 
 /* A route: one row of http_routes.c's table. */
 typedef struct route {
-    const char *method; /* "GET" (HEAD too) or "POST" */
-    const char *use;    /* the method(s) an error names when another is used */
+    const char *method; /* "GET" (HEAD too) or "POST"; another is answered 405 with Allow */
     const char *path;   /* literal, with at most one {group} segment */
     ks_cmd_t cmd;       /* the engine command it sends; KS_CMD_NONE: the edge answers */
     int op;             /* the settle routes' ks_settle_op_t */
@@ -154,7 +164,17 @@ bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn);
  * certificate). */
 const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size);
 
+/* Queues resp (not destroyed) as r's answer: with r's X-Request-Id, a Retry-After on a 429 or
+ * 503 that has none, and its status and size noted for the access log. Every answer goes
+ * through here. The daemon thread that serves c. */
+enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
+                           size_t bytes);
+
 /* ---- http_routes.c ---- */
+
+/* The route table, read-only (its rows, *n of them), for the test that holds it to
+ * api/openapi.yaml. */
+const route_t *http_route_table(size_t *n);
 
 /* Parses s as a decimal integer in min..max into *out. Returns 0, or -1 (out untouched). */
 int http_parse_int(const char *s, long min, long max, long *out);
@@ -225,6 +245,12 @@ enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *roo
  * message, at st's own HTTP status. */
 enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
+
+/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
+ * 415), with code as error.code and an Allow header when allow is not NULL. */
+enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, const char *code,
+                                   const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 /* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
  * Returns out. */

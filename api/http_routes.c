@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ack_id.h"
 #include "edge.h"
@@ -603,32 +604,36 @@ typedef enum {
                   * one too): a caller the group refuses learns nothing about it */
 } route_auth_t;
 
-/* The route table: each endpoint one row. The first row whose path matches serves the
- * request; a request with another method gets 400 "use <use> for <url>". A new endpoint
- * for an existing command is a row here, a decoder above and an encoder in http_json.c. */
+/* The route table: each endpoint one row. The row whose path and method match serves the
+ * request; a path served with other methods only is answered 405 with Allow naming them. A
+ * new endpoint for an existing command is a row here, a decoder above and an encoder in
+ * http_json.c. */
 static const route_t routes[] = {
-    {"GET", "GET or HEAD", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
-    {"GET", "GET or HEAD", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready,
-     http_reply_ready},
-    {"GET", "GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
+    {"GET", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
+    {"GET", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready, http_reply_ready},
+    {"GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
+    {"GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
+    {"GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
-     http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
-     http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
+    {"GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
      http_reply_fetch},
     /* A stream's fetches are the subscriber-stream core's (http_stream.c), its answer the
      * open response: the row itself sends no command. */
-    {"GET", "GET or HEAD", "/v1/groups/{group}/stream", KS_CMD_NONE, 0, false, AUTH_FIRST,
-     http_stream_decode, NULL},
-    {"POST", "POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
+    {"GET", "/v1/groups/{group}/stream", KS_CMD_NONE, 0, false, AUTH_FIRST, http_stream_decode,
+     NULL},
+    {"POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
+    {"POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false,
-     AUTH_FIRST, decode_settle, http_reply_ack},
+    {"POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false, AUTH_FIRST,
+     decode_settle, http_reply_ack},
 };
+
+const route_t *http_route_table(size_t *n)
+{
+    *n = sizeof(routes) / sizeof(routes[0]);
+    return routes;
+}
 
 /* Whether url matches pat, a literal path with at most one {group} segment (one or more
  * bytes, no '/'). Sets *group to the segment: in place when it ends the URL, else copied
@@ -667,17 +672,67 @@ static const route_t *route_find(const char *url, char *buf, size_t gsize, const
     return NULL;
 }
 
-/* Serves r by row rt: the caller and the method in the row's order, then its decoder. */
+/* Whether row rt serves method (a GET row serves HEAD too). */
+static bool method_served(const route_t *rt, const char *method)
+{
+    return !strcmp(rt->method, "GET") ? is_get(method) : !strcmp(method, rt->method);
+}
+
+/* The row of first's path (first: route_find's answer) that serves method, or NULL; the
+ * methods that path serves, for Allow, into allow ("GET, HEAD, POST"). */
+static const route_t *route_method(const route_t *first, const char *method, char *allow,
+                                   size_t size)
+{
+    const route_t *hit = NULL, *end = routes + sizeof(routes) / sizeof(routes[0]);
+    size_t n = 0;
+    allow[0] = '\0';
+    for (const route_t *rt = first; rt < end; rt++) {
+        if (strcmp(rt->path, first->path))
+            continue;
+        if (!hit && method_served(rt, method))
+            hit = rt;
+        const char *m = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
+        if (!strstr(allow, m) && n < size)
+            n += (size_t)snprintf(allow + n, size - n, "%s%s", n ? ", " : "", m);
+    }
+    return hit;
+}
+
+/* Whether r's body is JSON as far as its Content-Type says: application/json, with or
+ * without parameters (charset), in any case; a request without one counts as JSON, since
+ * plain clients often send none. */
+static bool content_type_json(req_t *r)
+{
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    if (!ct)
+        return true;
+    ct += strspn(ct, " \t");
+    size_t n = strlen("application/json");
+    return !strncasecmp(ct, "application/json", n) && strchr(" \t;", ct[n]);
+}
+
+/* Serves r by the rows of rt's path: the caller and the method in the row's order, the
+ * body's type, then the decoder of the row that serves the method. */
 static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, const char *group,
                                  const char *method, const char *url)
 {
     enum MHD_Result ret = MHD_NO;
     if (rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
         return ret;
-    if (!strcmp(rt->method, "GET") ? !is_get(method) : strcmp(method, rt->method) != 0)
-        return http_send_error(r->conn, KS_E_INVALID, "use %s for %s", rt->use, url);
+    char allow[64];
+    const route_t *hit = route_method(rt, method, allow, sizeof(allow));
+    if (!hit)
+        return http_send_error_as(r->conn, 405, "UNIMPLEMENTED", allow,
+                                  "method %s is not allowed for %s; use %s", method, url, allow);
+    rt = hit;
     if (rt->auth == AUTH_METHOD && !http_authorized(h, r, group, &ret))
         return ret;
+    if (!strcmp(rt->method, "POST") && !content_type_json(r))
+        return http_send_error_as(
+            r->conn, 415, "INVALID_ARGUMENT", NULL,
+            "Content-Type %s is not supported; send a JSON body with Content-Type: "
+            "application/json",
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type"));
     r->route = rt;
     return rt->decode(h, r, group, method);
 }

@@ -71,6 +71,9 @@ const key_t_ config_keys[] = {
     {"http.stream_heartbeat_ms", T_INT, OFF(http_stream_heartbeat_ms), 100, 600000,
      "an HTTP stream with nothing to write sends a heartbeat (an empty line, or an SSE comment) "
      "this often, so proxies keep the connection"},
+    {"http.access_log", T_BOOL, OFF(http_access_log), 0, 0,
+     "log a line per HTTP request (method, path, status, bytes, duration, request id); off by "
+     "default, as acks come at thousands a second; requests answered 5xx are always logged"},
     {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
      "lease deadline of a delivered record when a fetch gives none"},
     {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,

@@ -117,6 +117,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_request_bytes, INT64_C(32) << 20);
     assert_int_equal(cfg.groups_max, 64);
     assert_false(cfg.topics_allow_internal);
+    assert_false(cfg.http_access_log);
     assert_string_equal(cfg.dev_topic, "demo");
     assert_int_equal(cfg.dev_partitions, 3);
     assert_int_equal(cfg.dev_rate, 3);
