@@ -595,10 +595,25 @@ static enum MHD_Result decode_health(ks_http_t *h, req_t *r, const char *group, 
     return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* api/openapi.yaml, compiled in (cmake/embed.cmake). */
+extern const unsigned char ks_openapi_yaml[];
+extern const size_t ks_openapi_yaml_len;
+
+/* /openapi.yaml: the spec this binary was built with; no engine command, no caller check. */
+static enum MHD_Result decode_openapi(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        ks_openapi_yaml_len, (void *)(uintptr_t)ks_openapi_yaml, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/yaml");
+    enum MHD_Result ret = http_queue(r->conn, 200, resp, ks_openapi_yaml_len);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* How a route checks its caller (bearer token or client certificate, then the groups
  * scope of the path's {group}, if it has one). */
 typedef enum {
-    AUTH_NONE,   /* the probes: anyone may ask */
+    AUTH_NONE,   /* the probes and the spec: anyone may ask */
     AUTH_METHOD, /* the method first, then the caller */
     AUTH_FIRST,  /* the caller first, as for every URL under /v1/groups/{group}/ (an unknown
                   * one too): a caller the group refuses learns nothing about it */
@@ -611,6 +626,7 @@ typedef enum {
 static const route_t routes[] = {
     {"GET", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
     {"GET", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready, http_reply_ready},
+    {"GET", "/openapi.yaml", KS_CMD_NONE, 0, false, AUTH_NONE, decode_openapi, NULL},
     {"GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
     {"GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
     {"GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,

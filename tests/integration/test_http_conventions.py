@@ -4,11 +4,14 @@ taken, made or replaced, echoed on every answer (errors and streams too) and in 
 log line."""
 import http.client
 import json
+import pathlib
 import re
 import subprocess
 
 from conftest import create_topic, free_port, unique, wait_for
+from grpc_support import write_tokens_file
 
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 MADE_ID = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -139,3 +142,19 @@ def test_access_log_off_by_default_but_5xx_logged(bootstrap, sidecars):
     assert re.search(r"GET /readyz 503 \d+ bytes \d+ ms request_id=loud-503", down.logs())
     # Not a 2xx line (the 503s of /healthz before Kafka's first probe are logged).
     assert "quiet-200" not in sc.logs() and not re.search(r" 200 \d+ bytes", sc.logs())
+
+
+def test_openapi_yaml_is_served_without_a_token(bootstrap, sidecars, tmp_path):
+    tokens = write_tokens_file(tmp_path / "tokens", [("s3cret", "*")])
+    sc = sidecars([f"--auth.tokens_file={tokens}"])
+    st, hdrs, (c, r) = call(sc.port, "GET", "/openapi.yaml", read=False)
+    body = r.read()
+    c.close()
+    assert st == 200 and hdrs["Content-Type"] == "application/yaml", (st, dict(hdrs))
+    assert MADE_ID.match(hdrs["X-Request-Id"]), dict(hdrs)
+    spec = (ROOT / "api" / "openapi.yaml").read_bytes()
+    assert body == spec  # what the binary was built with
+    # The other routes still want the token.
+    assert call(sc.port, "GET", "/v1/groups")[0] == 401
+    st, hdrs, _ = call(sc.port, "POST", "/openapi.yaml", body=b"{}")
+    assert st == 405 and hdrs["Allow"] == "GET, HEAD"
