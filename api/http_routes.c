@@ -66,6 +66,15 @@ static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *
     return st;
 }
 
+enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
+{
+    char err[512];
+    ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
+    if (st)
+        return http_send_error(r->conn, st, "%s", err);
+    return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
                                    size_t key_len, const char *value, size_t value_len)
 {
@@ -366,9 +375,7 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                      .n = r->ack_cnt,
                                      .cb = on_ack,
                                      .opaque = r}};
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err))))
-        return http_send_error(r->conn, st, "%s", err);
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_submit_park(h, r, &cmd);
 }
 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
@@ -444,13 +451,9 @@ out:
 
 static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 {
-    char err[512];
     r->status_one = group != NULL;
     ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
-    ks_status_t st = http_submit(h, r, &cmd, err, sizeof(err));
-    if (st)
-        return http_send_error(r->conn, st, "%s", err);
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_submit_park(h, r, &cmd);
 }
 
 /* Notes why r is not ready (the first reason counts). */
@@ -628,15 +631,18 @@ static const route_t routes[] = {
      decode_settle, http_reply_ack},
     {"POST", "POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false,
      AUTH_FIRST, decode_settle, http_reply_ack},
+    /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
+    {"POST", "POST", "/v1/topics/{topic}/records", KS_CMD_PRODUCE, 0, false, AUTH_METHOD,
+     http_produce_decode, http_reply_produce},
 };
 
-/* Whether url matches pat, a literal path with at most one {group} segment (one or more
+/* Whether url matches pat, a literal path with at most one {name} segment (one or more
  * bytes, no '/'). Sets *group to the segment: in place when it ends the URL, else copied
  * into buf (a segment of gsize bytes or more does not match). */
 static bool path_match(const char *pat, const char *url, char *buf, size_t gsize,
                        const char **group)
 {
-    const char *hole = strstr(pat, "{group}");
+    const char *hole = strchr(pat, '{');
     *group = NULL;
     if (!hole)
         return !strcmp(pat, url);
@@ -644,7 +650,7 @@ static bool path_match(const char *pat, const char *url, char *buf, size_t gsize
     if (strncmp(url, pat, pre))
         return false;
     const char *seg = url + pre, *end = seg + strcspn(seg, "/");
-    if (end == seg || strcmp(end, hole + strlen("{group}")))
+    if (end == seg || strcmp(end, strchr(hole, '}') + 1))
         return false;
     if (!*end) {
         *group = seg;
@@ -676,7 +682,10 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
         return ret;
     if (!strcmp(rt->method, "GET") ? !is_get(method) : strcmp(method, rt->method) != 0)
         return http_send_error(r->conn, KS_E_INVALID, "use %s for %s", rt->use, url);
-    if (rt->auth == AUTH_METHOD && !http_authorized(h, r, group, &ret))
+    /* Only a {group} segment is checked against the groups scope ({topic}: identity here,
+     * the topic scopes in the decoder). */
+    if (rt->auth == AUTH_METHOD &&
+        !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
         return ret;
     r->route = rt;
     return rt->decode(h, r, group, method);

@@ -231,6 +231,7 @@ typedef struct ks_produce_result {
     int32_t partition;
     int64_t offset;
     char error[160]; /* empty on success */
+    char code[48];   /* Kafka's name for the error ("MSG_SIZE_TOO_LARGE"); empty on success */
 } ks_produce_result_t;
 
 /* Called once, from the producer's thread; the callee owns results (free()). */
