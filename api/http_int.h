@@ -129,6 +129,8 @@ typedef struct req {
     struct hstream *stream;        /* a record stream's (http_stream.c), NULL for other routes */
     http_produce_t *prod;          /* a produce request's records (http_produce.c), else NULL */
     ks_produce_result_t *produced; /* the engine's answer: one per record sent */
+    ks_seek_result_t *seek;        /* a seek's answer */
+    char topic[256];               /* a seek's topic, for its answer */
 } req_t;
 
 /* A route: one row of http_routes.c's table. */
@@ -241,6 +243,16 @@ void http_stream_stop_all(ks_http_t *h);
 /* The produce route's decoder ({topic}: the records' default topic). */
 enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, const char *method);
 
+/* The JSON readers a POST body's decoder shares. Each returns NULL (or false) after queueing
+ * the 400 (or 429 for a body over http.max_request_bytes) in *ret. */
+/* r's body as a new JSON tree (\u0000 allowed in strings); shape: what to send, for the error. */
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, enum MHD_Result *ret);
+/* Whether every key of o is one of known (NULL-terminated; list: the same for the message). */
+bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
+                      const char *list, enum MHD_Result *ret);
+/* v as a string with no NUL byte (which a C string would cut short); what names it. */
+const char *http_json_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret);
+
 /* ---- http_json.c ---- */
 
 /* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
@@ -265,5 +277,6 @@ enum MHD_Result http_reply_ack(req_t *r);     /* r->acks: {"results":[...],...} 
 enum MHD_Result http_reply_status(req_t *r);  /* r->groups: one group, or {"groups":[...]} */
 enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
 enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
+enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
 
 #endif

@@ -456,3 +456,28 @@ enum MHD_Result http_reply_produce(req_t *r)
     ks_jbuf_lit(&jb, "]}");
     return send_jbuf(r->conn, 200, &jb);
 }
+
+enum MHD_Result http_reply_seek(req_t *r)
+{
+    const ks_seek_result_t *s = r->seek;
+    if (s->status)
+        return http_send_error(r->conn, s->status, "%s", s->message);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + s->part_cnt * (96 + strlen(r->topic)));
+    ks_jbuf_lit(&jb, "{\"partitions\":[");
+    for (size_t i = 0; i < s->part_cnt; i++) {
+        ks_jbuf_lit(&jb, i ? ",{\"topic\":" : "{\"topic\":");
+        put_str(&jb, r->topic);
+        ks_jbuf_lit(&jb, ",\"partition\":");
+        ks_jbuf_int(&jb, s->parts[i].partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, s->parts[i].offset);
+        ks_jbuf_lit(&jb, ",\"stale_leases\":");
+        ks_jbuf_int(&jb, s->parts[i].stale_leases);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "],\"stale_leases\":");
+    ks_jbuf_int(&jb, s->stale_leases);
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
+}

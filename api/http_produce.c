@@ -9,6 +9,23 @@
 #include "http_int.h"
 #include "util.h"
 
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, enum MHD_Result *ret)
+{
+    if (r->too_big) {
+        *ret = http_send_error(r->conn, KS_E_EXHAUSTED,
+                               "request body is larger than http.max_request_bytes (%lld)",
+                               (long long)h->cfg->max_request_bytes);
+        return NULL;
+    }
+    json_error_t jerr;
+    /* A text value may hold \u0000, as a fetch writes it; names are checked (http_json_name). */
+    json_t *root = r->body ? json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &jerr) : NULL;
+    if (!root)
+        *ret = http_send_error(r->conn, KS_E_INVALID, "body is not valid JSON (%s); send %s",
+                               r->body ? jerr.text : "empty body", shape);
+    return root;
+}
+
 /* What one decode holds until the command is submitted: the records, their headers and the
  * base64 buffers their bytes point into. */
 typedef struct {
@@ -77,10 +94,8 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     return true;
 }
 
-/* Whether every key of o is one of the names in known (NULL-terminated); if not, queues a 400
- * naming the first other one. */
-static bool only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
-                        const char *list, enum MHD_Result *ret)
+bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
+                      const char *list, enum MHD_Result *ret)
 {
     const char *k;
     json_t *v;
@@ -98,8 +113,7 @@ static bool only_fields(req_t *r, json_t *o, const char *what, const char *const
     return true;
 }
 
-/* A string field that must not hold a NUL byte, which a C string would cut short. */
-static const char *read_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret)
+const char *http_json_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret)
 {
     if (!json_is_string(v)) {
         *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be a string", what);
@@ -127,8 +141,9 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
         *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an object", what);
         return false;
     }
-    if (!only_fields(r, o, what, rec_fields,
-                     "key, key_encoding, value, value_encoding, headers, partition, topic", ret))
+    if (!http_only_fields(r, o, what, rec_fields,
+                          "key, key_encoding, value, value_encoding, headers, partition, topic",
+                          ret))
         return false;
     ks_produce_rec_t *p = &d->recs[i];
     p->topic = topic;
@@ -136,7 +151,7 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
     json_t *t = json_object_get(o, "topic"), *part = json_object_get(o, "partition");
     char name[160];
     snprintf(name, sizeof(name), "%s.topic", what);
-    if (t && !(p->topic = read_name(r, t, name, ret)))
+    if (t && !(p->topic = http_json_name(r, t, name, ret)))
         return false;
     if (part) {
         json_int_t pv = json_is_integer(part) ? json_integer_value(part) : -1;
@@ -165,11 +180,11 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
             *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an object", hw);
             return false;
         }
-        if (!only_fields(r, ho, hw, hdr_fields, "key, value, value_encoding", ret))
+        if (!http_only_fields(r, ho, hw, hdr_fields, "key, value, value_encoding", ret))
             return false;
         ks_header_t *hd = &d->hdrs[*h];
         snprintf(name, sizeof(name), "%s.key", hw);
-        if (!(hd->name = read_name(r, json_object_get(ho, "key"), name, ret)) ||
+        if (!(hd->name = http_json_name(r, json_object_get(ho, "key"), name, ret)) ||
             !read_bytes(r, d, ho, hw, "value", "value_encoding", &hd->value, &hd->value_len, ret))
             return false;
     }
@@ -197,19 +212,11 @@ static size_t refuse_records(ks_http_t *h, req_t *r, decode_t *d, size_t n)
 enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, const char *method)
 {
     (void)method;
-    if (r->too_big)
-        return http_send_error(r->conn, KS_E_EXHAUSTED,
-                               "request body is larger than http.max_request_bytes (%lld)",
-                               (long long)h->cfg->max_request_bytes);
-    json_error_t jerr;
-    /* A text value may hold \u0000, as a fetch writes it; names are checked (read_name). */
-    json_t *root = r->body ? json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &jerr) : NULL;
-    if (!root)
-        return http_send_error(
-            r->conn, KS_E_INVALID,
-            "body is not valid JSON (%s); send {\"records\":[{\"key\":\"...\",\"value\":\"...\"}]}",
-            r->body ? jerr.text : "empty body");
     enum MHD_Result ret = MHD_YES;
+    json_t *root =
+        http_body_json(h, r, "{\"records\":[{\"key\":\"...\",\"value\":\"...\"}]}", &ret);
+    if (!root)
+        return ret;
     decode_t d = {0};
     json_t *recs = json_object_get(root, "records");
     static const char *const top[] = {"records", NULL};
@@ -218,7 +225,7 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
                               "body must be {\"records\":[...]}, an array of records");
         goto out;
     }
-    if (!only_fields(r, root, "body", top, "records", &ret))
+    if (!http_only_fields(r, root, "body", top, "records", &ret))
         goto out;
     size_t n = json_array_size(recs), nh = 0, nb = 0;
     if (n == 0 || n > (size_t)h->cfg->http_max_produce_records) {

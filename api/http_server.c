@@ -28,6 +28,7 @@ void http_req_unref(req_t *r)
         ks_group_status_free(r->groups[i]);
     free(r->groups);
     free(r->produced);
+    free(r->seek);
     if (r->prod)
         free(r->prod->rec);
     free(r->prod);

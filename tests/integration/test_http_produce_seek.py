@@ -168,3 +168,100 @@ def test_bad_produce_bodies_are_400_naming_the_field_and_the_record(bootstrap, s
     st, resp = sc.post("/v1/topics/bad%20name/records", {"records": [ok]})
     assert st == 200 and resp["results"][0]["error"]["code"] == "INVALID_ARGUMENT", resp
     assert watermarks(bootstrap, topic) == {0: 0}
+
+
+# seek -------------------------------------------------------------------------------------
+
+def first_offsets(sc, group, topic, want, timeout=30):
+    """{partition: lowest offset fetched} once every partition in `want` came (acking what
+    came, so nothing is held)."""
+    seen = {}
+    deadline = time.time() + timeout
+    while not want <= set(seen) and time.time() < deadline:
+        recs = sc.fetch(group, topic, max=100, wait_ms=1000)
+        for r in recs:
+            seen[r["partition"]] = min(seen.get(r["partition"], r["offset"]), r["offset"])
+        if recs:
+            sc.ack(group, [r["ack_id"] for r in recs])
+    return seen
+
+
+def test_seek_to_offset_timestamp_earliest_and_latest_makes_old_leases_stale(
+        bootstrap, sidecars):
+    topic, group = unique("hs-seek"), unique("hs-g")
+    create_topic(bootstrap, topic, 2)
+    sc = sidecars()
+    for part in (0, 1):
+        for _ in range(2):  # two batches a little apart, so timestamps differ
+            st, body = sc.post(f"/v1/topics/{topic}/records",
+                               {"records": [{"value": f"p{part}", "partition": part}] * 5})
+            assert st == 200 and all("offset" in x for x in body["results"]), body
+            time.sleep(0.05)
+    leased = fetch_n(sc, group, topic, 20)
+    assert len(leased) == 20
+    old = next(r for r in leased if r["partition"] == 0)
+    ts = {(r["partition"], r["offset"]): r["timestamp"] for r in leased}
+
+    # One partition to an offset: its 10 leases turn stale, an ack of one says so.
+    st, body = sc.post(f"/v1/groups/{group}/seek", {"topic": topic, "partition": 0, "offset": 3})
+    assert st == 200, body
+    assert body == {"partitions": [{"topic": topic, "partition": 0, "offset": 3,
+                                    "stale_leases": 10}], "stale_leases": 10}
+    st, ack = sc.ack(group, [old["ack_id"]])
+    assert ack["results"][0]["status"] == "FAILED_PRECONDITION", ack
+    assert first_offsets(sc, group, topic, {0}) == {0: 3}
+
+    # Every partition assigned here, to earliest (partition 1's leases are still out).
+    st, body = sc.post(f"/v1/groups/{group}/seek", {"topic": topic, "position": "earliest"})
+    assert st == 200, body
+    assert sorted(p["partition"] for p in body["partitions"]) == [0, 1], body
+    assert {p["partition"]: p["stale_leases"] for p in body["partitions"]}[1] == 10, body
+    assert body["stale_leases"] == sum(p["stale_leases"] for p in body["partitions"])
+    assert first_offsets(sc, group, topic, {0, 1}) == {0: 0, 1: 0}
+
+    # A timestamp: the first record at or after it.
+    t = ts[(1, 7)]
+    want = min(o for (p, o), v in ts.items() if p == 1 and v >= t)
+    st, body = sc.post(f"/v1/groups/{group}/seek",
+                       {"topic": topic, "partition": 1, "timestamp_ms": t})
+    assert st == 200 and body["partitions"][0]["offset"] == want, body
+    assert first_offsets(sc, group, topic, {1}) == {1: want}
+
+    # Latest: nothing more until a new record comes, which is the next one fetched.
+    st, body = sc.post(f"/v1/groups/{group}/seek", {"topic": topic, "position": "latest"})
+    assert st == 200 and len(body["partitions"]) == 2, body
+    assert sc.fetch(group, topic, max=100, wait_ms=1500) == []
+    st, body = sc.post(f"/v1/topics/{topic}/records", {"records": [{"value": "new",
+                                                                    "partition": 1}]})
+    assert body["results"][0]["offset"] == 10
+    assert first_offsets(sc, group, topic, {1}) == {1: 10}
+
+
+def test_bad_seeks_are_refused_naming_the_problem(bootstrap, sidecars):
+    topic, group = unique("hs-bad"), unique("hs-bg")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 3)
+    sc = sidecars()
+    assert len(fetch_n(sc, group, topic, 3)) == 3
+    url = f"/v1/groups/{group}/seek"
+    cases = [
+        ({"topic": topic}, 400, "exactly one of offset, timestamp_ms or position"),
+        ({"topic": topic, "offset": 1, "position": "latest"}, 400, "exactly one of"),
+        ({"topic": topic, "position": "middle"}, 400, "position must be"),
+        ({"topic": topic, "offset": "1"}, 400, "offset must be an integer"),
+        ({"topic": topic, "offset": -1}, 400, "offset must be >= 0"),
+        ({"topic": topic, "partition": -1, "offset": 0}, 400, "partition must be"),
+        ({"offset": 0}, 400, "topic must be a string"),
+        ({"topic": topic, "offset": 0, "x": 1}, 400, "unknown field \"x\""),
+        ({"topic": "__consumer_offsets", "offset": 0}, 403, "internal"),
+        ({"topic": topic, "partition": 5, "offset": 0}, 404,
+         f"partition 5 of topic \"{topic}\" is not assigned"),
+        ({"topic": unique("hs-none"), "offset": 0}, 404, "no partition of topic"),
+    ]
+    for body, status, words in cases:
+        st, resp = sc.post(url, body)
+        assert st == status and words in resp["error"]["message"], (body, st, resp)
+    st, resp = sc.post(url, raw=b"[1")
+    assert st == 400 and "not valid JSON" in resp["error"]["message"], resp
+    st, resp = sc.post(f"/v1/groups/{unique('hs-nogroup')}/seek", {"topic": topic, "offset": 0})
+    assert st == 404, resp
