@@ -429,3 +429,67 @@ enum MHD_Result http_reply_ready(req_t *r)
         return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
     return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
 }
+
+/* Writes {"error":{"code":...,"message":...}} for one item of a list of results. */
+static void put_item_error(ks_jbuf_t *b, const char *code, const char *msg)
+{
+    ks_jbuf_lit(b, "{\"error\":{\"code\":");
+    put_str(b, code);
+    ks_jbuf_lit(b, ",\"message\":");
+    put_lossy(b, msg);
+    ks_jbuf_lit(b, "}}");
+}
+
+enum MHD_Result http_reply_produce(req_t *r)
+{
+    const http_produce_t *p = r->prod;
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 32 + p->n * 48);
+    ks_jbuf_lit(&jb, "{\"results\":[");
+    for (size_t i = 0; i < p->n; i++) {
+        const http_produce_rec_t *pr = &p->rec[i];
+        if (i)
+            ks_jbuf_lit(&jb, ",");
+        if (pr->st != KS_OK) { /* refused by the edge: a ksidecar status */
+            put_item_error(&jb, ks_status_name(pr->st), pr->msg);
+            continue;
+        }
+        const ks_produce_result_t *res = &r->produced[pr->sent_i];
+        if (res->error[0]) { /* refused by the producer or the broker: Kafka's error name */
+            put_item_error(&jb, res->code[0] ? res->code : "UNKNOWN", res->error);
+            continue;
+        }
+        ks_jbuf_lit(&jb, "{\"partition\":");
+        ks_jbuf_int(&jb, res->partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, res->offset);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "]}");
+    return send_jbuf(r->conn, 200, &jb);
+}
+
+enum MHD_Result http_reply_seek(req_t *r)
+{
+    const ks_seek_result_t *s = r->seek;
+    if (s->status)
+        return http_send_error(r->conn, s->status, "%s", s->message);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + s->part_cnt * (96 + strlen(r->topic)));
+    ks_jbuf_lit(&jb, "{\"partitions\":[");
+    for (size_t i = 0; i < s->part_cnt; i++) {
+        ks_jbuf_lit(&jb, i ? ",{\"topic\":" : "{\"topic\":");
+        put_str(&jb, r->topic);
+        ks_jbuf_lit(&jb, ",\"partition\":");
+        ks_jbuf_int(&jb, s->parts[i].partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, s->parts[i].offset);
+        ks_jbuf_lit(&jb, ",\"stale_leases\":");
+        ks_jbuf_int(&jb, s->parts[i].stale_leases);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "],\"stale_leases\":");
+    ks_jbuf_int(&jb, s->stale_leases);
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
+}

@@ -46,6 +46,13 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
     http_wake(r);
 }
 
+static void on_seek(ks_seek_result_t *res, void *opaque)
+{
+    req_t *r = opaque;
+    r->seek = res;
+    http_wake(r);
+}
+
 enum MHD_Result http_reply(req_t *r)
 {
     return r->route->encode(r);
@@ -65,6 +72,15 @@ static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *
         atomic_fetch_sub(&r->refs, 1);
     }
     return st;
+}
+
+enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
+{
+    char err[512];
+    ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
+    if (st)
+        return http_send_error(r->conn, st, "%s", err);
+    return http_park(r) ? http_reply(r) : MHD_YES;
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -367,9 +383,7 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                      .n = r->ack_cnt,
                                      .cb = on_ack,
                                      .opaque = r}};
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err))))
-        return http_send_error(r->conn, st, "%s", err);
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_submit_park(h, r, &cmd);
 }
 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
@@ -445,13 +459,74 @@ out:
 
 static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 {
-    char err[512];
     r->status_one = group != NULL;
     ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
-    ks_status_t st = http_submit(h, r, &cmd, err, sizeof(err));
-    if (st)
-        return http_send_error(r->conn, st, "%s", err);
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_submit_park(h, r, &cmd);
+}
+
+/* POST /v1/groups/{group}/seek: {"topic":...,"partition":N (absent: every partition of the
+ * topic assigned here), and one of "offset", "timestamp_ms", "position"}. The topic must be
+ * in the caller's consume scope, as a fetch's. */
+static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    static const char *const known[] = {"topic",    "offset",    "timestamp_ms",
+                                        "position", "partition", NULL};
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = http_body_json(h, r, "{\"topic\":\"...\",\"position\":\"earliest\"}", &ret);
+    if (!root)
+        return ret;
+    const char *topic;
+    json_t *part = json_object_get(root, "partition"), *off = json_object_get(root, "offset"),
+           *ts = json_object_get(root, "timestamp_ms"), *pos = json_object_get(root, "position");
+    ks_cmd_req_t cmd = {.group = group, .u.seek = {.cb = on_seek, .opaque = r}};
+    char err[512];
+    ks_status_t st;
+    if (!json_is_object(root)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
+        goto out;
+    }
+    if (!http_only_fields(r, root, "body", known,
+                          "topic, partition, offset, timestamp_ms, position", &ret) ||
+        !(topic = http_json_name(r, json_object_get(root, "topic"), "topic", &ret)))
+        goto out;
+    if ((!!off + !!ts + !!pos) != 1) {
+        ret = http_send_error(r->conn, KS_E_INVALID,
+                              "give exactly one of offset, timestamp_ms or position");
+        goto out;
+    }
+    if ((off && !json_is_integer(off)) || (ts && !json_is_integer(ts))) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an integer",
+                              off ? "offset" : "timestamp_ms");
+        goto out;
+    }
+    const char *where = pos ? json_string_value(pos) : NULL;
+    if (pos && (!where || (strcmp(where, "earliest") && strcmp(where, "latest")))) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "position must be \"earliest\" or \"latest\"");
+        goto out;
+    }
+    json_int_t pv = json_is_integer(part) ? json_integer_value(part) : -1;
+    if (part && (pv < 0 || pv > INT32_MAX)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "partition must be an integer from 0 to %d",
+                              INT32_MAX);
+        goto out;
+    }
+    if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "seek", &topic, 1,
+                                   err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    snprintf(r->topic, sizeof(r->topic), "%s", topic);
+    cmd.u.seek.topic = topic;
+    cmd.u.seek.partition = (int32_t)pv;
+    cmd.u.seek.all_partitions = !part;
+    cmd.u.seek.kind = off  ? KS_SEEK_OFFSET
+                      : ts ? KS_SEEK_TIMESTAMP
+                           : (!strcmp(where, "earliest") ? KS_SEEK_EARLIEST : KS_SEEK_LATEST);
+    cmd.u.seek.value = off ? json_integer_value(off) : ts ? json_integer_value(ts) : 0;
+    ret = http_submit_park(h, r, &cmd); /* the validator holds the ranges */
+out:
+    json_decref(root);
+    return ret;
 }
 
 /* Notes why r is not ready (the first reason counts). */
@@ -643,6 +718,11 @@ static const route_t routes[] = {
      decode_settle, http_reply_ack},
     {"POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
+    {"POST", "/v1/groups/{group}/seek", KS_CMD_SEEK, 0, false, AUTH_FIRST, decode_seek,
+     http_reply_seek},
+    /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
+    {"POST", "/v1/topics/{topic}/records", KS_CMD_PRODUCE, 0, false, AUTH_METHOD,
+     http_produce_decode, http_reply_produce},
 };
 
 const route_t *http_route_table(size_t *n)
@@ -651,13 +731,13 @@ const route_t *http_route_table(size_t *n)
     return routes;
 }
 
-/* Whether url matches pat, a literal path with at most one {group} segment (one or more
+/* Whether url matches pat, a literal path with at most one {name} segment (one or more
  * bytes, no '/'). Sets *group to the segment: in place when it ends the URL, else copied
  * into buf (a segment of gsize bytes or more does not match). */
 static bool path_match(const char *pat, const char *url, char *buf, size_t gsize,
                        const char **group)
 {
-    const char *hole = strstr(pat, "{group}");
+    const char *hole = strchr(pat, '{');
     *group = NULL;
     if (!hole)
         return !strcmp(pat, url);
@@ -665,7 +745,7 @@ static bool path_match(const char *pat, const char *url, char *buf, size_t gsize
     if (strncmp(url, pat, pre))
         return false;
     const char *seg = url + pre, *end = seg + strcspn(seg, "/");
-    if (end == seg || strcmp(end, hole + strlen("{group}")))
+    if (end == seg || strcmp(end, strchr(hole, '}') + 1))
         return false;
     if (!*end) {
         *group = seg;
@@ -741,7 +821,10 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
         return http_send_error_as(r->conn, 405, "UNIMPLEMENTED", allow,
                                   "method %s is not allowed for %s; use %s", method, url, allow);
     rt = hit;
-    if (rt->auth == AUTH_METHOD && !http_authorized(h, r, group, &ret))
+    /* Only a {group} segment is checked against the groups scope ({topic}: identity here,
+     * the topic scopes in the decoder). */
+    if (rt->auth == AUTH_METHOD &&
+        !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
         return ret;
     if (!strcmp(rt->method, "POST") && !content_type_json(r))
         return http_send_error_as(

@@ -28,6 +28,11 @@ void http_req_unref(req_t *r)
     for (size_t i = 0; i < r->group_cnt; i++)
         ks_group_status_free(r->groups[i]);
     free(r->groups);
+    free(r->produced);
+    free(r->seek);
+    if (r->prod)
+        free(r->prod->rec);
+    free(r->prod);
     if (r->ack_ids) {
         for (size_t i = 0; i < r->ack_cnt && !r->ack_ids_in_body; i++)
             free(r->ack_ids[i]);

@@ -288,7 +288,7 @@ static ks_status_t check_seek(const ks_config_t *cfg, const ks_cmd_req_t *req, c
     ks_status_t st = ks_cmd_check_topics(cfg, &req->u.seek.topic, 1, "seek", err, errsize);
     if (st)
         return st;
-    if (req->u.seek.partition < 0) {
+    if (!req->u.seek.all_partitions && req->u.seek.partition < 0) {
         snprintf(err, errsize, "partition must be >= 0, got %d", req->u.seek.partition);
         return KS_E_INVALID;
     }

@@ -56,6 +56,8 @@ const key_t_ config_keys[] = {
      "a request's body must all arrive within this after its headers"},
     {"http.max_long_polls", T_INT, OFF(http_max_long_polls), 1, 1000000,
      "most concurrent waiting fetches; more are answered 429 with Retry-After"},
+    {"http.max_produce_records", T_INT, OFF(http_max_produce_records), 1, 100000,
+     "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
     {"http.max_streams", T_INT, OFF(http_max_streams), 1, 1000000,
      "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered 429 "
      "with Retry-After"},
@@ -173,6 +175,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->http_body_timeout_ms = 30000;
     cfg->http_max_long_polls = 1000;
     cfg->http_max_streams = 1000;
+    cfg->http_max_produce_records = 1000;
     cfg->http_stream_queue_messages = 4;
     cfg->http_stream_queue_bytes = INT64_C(16) << 20;
     cfg->http_stream_stall_ms = 30000;

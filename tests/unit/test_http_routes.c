@@ -54,6 +54,23 @@ static void test_rows(void **state)
     }
 }
 
+/* A {topic} segment matches as {group} does; only the groups scope looks for "{group}". */
+static void test_topic_row(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *t;
+    const route_t *rt = route_find("/v1/topics/orders/records", buf, sizeof(buf), &t);
+    assert_non_null(rt);
+    assert_string_equal(rt->path, "/v1/topics/{topic}/records");
+    assert_int_equal(rt->cmd, KS_CMD_PRODUCE);
+    assert_ptr_equal(rt->encode, http_reply_produce);
+    assert_string_equal(t, "orders");
+    assert_null(route_find("/v1/topics//records", buf, sizeof(buf), &t));
+    assert_null(route_find("/v1/topics/orders", buf, sizeof(buf), &t));
+    assert_null(route_find("/v1/topics/orders/records/x", buf, sizeof(buf), &t));
+}
+
 static void test_no_row(void **state)
 {
     (void)state;
@@ -130,9 +147,9 @@ static void test_parse_int(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows),      cmocka_unit_test(test_no_row),
-        cmocka_unit_test(test_table),     cmocka_unit_test(test_allow),
-        cmocka_unit_test(test_parse_int),
+        cmocka_unit_test(test_rows),   cmocka_unit_test(test_topic_row),
+        cmocka_unit_test(test_no_row), cmocka_unit_test(test_table),
+        cmocka_unit_test(test_allow),  cmocka_unit_test(test_parse_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
