@@ -163,7 +163,7 @@ def test_bad_produce_bodies_are_400_naming_the_field_and_the_record(bootstrap, s
         assert st == 400 and resp["error"]["code"] == "INVALID_ARGUMENT", (body, st, resp)
         assert words in resp["error"]["message"], (body, resp)
     st, resp = sc.get(f"/v1/topics/{topic}/records")
-    assert st == 400 and "use POST" in resp["error"]["message"], resp
+    assert st == 405 and "use POST" in resp["error"]["message"], resp
     # A topic name that is not one, from the path: that record's own error.
     st, resp = sc.post("/v1/topics/bad%20name/records", {"records": [ok]})
     assert st == 200 and resp["results"][0]["error"]["code"] == "INVALID_ARGUMENT", resp
