@@ -292,8 +292,13 @@ static ks_status_t check_seek(const ks_config_t *cfg, const ks_cmd_req_t *req, c
         snprintf(err, errsize, "partition must be >= 0, got %d", req->u.seek.partition);
         return KS_E_INVALID;
     }
-    if (req->u.seek.kind == KS_SEEK_OFFSET && req->u.seek.value < 0) {
-        snprintf(err, errsize, "offset must be >= 0, got %lld", (long long)req->u.seek.value);
+    /* A negative timestamp is not one: Kafka's ListOffsets reads -1 and -2 as latest and
+     * earliest and refuses other negatives ("API version not supported"). */
+    if ((req->u.seek.kind == KS_SEEK_OFFSET || req->u.seek.kind == KS_SEEK_TIMESTAMP) &&
+        req->u.seek.value < 0) {
+        snprintf(err, errsize, "%s must be >= 0, got %lld",
+                 req->u.seek.kind == KS_SEEK_OFFSET ? "offset" : "timestamp_ms",
+                 (long long)req->u.seek.value);
         return KS_E_INVALID;
     }
     return KS_OK;

@@ -250,6 +250,9 @@ def test_bad_seeks_are_refused_naming_the_problem(bootstrap, sidecars):
         ({"topic": topic, "position": "middle"}, 400, "position must be"),
         ({"topic": topic, "offset": "1"}, 400, "offset must be an integer"),
         ({"topic": topic, "offset": -1}, 400, "offset must be >= 0"),
+        # Found by the contract run: a negative timestamp reached Kafka, which answered 503.
+        ({"topic": topic, "timestamp_ms": -1515457}, 400, "timestamp_ms must be >= 0"),
+        ({"topic": topic, "partition": 0, "timestamp_ms": -1}, 400, "timestamp_ms must be >= 0"),
         ({"topic": topic, "partition": -1, "offset": 0}, 400, "partition must be"),
         ({"offset": 0}, 400, "topic must be a string"),
         ({"topic": topic, "offset": 0, "x": 1}, 400, "unknown field \"x\""),

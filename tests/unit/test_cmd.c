@@ -236,6 +236,11 @@ static void test_settle_seek_produce(void **state)
     s.u.seek.partition = 0;
     s.u.seek.value = -5;
     expect(s, KS_E_INVALID, "offset must be >= 0, got -5");
+    s.u.seek.kind = KS_SEEK_TIMESTAMP;
+    expect(s, KS_E_INVALID, "timestamp_ms must be >= 0, got -5");
+    s.u.seek.value = 0;
+    expect(s, KS_OK, NULL);
+    s.u.seek.value = -5;
     s.u.seek.kind = KS_SEEK_LATEST;
     expect(s, KS_OK, NULL);
     s.u.seek.topic = "__x";
