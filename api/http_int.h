@@ -265,8 +265,10 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
 
 /* The JSON readers a POST body's decoder shares. Each returns NULL (or false) after queueing
  * the 400 (or 429 for a body over http.max_request_bytes) in *ret. */
-/* r's body as a new JSON tree (\u0000 allowed in strings); shape: what to send, for the error. */
-json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, enum MHD_Result *ret);
+/* r's body as a new JSON tree, loaded with jansson's flags (JSON_ALLOW_NUL: strings may hold
+ * \u0000); shape: what to send, for the error. */
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags,
+                       enum MHD_Result *ret);
 /* Whether every key of o is one of known (NULL-terminated; list: the same for the message). */
 bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
                       const char *list, enum MHD_Result *ret);

@@ -9,7 +9,8 @@
 #include "http_int.h"
 #include "util.h"
 
-json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, enum MHD_Result *ret)
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags,
+                       enum MHD_Result *ret)
 {
     if (r->too_big) {
         *ret = http_send_error(r->conn, KS_E_EXHAUSTED,
@@ -18,8 +19,7 @@ json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, enum MHD_Resul
         return NULL;
     }
     json_error_t jerr;
-    /* A text value may hold \u0000, as a fetch writes it; names are checked (http_json_name). */
-    json_t *root = r->body ? json_loadb(r->body, r->body_len, JSON_ALLOW_NUL, &jerr) : NULL;
+    json_t *root = r->body ? json_loadb(r->body, r->body_len, flags, &jerr) : NULL;
     if (!root)
         *ret = http_send_error(r->conn, KS_E_INVALID, "body is not valid JSON (%s); send %s",
                                r->body ? jerr.text : "empty body", shape);
@@ -214,7 +214,10 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
     (void)method;
     enum MHD_Result ret = MHD_YES;
     json_t *root =
-        http_body_json(h, r, "{\"records\":[{\"key\":\"...\",\"value\":\"...\"}]}", &ret);
+        /* A text value may hold \u0000, as a fetch writes it; names are checked
+         * (http_json_name). */
+        http_body_json(h, r, "{\"records\":[{\"key\":\"...\",\"value\":\"...\"}]}", JSON_ALLOW_NUL,
+                       &ret);
     if (!root)
         return ret;
     decode_t d = {0};

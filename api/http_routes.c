@@ -388,20 +388,14 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
-    if (r->too_big)
-        return http_send_error(r->conn, KS_E_EXHAUSTED,
-                               "request body is larger than http.max_request_bytes (%lld)",
-                               (long long)h->cfg->max_request_bytes);
-    if (r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
+    if (!r->too_big && r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
         return submit_settle(h, r, group, op, 0, NULL);
-    json_error_t jerr;
-    json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
+    enum MHD_Result ret = MHD_NO;
+    /* No NUL allowed: an ack id read as a C string must be the whole string. */
+    json_t *root = http_body_json(h, r, "{\"ack_ids\":[\"...\"]}", 0, &ret);
     if (!root)
-        return http_send_error(r->conn, KS_E_INVALID,
-                               "body is not valid JSON (%s); send {\"ack_ids\":[\"...\"]}",
-                               r->body ? jerr.text : "empty body");
+        return ret;
     json_t *ids = json_object_get(root, "ack_ids");
-    enum MHD_Result ret;
     if (!json_is_object(root) || !json_is_array(ids)) {
         ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
                               op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
@@ -472,7 +466,8 @@ static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, co
     static const char *const known[] = {"topic",    "offset",    "timestamp_ms",
                                         "position", "partition", NULL};
     enum MHD_Result ret = MHD_YES;
-    json_t *root = http_body_json(h, r, "{\"topic\":\"...\",\"position\":\"earliest\"}", &ret);
+    json_t *root =
+        http_body_json(h, r, "{\"topic\":\"...\",\"position\":\"earliest\"}", JSON_ALLOW_NUL, &ret);
     if (!root)
         return ret;
     const char *topic;

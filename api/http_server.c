@@ -265,10 +265,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             snprintf(r->req_id, sizeof(r->req_id), "%s", id);
         else
             make_req_id(r->req_id, sizeof(r->req_id));
-        if (r->cn)
+        if (r->cn) {
             r->cn->cur = r; /* every answer on the connection is r's until it completes */
-        if (r->cn)
             atomic_store(&r->cn->deadline, ks_now_ms() + h->cfg->http_body_timeout_ms);
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {

@@ -185,11 +185,8 @@ static void seek_done(cmd_t *c, ks_seek_result_t *r, ks_status_t st, const char 
         abort();
     r->status = st;
     snprintf(r->message, sizeof(r->message), "%s", msg);
-    if (st) {
+    if (st)
         r->offset = -1;
-        r->part_cnt = 0;
-        r->stale_leases = 0;
-    }
     c->req.u.seek.cb(r, c->req.u.seek.opaque);
     cmd_free(c);
 }
@@ -223,11 +220,7 @@ static ks_status_t seek_target(ks_group_t *g, part_t *p, const cmd_t *c, int64_t
             *target = RD_KAFKA_OFFSET_END; /* no record that late */
         break;
     }
-    case KS_SEEK_OFFSET:
-        if (*target < 0) {
-            snprintf(msg, msize, "offset must be >= 0");
-            return KS_E_INVALID;
-        }
+    case KS_SEEK_OFFSET: /* >= 0: ks_cmd_validate */
         break;
     }
     return KS_OK;
