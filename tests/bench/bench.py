@@ -198,6 +198,9 @@ def main():
     ap.add_argument("--sidecar-arg", action="append", default=[], help="an extra ksidecar flag")
     ap.add_argument("--batch-bytes", type=int, default=0,
                     help="the producer's batch.size for the backlog (default librdkafka's 1 MB)")
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="only the throughput rows (1.), printed, RESULTS.md left as it is")
+    ap.add_argument("--rounds", type=int, default=3, help="throughput rounds (default 3)")
     a = ap.parse_args()
     if a.partitions_memory:
         counts = [int(x) for x in a.partitions_memory.split(",")]
@@ -226,7 +229,7 @@ def main():
     # machine does not decide.
     rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": []}
     rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0}
-    for _ in range(1 if s else 3):
+    for _ in range(1 if s else a.rounds):
         for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
             g = uniq("native")
             r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp,
@@ -274,6 +277,10 @@ def main():
     rows.append(("1. throughput", "ksidecar HTTP NDJSON stream, batched acks",
                  f"{med['stream']:,.0f} rec/s", verdict(med["stream"] / med["native"], 0.6),
                  f"{runs['stream']}; peak RSS {rss['stream']:.0f} MB"))
+    if a.throughput_only:
+        print("\n".join(f"| {a_} | {b} | {c} | {d} | {e} |" for a_, b, c, d, e in rows))
+        print("\n".join(["commands:"] + COMMANDS))
+        return
 
     # 2. The slow consumer: one partition, 1000 keys, 10 ms per record, 500 in flight.
     t = uniq("slow")
