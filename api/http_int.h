@@ -35,6 +35,9 @@
 #define HEALTH_MAX_CONNS        64
 #define HEALTH_MAX_CONNS_PER_IP 16
 #define FD_RESERVE              512 /* fds left to Kafka, groups and gRPC below the limit */
+#define REQ_ID_MAX              128 /* longest X-Request-Id taken from a caller */
+#define RETRY_AFTER_429_S       1   /* Retry-After of a 429 whose status gives none */
+#define RETRY_AFTER_503_S       5   /* ... and of a 503: Kafka or a group must come back */
 
 /* One open connection, for the header and body deadlines that a slow drip cannot extend
  * (libmicrohttpd's own timeout counts only silence). It is libmicrohttpd's socket context:
@@ -46,6 +49,7 @@ typedef struct conn {
      * request is being answered (a long-poll has its own wait). Set by the daemon thread,
      * read by the sweep. */
     _Atomic int64_t deadline;
+    struct req *cur; /* the request being answered on it (the daemon thread's) */
 } conn_t;
 
 struct ks_http {
@@ -73,6 +77,19 @@ struct ks_http {
 
 typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
 
+/* One record of a produce request's body: refused by the edge (st, msg), or sent to the
+ * engine as its result sent_i. */
+typedef struct http_produce_rec {
+    ks_status_t st;
+    char msg[256];
+    size_t sent_i;
+} http_produce_rec_t;
+
+typedef struct http_produce {
+    size_t n; /* records in the body */
+    http_produce_rec_t *rec;
+} http_produce_t;
+
 /* One request. Two references while an engine command is out: libmicrohttpd's
  * (dropped when the request completes) and the engine's (dropped in its callback). */
 typedef struct req {
@@ -87,6 +104,13 @@ typedef struct req {
     size_t url_len, param_cnt;
     bool path_nul;      /* the raw path holds %00 */
     char raw_path[256]; /* the start of the path as sent (escaped), for messages */
+    /* For X-Request-Id and the access log line: the caller's id when sane (printable
+     * ASCII, at most REQ_ID_MAX bytes), else one made here; what was answered. */
+    char req_id[REQ_ID_MAX + 1];
+    char method[16];
+    int64_t start_ms;
+    unsigned status;
+    uint64_t resp_bytes; /* a stream's: what its body callback handed over */
     char *body;
     size_t body_len, body_cap;
     bool too_big;
@@ -115,20 +139,24 @@ typedef struct req {
      * back, no attempt counted). completed: libmicrohttpd is done with the request. */
     char group[512];
     bool completed;
-    struct hstream *stream; /* a record stream's (http_stream.c), NULL for other routes */
+    struct hstream *stream;        /* a record stream's (http_stream.c), NULL for other routes */
+    http_produce_t *prod;          /* a produce request's records (http_produce.c), else NULL */
+    ks_produce_result_t *produced; /* the engine's answer: one per record sent */
+    ks_seek_result_t *seek;        /* a seek's answer */
+    char topic[256];               /* a seek's topic, for its answer */
 } req_t;
 
 /* A route: one row of http_routes.c's table. */
 typedef struct route {
-    const char *method; /* "GET" (HEAD too) or "POST" */
-    const char *use;    /* the method(s) an error names when another is used */
-    const char *path;   /* literal, with at most one {group} segment */
+    const char *method; /* "GET" (HEAD too) or "POST"; another is answered 405 with Allow */
+    const char *path;   /* literal, with at most one {group} or {topic} segment */
     ks_cmd_t cmd;       /* the engine command it sends; KS_CMD_NONE: the edge answers */
     int op;             /* the settle routes' ks_settle_op_t */
     bool probe;         /* served on the probe listener (http.health_listen) too */
     int auth;           /* route_auth_t: when the caller is checked */
     /* Decodes the request into the command and sends it, parking r (or answers at once:
-     * a bad request, or a row with no command). group: the path's {group}, or NULL. */
+     * a bad request, or a row with no command). group: the path's {group} (or {topic}), or
+     * NULL. */
     enum MHD_Result (*decode)(ks_http_t *h, req_t *r, const char *group, const char *method);
     /* Answers r from the engine's result stored in it (libmicrohttpd's thread). */
     enum MHD_Result (*encode)(req_t *r);
@@ -156,7 +184,17 @@ bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn);
  * certificate). */
 const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size);
 
+/* Queues resp (not destroyed) as r's answer: with r's X-Request-Id, a Retry-After on a 429 or
+ * 503 that has none, and its status and size noted for the access log. Every answer goes
+ * through here. The daemon thread that serves c. */
+enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
+                           size_t bytes);
+
 /* ---- http_routes.c ---- */
+
+/* The route table, read-only (its rows, *n of them), for the test that holds it to
+ * api/openapi.yaml. */
+const route_t *http_route_table(size_t *n);
 
 /* Parses s as a decimal integer in min..max into *out. Returns 0, or -1 (out untouched). */
 int http_parse_int(const char *s, long min, long max, long *out);
@@ -167,6 +205,11 @@ enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const cha
 
 /* Answers a resumed request from the engine's answer stored in r. */
 enum MHD_Result http_reply(req_t *r);
+
+/* Sends cmd (its type: r's route's command) to the engine with the engine's reference on r
+ * for the command's callback, and parks r for the answer (or answers now: the engine's
+ * refusal, or an answer already in). */
+enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
 
 /* A fetch's or a stream's query parameters (NULL: absent) and what they say. */
 typedef struct http_query {
@@ -217,6 +260,23 @@ void http_stream_tick(ks_http_t *h, int64_t now_ms);
 /* Before the daemon stops: every stream ends, none stays suspended. */
 void http_stream_stop_all(ks_http_t *h);
 
+/* ---- http_produce.c: POST /v1/topics/{topic}/records ---- */
+
+/* The produce route's decoder ({topic}: the records' default topic). */
+enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, const char *method);
+
+/* The JSON readers a POST body's decoder shares. Each returns NULL (or false) after queueing
+ * the 400 (or 429 for a body over http.max_request_bytes) in *ret. */
+/* r's body as a new JSON tree, loaded with jansson's flags (JSON_ALLOW_NUL: strings may hold
+ * \u0000); shape: what to send, for the error. */
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags,
+                       enum MHD_Result *ret);
+/* Whether every key of o is one of known (NULL-terminated; list: the same for the message). */
+bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
+                      const char *list, enum MHD_Result *ret);
+/* v as a string with no NUL byte (which a C string would cut short); what names it. */
+const char *http_json_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret);
+
 /* ---- http_json.c ---- */
 
 /* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
@@ -228,6 +288,12 @@ enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *roo
 enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
+/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
+ * 415), with code as error.code and an Allow header when allow is not NULL. */
+enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, const char *code,
+                                   const char *allow, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
 /* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
  * Returns out. */
 const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
@@ -236,9 +302,11 @@ const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
 void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w);
 
 /* The reply encoders: each answers r from the engine's answer stored in it. */
-enum MHD_Result http_reply_fetch(req_t *r);  /* r->batch: {"records":[...]} */
-enum MHD_Result http_reply_ack(req_t *r);    /* r->acks: {"results":[...],...} */
-enum MHD_Result http_reply_status(req_t *r); /* r->groups: one group, or {"groups":[...]} */
-enum MHD_Result http_reply_ready(req_t *r);  /* r->groups, r->ready_msg: ready, or 503 */
+enum MHD_Result http_reply_fetch(req_t *r);   /* r->batch: {"records":[...]} */
+enum MHD_Result http_reply_ack(req_t *r);     /* r->acks: {"results":[...],...} */
+enum MHD_Result http_reply_status(req_t *r);  /* r->groups: one group, or {"groups":[...]} */
+enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
+enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
+enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
 
 #endif

@@ -16,10 +16,10 @@
 
 static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
 {
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    size_t len = strlen(text);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, resp);
+    enum MHD_Result ret = http_queue(c, (unsigned)status, resp, len);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -116,10 +116,10 @@ static json_t *json_lossy(const char *s)
     return j;
 }
 
-/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
- * message, at st's HTTP status, with Retry-After when the status table gives one. */
-static enum MHD_Result send_error_v(struct MHD_Connection *c, ks_status_t st, const char *fmt,
-                                    va_list ap)
+/* The error body {"error":{"code":...,"message":...}} with the printf-style message, at
+ * HTTP status, with Retry-After when retry_s > 0 and Allow when allow is not NULL. */
+static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
+                                    int retry_s, const char *allow, const char *fmt, va_list ap)
 {
     char msg[512];
     if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
@@ -127,21 +127,22 @@ static enum MHD_Result send_error_v(struct MHD_Connection *c, ks_status_t st, co
     ks_jbuf_t b;
     ks_jbuf_init(&b, 64 + strlen(msg));
     ks_jbuf_lit(&b, "{\"error\":{\"code\":\"");
-    ks_jbuf_lit(&b, ks_status_name(st));
+    ks_jbuf_lit(&b, code);
     ks_jbuf_lit(&b, "\",\"message\":");
     put_lossy(&b, msg);
     ks_jbuf_lit(&b, "}}\n");
-    char *text = ks_jbuf_take(&b, NULL);
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(strlen(text), text, MHD_RESPMEM_MUST_FREE);
+    size_t len;
+    char *text = ks_jbuf_take(&b, &len);
+    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
     MHD_add_response_header(resp, "Content-Type", "application/json");
-    int retry_s = ks_status_retry_after(st);
     if (retry_s > 0) {
         char ra[16];
         snprintf(ra, sizeof(ra), "%d", retry_s);
         MHD_add_response_header(resp, "Retry-After", ra);
     }
-    enum MHD_Result ret = MHD_queue_response(c, (unsigned)ks_status_http(st), resp);
+    if (allow)
+        MHD_add_response_header(resp, "Allow", allow);
+    enum MHD_Result ret = http_queue(c, status, resp, len);
     MHD_destroy_response(resp);
     return ret;
 }
@@ -150,7 +151,18 @@ enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const 
 {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result ret = send_error_v(c, st, fmt, ap);
+    enum MHD_Result ret = send_error_v(c, (unsigned)ks_status_http(st), ks_status_name(st),
+                                       ks_status_retry_after(st), NULL, fmt, ap);
+    va_end(ap);
+    return ret;
+}
+
+enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, const char *code,
+                                   const char *allow, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    enum MHD_Result ret = send_error_v(c, status, code, 0, allow, fmt, ap);
     va_end(ap);
     return ret;
 }
@@ -422,4 +434,68 @@ enum MHD_Result http_reply_ready(req_t *r)
     if (r->ready_msg[0])
         return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
     return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+}
+
+/* Writes {"error":{"code":...,"message":...}} for one item of a list of results. */
+static void put_item_error(ks_jbuf_t *b, const char *code, const char *msg)
+{
+    ks_jbuf_lit(b, "{\"error\":{\"code\":");
+    put_str(b, code);
+    ks_jbuf_lit(b, ",\"message\":");
+    put_lossy(b, msg);
+    ks_jbuf_lit(b, "}}");
+}
+
+enum MHD_Result http_reply_produce(req_t *r)
+{
+    const http_produce_t *p = r->prod;
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 32 + p->n * 48);
+    ks_jbuf_lit(&jb, "{\"results\":[");
+    for (size_t i = 0; i < p->n; i++) {
+        const http_produce_rec_t *pr = &p->rec[i];
+        if (i)
+            ks_jbuf_lit(&jb, ",");
+        if (pr->st != KS_OK) { /* refused by the edge: a ksidecar status */
+            put_item_error(&jb, ks_status_name(pr->st), pr->msg);
+            continue;
+        }
+        const ks_produce_result_t *res = &r->produced[pr->sent_i];
+        if (res->error[0]) { /* refused by the producer or the broker: Kafka's error name */
+            put_item_error(&jb, res->code[0] ? res->code : "UNKNOWN", res->error);
+            continue;
+        }
+        ks_jbuf_lit(&jb, "{\"partition\":");
+        ks_jbuf_int(&jb, res->partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, res->offset);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "]}");
+    return send_jbuf(r->conn, 200, &jb);
+}
+
+enum MHD_Result http_reply_seek(req_t *r)
+{
+    const ks_seek_result_t *s = r->seek;
+    if (s->status)
+        return http_send_error(r->conn, s->status, "%s", s->message);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + s->part_cnt * (96 + strlen(r->topic)));
+    ks_jbuf_lit(&jb, "{\"partitions\":[");
+    for (size_t i = 0; i < s->part_cnt; i++) {
+        ks_jbuf_lit(&jb, i ? ",{\"topic\":" : "{\"topic\":");
+        put_str(&jb, r->topic);
+        ks_jbuf_lit(&jb, ",\"partition\":");
+        ks_jbuf_int(&jb, s->parts[i].partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, s->parts[i].offset);
+        ks_jbuf_lit(&jb, ",\"stale_leases\":");
+        ks_jbuf_int(&jb, s->parts[i].stale_leases);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "],\"stale_leases\":");
+    ks_jbuf_int(&jb, s->stale_leases);
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
 }

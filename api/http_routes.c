@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "ack_id.h"
 #include "edge.h"
@@ -47,6 +48,13 @@ static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
     http_wake(r);
 }
 
+static void on_seek(ks_seek_result_t *res, void *opaque)
+{
+    req_t *r = opaque;
+    r->seek = res;
+    http_wake(r);
+}
+
 enum MHD_Result http_reply(req_t *r)
 {
     return r->route->encode(r);
@@ -66,6 +74,31 @@ static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *
         atomic_fetch_sub(&r->refs, 1);
     }
     return st;
+}
+
+enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
+{
+    char err[512];
+    ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
+    if (st) {
+        if (r->long_poll)
+            atomic_fetch_sub(&h->long_polls, 1);
+        r->long_poll = false;
+        return http_send_error(r->conn, st, "%s", err);
+    }
+    return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+/* A request that parks until something happens (a long-poll fetch, a wait for the
+ * commit) takes one of http.max_long_polls; the engine's callback gives it back. */
+static bool long_poll_claim(ks_http_t *h, req_t *r)
+{
+    if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
+        atomic_fetch_sub(&h->long_polls, 1);
+        return false;
+    }
+    r->long_poll = true;
+    return true;
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -254,27 +287,15 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
         goto out;
     }
-    if (cmd.u.fetch.opts.wait_ms > 0) {
-        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
-            atomic_fetch_sub(&h->long_polls, 1);
-            ret = http_send_error(r->conn, KS_E_BUSY,
-                                  "%d fetches are waiting already (http.max_long_polls); retry "
-                                  "later or with wait_ms=0",
-                                  h->cfg->http_max_long_polls);
-            goto out;
-        }
-        r->long_poll = true;
-    }
-    snprintf(r->group, sizeof(r->group), "%s", group);
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
-        if (r->long_poll)
-            atomic_fetch_sub(&h->long_polls, 1);
-        r->long_poll = false;
-        ret = http_send_error(r->conn, st, "%s", err);
+    if (cmd.u.fetch.opts.wait_ms > 0 && !long_poll_claim(h, r)) {
+        ret = http_send_error(r->conn, KS_E_BUSY,
+                              "%d fetches are waiting already (http.max_long_polls); retry "
+                              "later or with wait_ms=0",
+                              h->cfg->http_max_long_polls);
         goto out;
     }
-    if (http_park(r))
-        ret = http_reply(r);
+    snprintf(r->group, sizeof(r->group), "%s", group);
+    ret = http_submit_park(h, r, &cmd);
 out:
     http_query_free(&a);
     return ret;
@@ -370,42 +391,24 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                      .commit_timeout_ms = r->commit_timeout_ms,
                                      .cb = on_ack,
                                      .opaque = r}};
-    if (r->wait_commit) {
-        /* Parked until the commit, like a fetch's long-poll, and bound with them. */
-        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
-            atomic_fetch_sub(&h->long_polls, 1);
-            return http_send_error(r->conn, KS_E_BUSY,
-                                   "%d requests are waiting already (http.max_long_polls); retry "
-                                   "later or without wait=commit",
-                                   h->cfg->http_max_long_polls);
-        }
-        r->long_poll = true;
-    }
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
-        if (r->long_poll)
-            atomic_fetch_sub(&h->long_polls, 1);
-        r->long_poll = false;
-        return http_send_error(r->conn, st, "%s", err);
-    }
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    if (r->wait_commit && !long_poll_claim(h, r))
+        return http_send_error(r->conn, KS_E_BUSY,
+                               "%d requests are waiting already (http.max_long_polls); retry "
+                               "later or without wait=commit",
+                               h->cfg->http_max_long_polls);
+    return http_submit_park(h, r, &cmd);
 }
 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
-    if (r->too_big)
-        return http_send_error(r->conn, KS_E_EXHAUSTED,
-                               "request body is larger than http.max_request_bytes (%lld)",
-                               (long long)h->cfg->max_request_bytes);
-    if (r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
+    if (!r->too_big && r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
         return submit_settle(h, r, group, op, 0, NULL);
-    json_error_t jerr;
-    json_t *root = r->body ? json_loadb(r->body, r->body_len, 0, &jerr) : NULL;
+    enum MHD_Result ret = MHD_NO;
+    /* No NUL allowed: an ack id read as a C string must be the whole string. */
+    json_t *root = http_body_json(h, r, "{\"ack_ids\":[\"...\"]}", 0, &ret);
     if (!root)
-        return http_send_error(r->conn, KS_E_INVALID,
-                               "body is not valid JSON (%s); send {\"ack_ids\":[\"...\"]}",
-                               r->body ? jerr.text : "empty body");
+        return ret;
     json_t *ids = json_object_get(root, "ack_ids");
-    enum MHD_Result ret;
     if (!json_is_object(root) || !json_is_array(ids)) {
         ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
                               op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
@@ -463,13 +466,75 @@ out:
 
 static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 {
-    char err[512];
     r->status_one = group != NULL;
     ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
-    ks_status_t st = http_submit(h, r, &cmd, err, sizeof(err));
-    if (st)
-        return http_send_error(r->conn, st, "%s", err);
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_submit_park(h, r, &cmd);
+}
+
+/* POST /v1/groups/{group}/seek: {"topic":...,"partition":N (absent: every partition of the
+ * topic assigned here), and one of "offset", "timestamp_ms", "position"}. The topic must be
+ * in the caller's consume scope, as a fetch's. */
+static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    static const char *const known[] = {"topic",    "offset",    "timestamp_ms",
+                                        "position", "partition", NULL};
+    enum MHD_Result ret = MHD_YES;
+    json_t *root =
+        http_body_json(h, r, "{\"topic\":\"...\",\"position\":\"earliest\"}", JSON_ALLOW_NUL, &ret);
+    if (!root)
+        return ret;
+    const char *topic;
+    json_t *part = json_object_get(root, "partition"), *off = json_object_get(root, "offset"),
+           *ts = json_object_get(root, "timestamp_ms"), *pos = json_object_get(root, "position");
+    ks_cmd_req_t cmd = {.group = group, .u.seek = {.cb = on_seek, .opaque = r}};
+    char err[512];
+    ks_status_t st;
+    if (!json_is_object(root)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
+        goto out;
+    }
+    if (!http_only_fields(r, root, "body", known,
+                          "topic, partition, offset, timestamp_ms, position", &ret) ||
+        !(topic = http_json_name(r, json_object_get(root, "topic"), "topic", &ret)))
+        goto out;
+    if ((!!off + !!ts + !!pos) != 1) {
+        ret = http_send_error(r->conn, KS_E_INVALID,
+                              "give exactly one of offset, timestamp_ms or position");
+        goto out;
+    }
+    if ((off && !json_is_integer(off)) || (ts && !json_is_integer(ts))) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an integer",
+                              off ? "offset" : "timestamp_ms");
+        goto out;
+    }
+    const char *where = pos ? json_string_value(pos) : NULL;
+    if (pos && (!where || (strcmp(where, "earliest") && strcmp(where, "latest")))) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "position must be \"earliest\" or \"latest\"");
+        goto out;
+    }
+    json_int_t pv = json_is_integer(part) ? json_integer_value(part) : -1;
+    if (part && (pv < 0 || pv > INT32_MAX)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "partition must be an integer from 0 to %d",
+                              INT32_MAX);
+        goto out;
+    }
+    if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "seek", &topic, 1,
+                                   err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    snprintf(r->topic, sizeof(r->topic), "%s", topic);
+    cmd.u.seek.topic = topic;
+    cmd.u.seek.partition = (int32_t)pv;
+    cmd.u.seek.all_partitions = !part;
+    cmd.u.seek.kind = off  ? KS_SEEK_OFFSET
+                      : ts ? KS_SEEK_TIMESTAMP
+                           : (!strcmp(where, "earliest") ? KS_SEEK_EARLIEST : KS_SEEK_LATEST);
+    cmd.u.seek.value = off ? json_integer_value(off) : ts ? json_integer_value(ts) : 0;
+    ret = http_submit_park(h, r, &cmd); /* the validator holds the ranges */
+out:
+    json_decref(root);
+    return ret;
 }
 
 /* Notes why r is not ready (the first reason counts). */
@@ -664,49 +729,74 @@ static enum MHD_Result decode_health(ks_http_t *h, req_t *r, const char *group, 
     return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
 }
 
+/* api/openapi.yaml, compiled in (cmake/embed.cmake). */
+extern const unsigned char ks_openapi_yaml[];
+extern const size_t ks_openapi_yaml_len;
+
+/* /openapi.yaml: the spec this binary was built with; no engine command, no caller check. */
+static enum MHD_Result decode_openapi(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    struct MHD_Response *resp = MHD_create_response_from_buffer(
+        ks_openapi_yaml_len, (void *)(uintptr_t)ks_openapi_yaml, MHD_RESPMEM_PERSISTENT);
+    MHD_add_response_header(resp, "Content-Type", "application/yaml");
+    enum MHD_Result ret = http_queue(r->conn, 200, resp, ks_openapi_yaml_len);
+    MHD_destroy_response(resp);
+    return ret;
+}
+
 /* How a route checks its caller (bearer token or client certificate, then the groups
  * scope of the path's {group}, if it has one). */
 typedef enum {
-    AUTH_NONE,   /* the probes: anyone may ask */
+    AUTH_NONE,   /* the probes and the spec: anyone may ask */
     AUTH_METHOD, /* the method first, then the caller */
     AUTH_FIRST,  /* the caller first, as for every URL under /v1/groups/{group}/ (an unknown
                   * one too): a caller the group refuses learns nothing about it */
 } route_auth_t;
 
-/* The route table: each endpoint one row. The first row whose path matches serves the
- * request; a request with another method gets 400 "use <use> for <url>". A new endpoint
- * for an existing command is a row here, a decoder above and an encoder in http_json.c. */
+/* The route table: each endpoint one row. The row whose path and method match serves the
+ * request; a path served with other methods only is answered 405 with Allow naming them. A
+ * new endpoint for an existing command is a row here, a decoder above and an encoder in
+ * http_json.c. */
 static const route_t routes[] = {
-    {"GET", "GET or HEAD", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
-    {"GET", "GET or HEAD", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready,
-     http_reply_ready},
-    {"GET", "GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
+    {"GET", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
+    {"GET", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready, http_reply_ready},
+    {"GET", "/openapi.yaml", KS_CMD_NONE, 0, false, AUTH_NONE, decode_openapi, NULL},
+    {"GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
+    {"GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
+    {"GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
      http_reply_status},
-    {"GET", "GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
-     http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
-     http_reply_status},
-    {"GET", "GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
+    {"GET", "/v1/groups/{group}/records", KS_CMD_FETCH, 0, false, AUTH_FIRST, decode_fetch,
      http_reply_fetch},
     /* A stream's fetches are the subscriber-stream core's (http_stream.c), its answer the
      * open response: the row itself sends no command. */
-    {"GET", "GET or HEAD", "/v1/groups/{group}/stream", KS_CMD_NONE, 0, false, AUTH_FIRST,
-     http_stream_decode, NULL},
-    {"POST", "POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
+    {"GET", "/v1/groups/{group}/stream", KS_CMD_NONE, 0, false, AUTH_FIRST, http_stream_decode,
+     NULL},
+    {"POST", "/v1/groups/{group}/acks", KS_CMD_SETTLE, KS_SETTLE_ACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
+    {"POST", "/v1/groups/{group}/nacks", KS_CMD_SETTLE, KS_SETTLE_NACK, false, AUTH_FIRST,
      decode_settle, http_reply_ack},
-    {"POST", "POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false,
-     AUTH_FIRST, decode_settle, http_reply_ack},
+    {"POST", "/v1/groups/{group}/deadline", KS_CMD_SETTLE, KS_SETTLE_EXTEND, false, AUTH_FIRST,
+     decode_settle, http_reply_ack},
+    {"POST", "/v1/groups/{group}/seek", KS_CMD_SEEK, 0, false, AUTH_FIRST, decode_seek,
+     http_reply_seek},
+    /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
+    {"POST", "/v1/topics/{topic}/records", KS_CMD_PRODUCE, 0, false, AUTH_METHOD,
+     http_produce_decode, http_reply_produce},
 };
 
-/* Whether url matches pat, a literal path with at most one {group} segment (one or more
+const route_t *http_route_table(size_t *n)
+{
+    *n = sizeof(routes) / sizeof(routes[0]);
+    return routes;
+}
+
+/* Whether url matches pat, a literal path with at most one {name} segment (one or more
  * bytes, no '/'). Sets *group to the segment: in place when it ends the URL, else copied
  * into buf (a segment of gsize bytes or more does not match). */
 static bool path_match(const char *pat, const char *url, char *buf, size_t gsize,
                        const char **group)
 {
-    const char *hole = strstr(pat, "{group}");
+    const char *hole = strchr(pat, '{');
     *group = NULL;
     if (!hole)
         return !strcmp(pat, url);
@@ -714,7 +804,7 @@ static bool path_match(const char *pat, const char *url, char *buf, size_t gsize
     if (strncmp(url, pat, pre))
         return false;
     const char *seg = url + pre, *end = seg + strcspn(seg, "/");
-    if (end == seg || strcmp(end, hole + strlen("{group}")))
+    if (end == seg || strcmp(end, strchr(hole, '}') + 1))
         return false;
     if (!*end) {
         *group = seg;
@@ -737,17 +827,70 @@ static const route_t *route_find(const char *url, char *buf, size_t gsize, const
     return NULL;
 }
 
-/* Serves r by row rt: the caller and the method in the row's order, then its decoder. */
+/* Whether row rt serves method (a GET row serves HEAD too). */
+static bool method_served(const route_t *rt, const char *method)
+{
+    return !strcmp(rt->method, "GET") ? is_get(method) : !strcmp(method, rt->method);
+}
+
+/* The row of first's path (first: route_find's answer) that serves method, or NULL; the
+ * methods that path serves, for Allow, into allow ("GET, HEAD, POST"). */
+static const route_t *route_method(const route_t *first, const char *method, char *allow,
+                                   size_t size)
+{
+    const route_t *hit = NULL, *end = routes + sizeof(routes) / sizeof(routes[0]);
+    size_t n = 0;
+    allow[0] = '\0';
+    for (const route_t *rt = first; rt < end; rt++) {
+        if (strcmp(rt->path, first->path))
+            continue;
+        if (!hit && method_served(rt, method))
+            hit = rt;
+        const char *m = !strcmp(rt->method, "GET") ? "GET, HEAD" : rt->method;
+        if (!strstr(allow, m) && n < size)
+            n += (size_t)snprintf(allow + n, size - n, "%s%s", n ? ", " : "", m);
+    }
+    return hit;
+}
+
+/* Whether r's body is JSON as far as its Content-Type says: application/json, with or
+ * without parameters (charset), in any case; a request without one counts as JSON, since
+ * plain clients often send none. */
+static bool content_type_json(req_t *r)
+{
+    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    if (!ct)
+        return true;
+    ct += strspn(ct, " \t");
+    size_t n = strlen("application/json");
+    return !strncasecmp(ct, "application/json", n) && strchr(" \t;", ct[n]);
+}
+
+/* Serves r by the rows of rt's path: the caller and the method in the row's order, the
+ * body's type, then the decoder of the row that serves the method. */
 static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, const char *group,
                                  const char *method, const char *url)
 {
     enum MHD_Result ret = MHD_NO;
     if (rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
         return ret;
-    if (!strcmp(rt->method, "GET") ? !is_get(method) : strcmp(method, rt->method) != 0)
-        return http_send_error(r->conn, KS_E_INVALID, "use %s for %s", rt->use, url);
-    if (rt->auth == AUTH_METHOD && !http_authorized(h, r, group, &ret))
+    char allow[64];
+    const route_t *hit = route_method(rt, method, allow, sizeof(allow));
+    if (!hit)
+        return http_send_error_as(r->conn, 405, "UNIMPLEMENTED", allow,
+                                  "method %s is not allowed for %s; use %s", method, url, allow);
+    rt = hit;
+    /* Only a {group} segment is checked against the groups scope ({topic}: identity here,
+     * the topic scopes in the decoder). */
+    if (rt->auth == AUTH_METHOD &&
+        !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
         return ret;
+    if (!strcmp(rt->method, "POST") && !content_type_json(r))
+        return http_send_error_as(
+            r->conn, 415, "INVALID_ARGUMENT", NULL,
+            "Content-Type %s is not supported; send a JSON body with Content-Type: "
+            "application/json",
+            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type"));
     r->route = rt;
     return rt->decode(h, r, group, method);
 }

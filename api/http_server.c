@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -27,6 +28,11 @@ void http_req_unref(req_t *r)
     for (size_t i = 0; i < r->group_cnt; i++)
         ks_group_status_free(r->groups[i]);
     free(r->groups);
+    free(r->produced);
+    free(r->seek);
+    if (r->prod)
+        free(r->prod->rec);
+    free(r->prod);
     if (r->ack_ids) {
         for (size_t i = 0; i < r->ack_cnt && !r->ack_ids_in_body; i++)
             free(r->ack_ids[i]);
@@ -119,6 +125,78 @@ static conn_t *conn_of(struct MHD_Connection *conn)
     return ci ? ci->socket_context : NULL;
 }
 
+/* The caller's X-Request-Id if it is sane (1 to REQ_ID_MAX printable ASCII bytes, no space,
+ * so a log line cannot be forged or split by it), else NULL. */
+static const char *sane_req_id(struct MHD_Connection *conn)
+{
+    const char *v = NULL;
+    size_t n = 0;
+    if (MHD_lookup_connection_value_n(conn, MHD_HEADER_KIND, "X-Request-Id", strlen("X-Request-Id"),
+                                      &v, &n) != MHD_YES ||
+        !v || n == 0 || n > REQ_ID_MAX)
+        return NULL;
+    for (size_t i = 0; i < n; i++)
+        if (v[i] <= ' ' || v[i] > '~')
+            return NULL;
+    return v;
+}
+
+/* A new request id: 32 hex digits, a random half drawn once per process and a half that
+ * mixes the process's request count through a bijection (splitmix64's finalizer), so no two
+ * requests of a process share one and ids do not reveal the count. */
+static pthread_once_t req_id_once = PTHREAD_ONCE_INIT;
+static uint64_t req_id_key[2];
+static atomic_uint_fast64_t req_id_seq;
+
+static void req_id_seed(void)
+{
+    if (getrandom(req_id_key, sizeof(req_id_key), 0) != sizeof(req_id_key))
+        req_id_key[0] = (uint64_t)ks_now_ms() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)getpid();
+}
+
+static void make_req_id(char *out, size_t size)
+{
+    pthread_once(&req_id_once, req_id_seed);
+    uint64_t *key = req_id_key, seq = atomic_fetch_add(&req_id_seq, 1);
+    uint64_t z = key[1] + seq * 0x9E3779B97F4A7C15ULL;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    z ^= z >> 31;
+    snprintf(out, size, "%016llx%016llx", (unsigned long long)key[0], (unsigned long long)z);
+}
+
+enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
+                           size_t bytes)
+{
+    conn_t *cn = conn_of(c);
+    req_t *r = cn ? cn->cur : NULL;
+    if (r) {
+        MHD_add_response_header(resp, "X-Request-Id", r->req_id);
+        r->status = status;
+        r->resp_bytes = bytes;
+    }
+    if ((status == 429 || status == 503) && !MHD_get_response_header(resp, "Retry-After"))
+        MHD_add_response_header(resp, "Retry-After", status == 429 ? "1" : "5");
+    return MHD_queue_response(c, status, resp);
+}
+
+/* The access log line of r (http.access_log), and always for a 5xx answer. */
+static void access_log(ks_http_t *h, req_t *r, enum MHD_RequestTerminationCode toe)
+{
+    if (!h->cfg->http_access_log && r->status < 500)
+        return;
+    char st[16];
+    if (r->status)
+        snprintf(st, sizeof(st), "%u", r->status);
+    else
+        snprintf(st, sizeof(st), "-"); /* never answered: the client left, or the daemon stops */
+    ks_log(r->status >= 500 ? KS_LOG_WARN : KS_LOG_INFO, LOGC,
+           "%s %s %s %llu bytes %lld ms%s request_id=%s", r->method[0] ? r->method : "-",
+           r->raw_path, st, (unsigned long long)r->resp_bytes,
+           (long long)(ks_now_ms() - r->start_ms),
+           toe == MHD_REQUEST_TERMINATED_COMPLETED_OK ? "" : " (ended early)", r->req_id);
+}
+
 /* libmicrohttpd's URI callback: runs once the request line is in, before it splits the
  * query into parameters or unescapes anything. Makes the request (its return value is
  * the request's con_cls) and notes what the raw URL says: its size and parameter count
@@ -134,6 +212,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *conn)
     r->conn = conn;
     r->h = cls;
     r->cn = conn_of(conn);
+    r->start_ms = ks_now_ms();
     r->url_len = strlen(uri);
     size_t path_len = strcspn(uri, "?");
     const char *q = uri[path_len] ? uri + path_len + 1 : NULL;
@@ -180,8 +259,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     if (!r->started) {
         /* The headers are in; now the body has its own deadline. */
         r->started = true;
-        if (r->cn)
+        snprintf(r->method, sizeof(r->method), "%s", method);
+        const char *id = sane_req_id(conn);
+        if (id)
+            snprintf(r->req_id, sizeof(r->req_id), "%s", id);
+        else
+            make_req_id(r->req_id, sizeof(r->req_id));
+        if (r->cn) {
+            r->cn->cur = r; /* every answer on the connection is r's until it completes */
             atomic_store(&r->cn->deadline, ks_now_ms() + h->cfg->http_body_timeout_ms);
+        }
         return MHD_YES;
     }
     if (*upload_data_size) {
@@ -234,6 +321,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (r) {
         if (r->stream)
             http_stream_completed(r);
+        if (r->started)
+            access_log(h, r, toe);
+        if (r->cn && r->cn->cur == r)
+            r->cn->cur = NULL;
         /* A kept-alive connection waits for its next request: silence ends it after
          * IDLE_TIMEOUT_S, and a drip after that plus http.header_timeout_ms. */
         if (r->cn)

@@ -55,6 +55,7 @@ typedef struct hstream {
     bool cut;             /* cut off for not reading, or the daemon stops: end at once */
     bool finishing;       /* end once what is queued is out, with fin_msg */
     bool closed;          /* the request completed: libmicrohttpd calls no more */
+    uint64_t sent;        /* body bytes handed to libmicrohttpd, for the access log */
     ks_status_t fin_st;
     char fin_msg[512];
     out_item_t *q; /* queued, oldest first */
@@ -380,6 +381,7 @@ static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
         /* The bytes handed before are out (libmicrohttpd calls again only then): the stall
          * clock restarts for these. */
         ks_substream_send_begin(&s->ss, now);
+        s->sent = pos + n;
         ret = (ssize_t)n;
         goto out;
     }
@@ -542,7 +544,7 @@ enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, co
                             s->sse ? "text/event-stream" : "application/x-ndjson");
     MHD_add_response_header(resp, "Cache-Control", "no-cache");
     MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    ret = MHD_queue_response(r->conn, 200, resp);
+    ret = http_queue(r->conn, 200, resp, 0);
     MHD_destroy_response(resp);
     if (ret != MHD_YES) {
         uncount_stream(h, s);
@@ -569,6 +571,7 @@ void http_stream_completed(req_t *r)
     pthread_mutex_lock(&s->lock);
     s->closed = true;
     s->suspended = false;
+    r->resp_bytes = s->sent;
     out_item_t *q = s->q;
     size_t qh = s->qh, qn = s->qn;
     s->q = NULL;

@@ -184,3 +184,28 @@ void ks_jbuf_b64(ks_jbuf_t *b, const void *data, size_t n)
     b->len += (size_t)w + 2;
     b->p[b->len] = '\0';
 }
+
+unsigned char *ks_b64_decode(const char *s, size_t n, size_t *len)
+{
+    /* EVP_DecodeBlock skips whitespace and accepts padding anywhere, so the shape is checked
+     * here and only well-formed input reaches it. */
+    if (n % 4 || n > INT32_MAX)
+        return NULL;
+    size_t pad = n && s[n - 1] == '=' ? (s[n - 2] == '=' ? 2 : 1) : 0;
+    for (size_t i = 0; i < n - pad; i++) {
+        char c = s[i];
+        if (!((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
+              c == '+' || c == '/'))
+            return NULL;
+    }
+    unsigned char *out = malloc(n / 4 * 3 + 1);
+    if (!out)
+        abort();
+    int w = n ? EVP_DecodeBlock(out, (const unsigned char *)s, (int)n) : 0;
+    if (w < 0) {
+        free(out);
+        return NULL;
+    }
+    *len = (size_t)w - pad;
+    return out;
+}

@@ -32,4 +32,10 @@ bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n);
 /* Writes the bytes as a quoted base64 string (standard alphabet, padded). */
 void ks_jbuf_b64(ks_jbuf_t *b, const void *data, size_t n);
 
+/* Decodes s[0..n), standard padded base64 as ks_jbuf_b64 writes it, into a new buffer of
+ * *len bytes (the caller frees it; never NULL on success, even for ""). Returns NULL if s
+ * is not that: a length not a multiple of 4, a byte outside the alphabet, padding not at
+ * the end, or whitespace. */
+unsigned char *ks_b64_decode(const char *s, size_t n, size_t *len);
+
 #endif

@@ -300,12 +300,17 @@ static ks_status_t check_seek(const ks_config_t *cfg, const ks_cmd_req_t *req, c
     ks_status_t st = ks_cmd_check_topics(cfg, &req->u.seek.topic, 1, "seek", err, errsize);
     if (st)
         return st;
-    if (req->u.seek.partition < 0) {
+    if (!req->u.seek.all_partitions && req->u.seek.partition < 0) {
         snprintf(err, errsize, "partition must be >= 0, got %d", req->u.seek.partition);
         return KS_E_INVALID;
     }
-    if (req->u.seek.kind == KS_SEEK_OFFSET && req->u.seek.value < 0) {
-        snprintf(err, errsize, "offset must be >= 0, got %lld", (long long)req->u.seek.value);
+    /* A negative timestamp is not one: Kafka's ListOffsets reads -1 and -2 as latest and
+     * earliest and refuses other negatives ("API version not supported"). */
+    if ((req->u.seek.kind == KS_SEEK_OFFSET || req->u.seek.kind == KS_SEEK_TIMESTAMP) &&
+        req->u.seek.value < 0) {
+        snprintf(err, errsize, "%s must be >= 0, got %lld",
+                 req->u.seek.kind == KS_SEEK_OFFSET ? "offset" : "timestamp_ms",
+                 (long long)req->u.seek.value);
         return KS_E_INVALID;
     }
     return KS_OK;

@@ -61,6 +61,7 @@ typedef struct ks_cmd_req {
         struct {
             const char *topic;
             int32_t partition;
+            bool all_partitions; /* every partition of topic assigned here; partition unused */
             ks_seek_kind_t kind;
             int64_t value;
             ks_seek_cb *cb;

@@ -19,8 +19,8 @@
  * SETTLE: acks, nacks (ms: redelivery delay; reason kept for the dead-letter headers) or
  *   extends leases (ms: the new deadline from now).
  * STATUS: one group's (NOT_FOUND if it does not run here), or every group's.
- * SEEK: moves one assigned partition's fetch position; its leases become stale and its
- *   window starts again there.
+ * SEEK: moves one assigned partition's fetch position, or (all_partitions) every assigned
+ *   partition's of the topic; their leases become stale and their windows start again there.
  * RELEASE, RELEASE_UNREAD, DELIVERED: ks_engine_release, _release_unread, _delivered.
  * PRODUCE: produces the records (copied); the callback runs once all are delivered or
  *   failed. */

@@ -54,6 +54,8 @@ typedef struct ks_config {
     int64_t http_stream_queue_bytes; /* ... and their key+value bytes */
     int http_stream_stall_ms;        /* written bytes not taken this long cut the stream off */
     int http_stream_heartbeat_ms;    /* an idle stream writes a heartbeat this often */
+    bool http_access_log;            /* a log line per request (5xx ones always) */
+    int http_max_produce_records;    /* records in one POST /v1/topics/{topic}/records */
     char *dev_topic;
     int dev_partitions;
     int dev_rate;

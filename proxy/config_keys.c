@@ -56,6 +56,8 @@ const key_t_ config_keys[] = {
      "a request's body must all arrive within this after its headers"},
     {"http.max_long_polls", T_INT, OFF(http_max_long_polls), 1, 1000000,
      "most concurrent waiting fetches; more are answered 429 with Retry-After"},
+    {"http.max_produce_records", T_INT, OFF(http_max_produce_records), 1, 100000,
+     "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
     {"http.max_streams", T_INT, OFF(http_max_streams), 1, 1000000,
      "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered 429 "
      "with Retry-After"},
@@ -71,6 +73,9 @@ const key_t_ config_keys[] = {
     {"http.stream_heartbeat_ms", T_INT, OFF(http_stream_heartbeat_ms), 100, 600000,
      "an HTTP stream with nothing to write sends a heartbeat (an empty line, or an SSE comment) "
      "this often, so proxies keep the connection"},
+    {"http.access_log", T_BOOL, OFF(http_access_log), 0, 0,
+     "log a line per HTTP request (method, path, status, bytes, duration, request id); off by "
+     "default, as acks come at thousands a second; requests answered 5xx are always logged"},
     {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
      "lease deadline of a delivered record when a fetch gives none"},
     {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,
@@ -170,6 +175,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->http_body_timeout_ms = 30000;
     cfg->http_max_long_polls = 1000;
     cfg->http_max_streams = 1000;
+    cfg->http_max_produce_records = 1000;
     cfg->http_stream_queue_messages = 4;
     cfg->http_stream_queue_bytes = INT64_C(16) << 20;
     cfg->http_stream_stall_ms = 30000;

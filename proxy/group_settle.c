@@ -202,34 +202,31 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     cmd_free(c);
 }
 
-static void seek_done(cmd_t *c, ks_status_t st, const char *msg, int64_t offset, int64_t stale)
+/* Answers a seek with r (taken), or with the error st and msg when r is NULL. */
+static void seek_done(cmd_t *c, ks_seek_result_t *r, ks_status_t st, const char *msg)
 {
-    ks_seek_result_t *r = calloc(1, sizeof(*r));
-    if (!r)
+    if (!r && !(r = calloc(1, sizeof(*r))))
         abort();
     r->status = st;
     snprintf(r->message, sizeof(r->message), "%s", msg);
-    r->offset = offset;
-    r->stale_leases = stale;
+    if (st)
+        r->offset = -1;
     c->req.u.seek.cb(r, c->req.u.seek.opaque);
     cmd_free(c);
 }
 
-/* Moves a partition: its leases turn stale (new epoch), its window starts over. */
-void handle_seek(ks_group_t *g, cmd_t *c)
+/* Where p goes for the seek's kind and value, into *target. Returns KS_OK, or an error with
+ * msg. */
+static ks_status_t seek_target(ks_group_t *g, part_t *p, const cmd_t *c, int64_t *target, char *msg,
+                               size_t msize)
 {
-    part_t *p = part_find(g, c->req.u.seek.topic, c->req.u.seek.partition);
-    if (!p || !ks_pstate_deliverable(p->state)) {
-        seek_done(c, KS_E_NOT_FOUND, "that partition is not assigned to this process", -1, 0);
-        return;
-    }
-    int64_t target = c->req.u.seek.value;
+    *target = c->req.u.seek.value;
     switch (c->req.u.seek.kind) {
     case KS_SEEK_EARLIEST:
-        target = RD_KAFKA_OFFSET_BEGINNING;
+        *target = RD_KAFKA_OFFSET_BEGINNING;
         break;
     case KS_SEEK_LATEST:
-        target = RD_KAFKA_OFFSET_END;
+        *target = RD_KAFKA_OFFSET_END;
         break;
     case KS_SEEK_TIMESTAMP: {
         rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
@@ -237,36 +234,42 @@ void handle_seek(ks_group_t *g, cmd_t *c)
         rd_kafka_resp_err_t err = rd_kafka_offsets_for_times(g->rk, l, 5000);
         if (!err)
             err = l->elems[0].err;
-        target = l->elems[0].offset;
+        *target = l->elems[0].offset;
         rd_kafka_topic_partition_list_destroy(l);
         if (err) {
-            seek_done(c, KS_E_UNAVAILABLE, rd_kafka_err2str(err), -1, 0);
-            return;
+            snprintf(msg, msize, "%s", rd_kafka_err2str(err));
+            return KS_E_UNAVAILABLE;
         }
-        if (target < 0)
-            target = RD_KAFKA_OFFSET_END; /* no record that late */
+        if (*target < 0)
+            *target = RD_KAFKA_OFFSET_END; /* no record that late */
         break;
     }
-    case KS_SEEK_OFFSET:
-        if (target < 0) {
-            seek_done(c, KS_E_INVALID, "offset must be >= 0", -1, 0);
-            return;
-        }
+    case KS_SEEK_OFFSET: /* >= 0: ks_cmd_validate */
         break;
     }
+    return KS_OK;
+}
+
+/* Moves p to the seek's target: its leases turn stale (new epoch), its window starts over.
+ * Returns KS_OK with *out filled, or an error with msg (p unchanged). */
+static ks_status_t seek_part(ks_group_t *g, part_t *p, const cmd_t *c, ks_seek_part_t *out,
+                             char *msg, size_t msize)
+{
+    int64_t target;
+    ks_status_t st = seek_target(g, p, c, &target, msg, msize);
+    if (st)
+        return st;
     rd_kafka_topic_partition_list_t *l = rd_kafka_topic_partition_list_new(1);
     rd_kafka_topic_partition_list_add(l, p->topic, p->partition)->offset = target;
     rd_kafka_error_t *error = rd_kafka_seek_partitions(g->rk, l, 5000);
     rd_kafka_resp_err_t perr = l->elems[0].err;
     rd_kafka_topic_partition_list_destroy(l);
     if (error || perr) {
-        char msg[256];
-        snprintf(msg, sizeof(msg), "seek failed: %s",
+        snprintf(msg, msize, "seek failed: %s",
                  error ? rd_kafka_error_string(error) : rd_kafka_err2str(perr));
         if (error)
             rd_kafka_error_destroy(error);
-        seek_done(c, KS_E_UNAVAILABLE, msg, -1, 0);
-        return;
+        return KS_E_UNAVAILABLE;
     }
     int64_t stale = (int64_t)drop_leases(g, p);
     ks_leases_forget(&g->leases, p);
@@ -282,5 +285,62 @@ void handle_seek(ks_group_t *g, cmd_t *c)
         part_move(g, p, KS_PS_ACTIVE);
     ks_info(g->log_name, "%s[%d]: seek to %lld; %lld leases are stale now (epoch %u)", p->topic,
             p->partition, (long long)target, (long long)stale, p->epoch);
-    seek_done(c, KS_OK, "", target, stale);
+    *out = (ks_seek_part_t){.partition = p->partition, .offset = target, .stale_leases = stale};
+    return KS_OK;
+}
+
+/* Whether p is one the seek moves: its partition, or with all_partitions any of its topic;
+ * assigned here and delivering. */
+static bool seek_covers(const cmd_t *c, const part_t *p)
+{
+    return !strcmp(p->topic, c->req.u.seek.topic) &&
+           (c->req.u.seek.all_partitions || p->partition == c->req.u.seek.partition) &&
+           ks_pstate_deliverable(p->state);
+}
+
+/* Moves one partition, or every assigned one of the topic, one after another. A partition
+ * that fails stops the seek there: the answer is its error, naming the partitions already
+ * moved (their leases are stale). */
+void handle_seek(ks_group_t *g, cmd_t *c)
+{
+    const char *topic = c->req.u.seek.topic;
+    size_t n = 0;
+    for (size_t i = 0; i < g->part_cnt; i++)
+        n += seek_covers(c, g->parts[i]);
+    char msg[256];
+    if (n == 0) {
+        if (c->req.u.seek.all_partitions)
+            snprintf(msg, sizeof(msg),
+                     "no partition of topic \"%.200s\" is assigned to this process", topic);
+        else
+            snprintf(msg, sizeof(msg),
+                     "partition %d of topic \"%.200s\" is not assigned to this process",
+                     c->req.u.seek.partition, topic);
+        seek_done(c, NULL, KS_E_NOT_FOUND, msg);
+        return;
+    }
+    ks_seek_result_t *r = calloc(1, sizeof(*r) + n * sizeof(r->parts[0]));
+    if (!r)
+        abort();
+    for (size_t i = 0; i < g->part_cnt; i++) {
+        part_t *p = g->parts[i];
+        if (!seek_covers(c, p))
+            continue;
+        ks_status_t st = seek_part(g, p, c, &r->parts[r->part_cnt], msg, sizeof(msg));
+        if (st) {
+            if (r->part_cnt) {
+                char whole[256];
+                snprintf(whole, sizeof(whole),
+                         "partition %d: %.120s (%zu partitions moved before it)", p->partition, msg,
+                         r->part_cnt);
+                snprintf(msg, sizeof(msg), "%s", whole);
+            }
+            free(r);
+            seek_done(c, NULL, st, msg);
+            return;
+        }
+        r->stale_leases += r->parts[r->part_cnt++].stale_leases;
+    }
+    r->offset = r->parts[0].offset;
+    seek_done(c, r, KS_OK, "");
 }

@@ -51,8 +51,10 @@ static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
     ks_produce_result_t *r = &s->t->results[s->i];
     r->partition = m->partition;
     r->offset = m->err ? -1 : m->offset;
-    if (m->err)
+    if (m->err) {
         snprintf(r->error, sizeof(r->error), "%s", rd_kafka_err2str(m->err));
+        snprintf(r->code, sizeof(r->code), "%s", rd_kafka_err2name(m->err));
+    }
     settle(s);
 }
 
@@ -170,6 +172,7 @@ ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, siz
             t->results[i].partition = r->partition;
             t->results[i].offset = -1;
             snprintf(t->results[i].error, sizeof(t->results[i].error), "%s", rd_kafka_err2str(e));
+            snprintf(t->results[i].code, sizeof(t->results[i].code), "%s", rd_kafka_err2name(e));
             settle(s);
         }
     }

@@ -220,14 +220,23 @@ typedef enum {
     KS_SEEK_LATEST,
 } ks_seek_kind_t;
 
+/* One partition a seek moved. */
+typedef struct ks_seek_part {
+    int32_t partition;
+    int64_t offset;       /* the position now fetched from (-2 earliest, -1 latest) */
+    int64_t stale_leases; /* leases of it the seek made stale */
+} ks_seek_part_t;
+
 typedef struct ks_seek_result {
     ks_status_t status;
     char message[256];
-    int64_t offset;       /* the position now fetched from (-2 earliest, -1 latest) */
-    int64_t stale_leases; /* leases the seek made stale */
+    int64_t offset;       /* the first partition's parts[0].offset (a one-partition seek's) */
+    int64_t stale_leases; /* leases the seek made stale, every partition's */
+    size_t part_cnt;      /* the partitions moved, in parts (0 on an error) */
+    ks_seek_part_t parts[];
 } ks_seek_result_t;
 
-/* Called once from the group loop; the callee owns res (free()). */
+/* Called once from the group loop; the callee owns res (free(), one block). */
 typedef void(ks_seek_cb)(ks_seek_result_t *res, void *opaque);
 
 /* One record to produce. */
@@ -246,6 +255,7 @@ typedef struct ks_produce_result {
     int32_t partition;
     int64_t offset;
     char error[160]; /* empty on success */
+    char code[48];   /* Kafka's name for the error ("MSG_SIZE_TOO_LARGE"); empty on success */
 } ks_produce_result_t;
 
 /* Called once, from the producer's thread; the callee owns results (free()). */

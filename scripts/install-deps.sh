@@ -38,6 +38,14 @@ if ! python3 -c "import grpc, grpc_tools, pytest" >/dev/null 2>&1; then
   echo "install-deps: installing grpcio grpcio-tools pytest from PyPI" >&2
   python3 -m pip install -q grpcio grpcio-tools pytest
 fi
+# The contract fuzzer of tests/contract/run.sh, pinned: its checks and CLI change between
+# releases.
+SCHEMATHESIS_VERSION=4.32.5
+if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesis"))' 2>/dev/null)" \
+  != "$SCHEMATHESIS_VERSION" ] || ! command -v st >/dev/null 2>&1; then
+  echo "install-deps: installing schemathesis $SCHEMATHESIS_VERSION from PyPI" >&2
+  python3 -m pip install -q "schemathesis==$SCHEMATHESIS_VERSION"
+fi
 CACHE="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
 if [ ! -x "$CACHE/bin/grpcurl" ] && ! command -v grpcurl >/dev/null 2>&1; then
   if ! command -v go >/dev/null 2>&1; then

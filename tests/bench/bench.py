@@ -198,6 +198,9 @@ def main():
     ap.add_argument("--sidecar-arg", action="append", default=[], help="an extra ksidecar flag")
     ap.add_argument("--batch-bytes", type=int, default=0,
                     help="the producer's batch.size for the backlog (default librdkafka's 1 MB)")
+    ap.add_argument("--throughput-only", action="store_true",
+                    help="only the throughput rows (1.), printed, RESULTS.md left as it is")
+    ap.add_argument("--rounds", type=int, default=3, help="throughput rounds (default 3)")
     a = ap.parse_args()
     if a.partitions_memory:
         counts = [int(x) for x in a.partitions_memory.split(",")]
@@ -221,11 +224,12 @@ def main():
     t = uniq("tp")
     secs = produce(t, n_tp, 8)
     print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
-    # Three rounds of native, gRPC, HTTP, each on a new group over the same records; the
-    # table shows each mode's median, so one noisy run on a shared machine does not decide.
-    rates = {"native": [], "native-defaults": [], "grpc": [], "http": []}
-    rss = {"grpc": 0.0, "http": 0.0}
-    for _ in range(1 if s else 3):
+    # Three rounds of native, gRPC, HTTP long-poll and HTTP stream, each on a new group over
+    # the same records; the table shows each mode's median, so one noisy run on a shared
+    # machine does not decide.
+    rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": []}
+    rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0}
+    for _ in range(1 if s else a.rounds):
         for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
             g = uniq("native")
             r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp,
@@ -233,25 +237,26 @@ def main():
             check_committed(g, t, 8)
             assert int(r["distinct"]) == n_tp, r
             rates[mode].append(float(r["rate"]))
-        sc = Sidecar(["--subscriber.max_credit_records=100000"])
-        g = uniq("grpc")
-        r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count",
-                   n_tp, "--credits", "20000", "--ack-batch", "2000"])
-        check_committed(g, t, 8)
-        rss["grpc"] = max(rss["grpc"], sc.stop())
-        assert int(r["distinct"]) == n_tp, r
-        rates["grpc"].append(float(r["rate"]))
-        sc = Sidecar(["--subscriber.max_records=20000"])
-        g = uniq("http")
-        r = bench(["http", "--addr", f"127.0.0.1:{sc.http}", "--topic", t, "--group", g, "--count",
-                   n_tp, "--fetch-max", "5000"])
-        check_committed(g, t, 8)
-        rss["http"] = max(rss["http"], sc.stop())
-        assert int(r["distinct"]) == n_tp, r
-        rates["http"].append(float(r["rate"]))
+        # Each through its own ksidecar: mode, ksidecar's flags, its port, ksbench's flags. The
+        # NDJSON stream gets the long-poll's credits (max_in_flight) and ack batch (its fetch).
+        for mode, flags, port, args in (
+                ("grpc", ["--subscriber.max_credit_records=100000"], "grpc",
+                 ["--credits", "20000", "--ack-batch", "2000"]),
+                ("http", ["--subscriber.max_records=20000"], "http", ["--fetch-max", "5000"]),
+                ("stream", ["--subscriber.max_records=20000"], "http",
+                 ["--credits", "20000", "--ack-batch", "5000"])):
+            sc = Sidecar(flags)
+            g = uniq(mode)
+            r = bench([mode, "--addr", f"127.0.0.1:{getattr(sc, port)}", "--topic", t, "--group", g,
+                       "--count", n_tp, *args])
+            check_committed(g, t, 8)
+            rss[mode] = max(rss[mode], sc.stop())
+            assert int(r["distinct"]) == n_tp and int(r["duplicates"]) == 0, r
+            rates[mode].append(float(r["rate"]))
         print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
               f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
-              f"HTTP {rates['http'][-1]:,.0f} rec/s", flush=True)
+              f"HTTP {rates['http'][-1]:,.0f}, HTTP stream {rates['stream'][-1]:,.0f} rec/s",
+              flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
     runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
     rows.append(("1. throughput", "native librdkafka consumer, local queue unbounded (baseline)",
@@ -269,6 +274,13 @@ def main():
     rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{med['http']:,.0f} rec/s",
                  verdict(med["http"] / med["native"], 0.2),
                  f"{runs['http']}; peak RSS {rss['http']:.0f} MB"))
+    rows.append(("1. throughput", "ksidecar HTTP NDJSON stream, batched acks",
+                 f"{med['stream']:,.0f} rec/s", verdict(med["stream"] / med["native"], 0.6),
+                 f"{runs['stream']}; peak RSS {rss['stream']:.0f} MB"))
+    if a.throughput_only:
+        print("\n".join(f"| {a_} | {b} | {c} | {d} | {e} |" for a_, b, c, d, e in rows))
+        print("\n".join(["commands:"] + COMMANDS))
+        return
 
     # 2. The slow consumer: one partition, 1000 keys, 10 ms per record, 500 in flight.
     t = uniq("slow")
@@ -334,7 +346,8 @@ def main():
            f"- machine: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, {platform.platform()}",
            "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
            f"- command: tests/bench/run.sh{' --smoke' if s else ''}",
-           f"- throughput: the median of {len(rates['native'])} round(s) of native, gRPC and HTTP in "
+           f"- throughput: the median of {len(rates['native'])} round(s) of native, gRPC, HTTP "
+           "long-poll and HTTP stream in "
            "turn over the same records, each run listed under Notes", "", *table, "",
            "## Exact commands", "", "```", *COMMANDS, "```", "",
            "The ordered-delivery benchmark (issue 22), run apart with its own table: "

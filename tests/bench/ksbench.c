@@ -1,6 +1,7 @@
 /* ksbench.c: benchmark clients: a native librdkafka consumer (the baseline), a gRPC
- * Subscribe client on grpc core, and an HTTP long-poll client, each counting records,
- * acking them, and measuring rate, per-key order and produce-to-receipt latency. */
+ * Subscribe client on grpc core, and an HTTP long-poll client (the HTTP stream client is in
+ * ksbench_stream.c), each counting records, acking them, and measuring rate, per-key order
+ * and produce-to-receipt latency. */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <getopt.h>
@@ -24,12 +25,15 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksbench.h"
 #include "ksbench_ordered.h"
 #include "ksidecar/v1/consumer.pb-c.h"
 
-static const char *boot, *topic, *group, *addr;
-static long want = 0;
-static int credits = 20000, ack_batch = 1000, delay_ms = 0, fetch_max = 5000;
+const char *topic, *group, *addr;
+static const char *boot;
+long want = 0;
+int credits = 20000, ack_batch = 1000;
+static int delay_ms = 0, fetch_max = 5000;
 static bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
@@ -37,7 +41,7 @@ static long produce_n = 0;
 static bool ordered = false;  /* grpc: Open.ordered_batches */
 static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
 
-static double now_s(void)
+double now_s(void)
 {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -51,7 +55,7 @@ static int64_t wall_us(void)
     return (int64_t)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-static void die(const char *a, const char *b)
+void die(const char *a, const char *b)
 {
     fprintf(stderr, "ksbench: %s: %s\n", a, b);
     exit(1);
@@ -94,7 +98,7 @@ static long order_violations;
 static unsigned char *seen; /* per (partition, offset) bitmap for distinct counting */
 static long distinct, dup_deliveries;
 
-static void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
+void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
 {
     if (offset >= 0 && offset < (int64_t)1 << 26 && partition < 64) {
         size_t bit = (size_t)partition * ((size_t)1 << 26) + (size_t)offset;
@@ -120,7 +124,7 @@ static void track(int32_t partition, int64_t offset, const void *key, size_t key
     }
 }
 
-static void report(const char *mode, long n, double secs)
+void report(const char *mode, long n, double secs)
 {
     printf("mode=%s records=%ld seconds=%.3f rate=%.0f distinct=%ld duplicates=%ld "
            "order_violations=%ld",
@@ -597,7 +601,7 @@ static void run_grpc(void)
  * outstanding, within its subscriber credits). */
 static int http_fetch_fd = -1, http_ack_fd = -1;
 
-static int http_connect(void)
+int http_connect(void)
 {
     char host[128];
     snprintf(host, sizeof(host), "%s", addr);
@@ -615,7 +619,7 @@ static int http_connect(void)
     return fd;
 }
 
-static void http_send(int fd, const char *method, const char *path, const char *body, size_t blen)
+void http_send(int fd, const char *method, const char *path, const char *body, size_t blen)
 {
     char head[1024];
     int hl = snprintf(head, sizeof(head),
@@ -627,7 +631,7 @@ static void http_send(int fd, const char *method, const char *path, const char *
 }
 
 /* Reads one response; returns its body (caller frees). Fails on a status other than 200. */
-static char *http_recv(int fd)
+char *http_recv(int fd)
 {
     size_t cap = 1 << 20, len = 0;
     char *buf = malloc(cap);
@@ -666,13 +670,6 @@ static char *http_recv(int fd)
  * only what the benchmark needs from each record; jansson's tree of one allocation per
  * value cost more than the server's side. Strings are used raw (ack ids and the
  * benchmark's keys have no escapes). */
-
-typedef struct {
-    int32_t partition;
-    int64_t offset;
-    const char *key, *ack_id;
-    size_t key_len, ack_id_len;
-} jrec_t;
 
 static const char *jws(const char *p)
 {
@@ -730,6 +727,35 @@ static const char *jskip(const char *p)
     return q > p ? q : NULL;
 }
 
+const char *scan_record(const char *p, jrec_t *r)
+{
+    const char *s;
+    size_t l;
+    memset(r, 0, sizeof(*r));
+    if (*p != '{')
+        return NULL;
+    p = jws(p + 1);
+    while (*p != '}') {
+        if (!(p = jstr(p, &s, &l)) || *(p = jws(p)) != ':')
+            return NULL;
+        p = jws(p + 1);
+        if (l == 9 && !memcmp(s, "partition", 9))
+            r->partition = (int32_t)strtol(p, NULL, 10);
+        else if (l == 6 && !memcmp(s, "offset", 6))
+            r->offset = strtoll(p, NULL, 10);
+        else if (l == 3 && !memcmp(s, "key", 3) && *p == '"')
+            jstr(p, &r->key, &r->key_len);
+        else if (l == 6 && !memcmp(s, "ack_id", 6) && *p == '"')
+            jstr(p, &r->ack_id, &r->ack_id_len);
+        if (!(p = jskip(p)))
+            return NULL;
+        p = jws(p);
+        if (*p == ',')
+            p = jws(p + 1);
+    }
+    return r->ack_id ? p + 1 : NULL;
+}
+
 /* {"records":[{...},...]} -> the records' fields the benchmark uses. */
 static bool scan_records(const char *p, jrec_t **out, size_t *cnt)
 {
@@ -743,34 +769,11 @@ static bool scan_records(const char *p, jrec_t **out, size_t *cnt)
         goto bad;
     p = jws(p + 1);
     while (*p != ']') {
-        if (*p != '{')
-            goto bad;
-        jrec_t r = {0};
-        p = jws(p + 1);
-        while (*p != '}') {
-            if (!(p = jstr(p, &s, &l)) || *(p = jws(p)) != ':')
-                goto bad;
-            p = jws(p + 1);
-            if (l == 9 && !memcmp(s, "partition", 9))
-                r.partition = (int32_t)strtol(p, NULL, 10);
-            else if (l == 6 && !memcmp(s, "offset", 6))
-                r.offset = strtoll(p, NULL, 10);
-            else if (l == 3 && !memcmp(s, "key", 3) && *p == '"')
-                jstr(p, &r.key, &r.key_len);
-            else if (l == 6 && !memcmp(s, "ack_id", 6) && *p == '"')
-                jstr(p, &r.ack_id, &r.ack_id_len);
-            if (!(p = jskip(p)))
-                goto bad;
-            p = jws(p);
-            if (*p == ',')
-                p = jws(p + 1);
-        }
-        if (!r.ack_id)
-            goto bad;
         if (n == cap)
             v = realloc(v, (cap *= 2) * sizeof(*v));
-        v[n++] = r;
-        p = jws(p + 1);
+        if (!(p = scan_record(p, &v[n++])))
+            goto bad;
+        p = jws(p);
         if (*p == ',')
             p = jws(p + 1);
     }
@@ -780,6 +783,32 @@ static bool scan_records(const char *p, jrec_t **out, size_t *cnt)
 bad:
     free(v);
     return false;
+}
+
+void ackbuf_add(ackbuf_t *a, const char *id, size_t n)
+{
+    if (a->len + n + 32 > a->cap) { /* room for the head and the closing "]}" */
+        a->cap = (a->len + n + 32) * 2;
+        if (!(a->b = realloc(a->b, a->cap)))
+            die("ksbench", "out of memory");
+    }
+    if (a->n == 0)
+        a->len = (size_t)sprintf(a->b, "{\"ack_ids\":[");
+    else
+        a->b[a->len++] = ',';
+    a->b[a->len++] = '"';
+    memcpy(a->b + a->len, id, n);
+    a->len += n;
+    a->b[a->len++] = '"';
+    a->n++;
+}
+
+void ackbuf_post(ackbuf_t *a, int fd, const char *path)
+{
+    a->len += (size_t)sprintf(a->b + a->len, "]}"); /* ackbuf_add left room */
+    http_send(fd, "POST", path, a->b, a->len);
+    a->len = 0;
+    a->n = 0;
 }
 
 static void run_http(void)
@@ -793,8 +822,7 @@ static void run_http(void)
     snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks", group);
     long n = 0;
     double t0 = 0;
-    size_t acap = 1 << 20;
-    char *ab = malloc(acap);
+    ackbuf_t ab = {0};
     bool ack_out = false;
     while (n < want) {
         http_send(http_fetch_fd, "GET", path, NULL, 0);
@@ -809,26 +837,15 @@ static void run_http(void)
             free(http_recv(http_ack_fd));
             ack_out = false;
         }
-        size_t al = (size_t)snprintf(ab, acap, "{\"ack_ids\":[");
         for (size_t i = 0; i < cnt; i++) {
             jrec_t *r = &recs[i];
             track(r->partition, r->offset, r->key, r->key_len);
             ksb_order_log_add(r->partition, r->offset, r->key, r->key_len, 0);
-            if (al + r->ack_id_len + 8 > acap) {
-                acap *= 2;
-                ab = realloc(ab, acap);
-            }
-            if (i)
-                ab[al++] = ',';
-            ab[al++] = '"';
-            memcpy(ab + al, r->ack_id, r->ack_id_len);
-            al += r->ack_id_len;
-            ab[al++] = '"';
+            ackbuf_add(&ab, r->ack_id, r->ack_id_len);
         }
         n += (long)cnt;
         if (cnt) {
-            al += (size_t)snprintf(ab + al, acap - al, "]}");
-            http_send(http_ack_fd, "POST", ackpath, ab, al);
+            ackbuf_post(&ab, http_ack_fd, ackpath);
             ack_out = true;
         }
         free(recs);
@@ -839,13 +856,13 @@ static void run_http(void)
     report("http", n, now_s() - t0);
     close(http_fetch_fd);
     close(http_ack_fd);
-    free(ab);
+    free(ab.b);
 }
 
 int main(int argc, char **argv)
 {
     if (argc < 2)
-        die("usage", "ksbench native|grpc|http [options]");
+        die("usage", "ksbench native|grpc|http|stream [options]");
     const char *mode = argv[1];
     static struct option opts[] = {{"bootstrap", 1, 0, 'b'},
                                    {"topic", 1, 0, 't'},
@@ -934,8 +951,10 @@ int main(int argc, char **argv)
         run_grpc();
     else if (!strcmp(mode, "http"))
         run_http();
+    else if (!strcmp(mode, "stream"))
+        run_stream();
     else
-        die("usage", "mode must be native, grpc or http");
+        die("usage", "mode must be native, grpc, http or stream");
     if (ksb_order_log_write() != 0)
         die("order log", order_log);
     return 0;

@@ -4,6 +4,8 @@
 #                                      TOPIC (8 partitions) to one gRPC stream
 #   profile.sh callgrind-http BINARY TOPIC  the same over HTTP long-poll (fetch max 5000,
 #                                      acks by POST)
+#   profile.sh callgrind-stream BINARY TOPIC  the same over the HTTP NDJSON stream
+#                                      (max_in_flight 20000, acks of 5000 by POST)
 #   profile.sh massif BINARY TOPIC     ksidecar's heap by allocation site once its windows
 #                                      hold TOPIC's backlog (e.g. 8 x 20,000 records)
 # Needs valgrind, a broker at $KSIDECAR_TEST_BOOTSTRAP and a build (build/ksbench).
@@ -14,9 +16,9 @@ BOOT=${KSIDECAR_TEST_BOOTSTRAP:?set KSIDECAR_TEST_BOOTSTRAP}
 OUT=${OUT:-/tmp/ksidecar-$MODE.$$}
 port() { python3 -c "import socket;s=socket.socket();s.bind(('127.0.0.1',0));print(s.getsockname()[1])"; }
 HP=$(port) GP=$(port)
-TOOL=${MODE%-http}
+TOOL=${MODE%%-*}
 EXTRA=--subscriber.max_credit_records=100000
-[ "$MODE" = callgrind-http ] && EXTRA=--subscriber.max_records=20000
+case $MODE in callgrind-http | callgrind-stream) EXTRA=--subscriber.max_records=20000 ;; esac
 valgrind --tool="$TOOL" --"$TOOL"-out-file="$OUT" "$BIN" --kafka.bootstrap.servers="$BOOT" \
   --http.listen=127.0.0.1:"$HP" --grpc.listen=127.0.0.1:"$GP" --log.level=warn \
   "$EXTRA" 2>/dev/null &
@@ -24,14 +26,14 @@ VP=$!
 for _ in $(seq 1 120); do curl -s -o /dev/null "http://127.0.0.1:$HP/healthz" && break; sleep 0.5; done
 # The gRPC listener starts after the HTTP one, which under valgrind can be seconds later.
 for _ in $(seq 1 120); do (exec 3<>"/dev/tcp/127.0.0.1/$GP") 2>/dev/null && break; sleep 0.5; done
-if [ "$MODE" = callgrind ]; then
-  "$ROOT/build/ksbench" grpc --addr 127.0.0.1:"$GP" --topic "$TOPIC" --group "prof-$RANDOM" \
-    --count 200000 --credits 20000 --ack-batch 2000 | tail -1
-  kill -TERM $VP; wait $VP || true
-  callgrind_annotate "$OUT" | grep -m1 "PROGRAM TOTALS" || true
-elif [ "$MODE" = callgrind-http ]; then
-  "$ROOT/build/ksbench" http --addr 127.0.0.1:"$HP" --topic "$TOPIC" --group "prof-$RANDOM" \
-    --count 200000 --fetch-max 5000 | tail -1
+if [ "$TOOL" = callgrind ]; then
+  case $MODE in
+  callgrind) CLIENT=(grpc --addr 127.0.0.1:"$GP" --credits 20000 --ack-batch 2000) ;;
+  callgrind-http) CLIENT=(http --addr 127.0.0.1:"$HP" --fetch-max 5000) ;;
+  callgrind-stream) CLIENT=(stream --addr 127.0.0.1:"$HP" --credits 20000 --ack-batch 5000) ;;
+  *) echo "profile.sh: unknown mode $MODE" >&2; kill -TERM $VP; exit 2 ;;
+  esac
+  "$ROOT/build/ksbench" "${CLIENT[@]}" --topic "$TOPIC" --group "prof-$RANDOM" --count 200000 | tail -1
   kill -TERM $VP; wait $VP || true
   callgrind_annotate "$OUT" | grep -m1 "PROGRAM TOTALS" || true
 else

@@ -38,7 +38,10 @@ static void start(void)
     ks_config_defaults(&cfg);
     if (ks_config_set(&cfg, "http.listen", "127.0.0.1:0", err, sizeof(err)) < 0 ||
         ks_config_set(&cfg, "kafka.bootstrap.servers", "127.0.0.1:1", err, sizeof(err)) < 0 ||
-        ks_config_set(&cfg, "kafka.log_level", "0", err, sizeof(err)) < 0) {
+        ks_config_set(&cfg, "kafka.log_level", "0", err, sizeof(err)) < 0 ||
+        /* A produce fails once this passes with no broker: within the 10 s an answer
+         * is required in, not librdkafka's 300 s. */
+        ks_config_set(&cfg, "kafka.message.timeout.ms", "1000", err, sizeof(err)) < 0) {
         fprintf(stderr, "fuzz_http_url: %s\n", err);
         abort();
     }

@@ -236,10 +236,22 @@ static void test_settle_seek_produce(void **state)
     s.u.seek.partition = 0;
     s.u.seek.value = -5;
     expect(s, KS_E_INVALID, "offset must be >= 0, got -5");
+    s.u.seek.kind = KS_SEEK_TIMESTAMP;
+    expect(s, KS_E_INVALID, "timestamp_ms must be >= 0, got -5");
+    s.u.seek.value = 0;
+    expect(s, KS_OK, NULL);
+    s.u.seek.value = -5;
     s.u.seek.kind = KS_SEEK_LATEST;
     expect(s, KS_OK, NULL);
     s.u.seek.topic = "__x";
     expect(s, KS_E_PERMISSION, "clients may not seek it");
+    /* Every partition of the topic: its partition is not looked at, the rest is. */
+    s.u.seek.topic = "t";
+    s.u.seek.all_partitions = true;
+    s.u.seek.partition = -1;
+    expect(s, KS_OK, NULL);
+    s.u.seek.kind = KS_SEEK_OFFSET;
+    expect(s, KS_E_INVALID, "offset must be >= 0, got -5");
 
     ks_produce_rec_t recs[2] = {{.topic = "t"}, {.topic = "__transaction_state"}};
     ks_cmd_req_t p = {.type = KS_CMD_PRODUCE, .u.produce = {.recs = recs, .n = 0}};

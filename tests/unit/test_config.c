@@ -117,6 +117,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_request_bytes, INT64_C(32) << 20);
     assert_int_equal(cfg.groups_max, 64);
     assert_false(cfg.topics_allow_internal);
+    assert_false(cfg.http_access_log);
     assert_string_equal(cfg.dev_topic, "demo");
     assert_int_equal(cfg.dev_partitions, 3);
     assert_int_equal(cfg.dev_rate, 3);
@@ -1143,6 +1144,12 @@ static void test_http_limits_keys(void **state)
     assert_contains(err, "http.body_timeout_ms");
     assert_int_equal(ks_config_set(&cfg, "http.max_long_polls", "0", err, sizeof(err)), -1);
     assert_contains(err, "http.max_long_polls");
+    /* The produce endpoint's bound on records per request. */
+    assert_int_equal(cfg.http_max_produce_records, 1000);
+    assert_int_equal(ks_config_set(&cfg, "http.max_produce_records", "0", err, sizeof(err)), -1);
+    assert_contains(err, "http.max_produce_records");
+    assert_int_equal(ks_config_set(&cfg, "http.max_produce_records", "100001", err, sizeof(err)),
+                     -1);
     /* The record stream's bound, queue, stall time and heartbeat. */
     assert_int_equal(cfg.http_max_streams, 1000);
     assert_int_equal(cfg.http_stream_queue_messages, 4);

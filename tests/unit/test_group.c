@@ -526,6 +526,39 @@ static void test_unsent_batch_goes_back_uncounted(void **state)
     fx_group_free(g);
 }
 
+static ks_seek_result_t *seek_res;
+
+static void on_seek_res(ks_seek_result_t *r, void *opaque)
+{
+    seek_res = r;
+}
+
+/* A seek that covers no assigned partition answers NOT_FOUND naming it, for one partition and
+ * for every partition of a topic (the group has no librdkafka handle: nothing is moved). */
+static void test_seek_unassigned_names_it(void **state)
+{
+    ks_group_t *g = fx_group("g", KS_ORDER_NONE);
+    fx_part(g, "t", 0);
+    ks_cmd_req_t req = {.type = KS_CMD_SEEK,
+                        .group = "g",
+                        .u.seek = {.topic = "t", .partition = 3, .cb = on_seek_res}};
+    handle_seek(g, cmd_copy(&req));
+    assert_non_null(seek_res);
+    assert_int_equal(seek_res->status, KS_E_NOT_FOUND);
+    assert_int_equal(seek_res->part_cnt, 0);
+    assert_string_equal(seek_res->message,
+                        "partition 3 of topic \"t\" is not assigned to this process");
+    free(seek_res);
+    req.u.seek.topic = "u";
+    req.u.seek.all_partitions = true;
+    handle_seek(g, cmd_copy(&req));
+    assert_int_equal(seek_res->status, KS_E_NOT_FOUND);
+    assert_string_equal(seek_res->message,
+                        "no partition of topic \"u\" is assigned to this process");
+    free(seek_res);
+    fx_group_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -543,6 +576,7 @@ int main(void)
         cmocka_unit_test(test_expiry_sends_later_records_back),
         cmocka_unit_test(test_release_hands_the_chain_over),
         cmocka_unit_test(test_unsent_batch_goes_back_uncounted),
+        cmocka_unit_test(test_seek_unassigned_names_it),
     };
     int rc = cmocka_run_group_tests(tests, NULL, NULL);
     reset_got();

@@ -54,6 +54,23 @@ static void test_rows(void **state)
     }
 }
 
+/* A {topic} segment matches as {group} does; only the groups scope looks for "{group}". */
+static void test_topic_row(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *t;
+    const route_t *rt = route_find("/v1/topics/orders/records", buf, sizeof(buf), &t);
+    assert_non_null(rt);
+    assert_string_equal(rt->path, "/v1/topics/{topic}/records");
+    assert_int_equal(rt->cmd, KS_CMD_PRODUCE);
+    assert_ptr_equal(rt->encode, http_reply_produce);
+    assert_string_equal(t, "orders");
+    assert_null(route_find("/v1/topics//records", buf, sizeof(buf), &t));
+    assert_null(route_find("/v1/topics/orders", buf, sizeof(buf), &t));
+    assert_null(route_find("/v1/topics/orders/records/x", buf, sizeof(buf), &t));
+}
+
 static void test_no_row(void **state)
 {
     (void)state;
@@ -87,15 +104,30 @@ static void test_table(void **state)
 {
     (void)state;
     /* Every row decodes, and every row that sends a command has an encoder for its answer;
-     * only the probes are served on the probe listener, and they check no caller. */
+     * the probes, served on the probe listener too, check no caller. */
     for (size_t i = 0; i < sizeof(routes) / sizeof(routes[0]); i++) {
         const route_t *rt = &routes[i];
         assert_non_null(rt->decode);
         assert_true((rt->cmd == KS_CMD_NONE) == !rt->encode);
-        assert_true(rt->probe == (rt->auth == AUTH_NONE));
+        assert_true(!rt->probe || rt->auth == AUTH_NONE);
         assert_true(!strcmp(rt->method, "GET") || !strcmp(rt->method, "POST"));
-        assert_non_null(strstr(rt->use, rt->method));
     }
+}
+
+static void test_allow(void **state)
+{
+    (void)state;
+    /* A path's rows give the method's row and Allow: a GET row serves HEAD too. */
+    char buf[512], allow[64];
+    const char *g;
+    const route_t *rt = route_find("/v1/groups/g/acks", buf, sizeof(buf), &g);
+    assert_ptr_equal(route_method(rt, "POST", allow, sizeof(allow)), rt);
+    assert_null(route_method(rt, "GET", allow, sizeof(allow)));
+    assert_string_equal(allow, "POST");
+    rt = route_find("/v1/groups/g/records", buf, sizeof(buf), &g);
+    assert_ptr_equal(route_method(rt, "HEAD", allow, sizeof(allow)), rt);
+    assert_null(route_method(rt, "DELETE", allow, sizeof(allow)));
+    assert_string_equal(allow, "GET, HEAD");
 }
 
 static void test_parse_int(void **state)
@@ -115,10 +147,9 @@ static void test_parse_int(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows),
-        cmocka_unit_test(test_no_row),
-        cmocka_unit_test(test_table),
-        cmocka_unit_test(test_parse_int),
+        cmocka_unit_test(test_rows),   cmocka_unit_test(test_topic_row),
+        cmocka_unit_test(test_no_row), cmocka_unit_test(test_table),
+        cmocka_unit_test(test_allow),  cmocka_unit_test(test_parse_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -100,6 +100,35 @@ static void test_utf8_agrees_with_jansson(void **state)
     assert_true(valid > 1000); /* the pool makes both kinds common */
 }
 
+/* What ks_jbuf_b64 writes decodes back; anything else is refused. */
+static void test_base64_decode(void **state)
+{
+    const struct {
+        const char *in, *out;
+        size_t len;
+    } ok[] = {{"", "", 0},
+              {"/zA=",
+               "\xff"
+               "0",
+               2},
+              {"YQ==", "a", 1},
+              {"YWJj", "abc", 3},
+              {"AAE=", "\0\1", 2}};
+    for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+        size_t n = 99;
+        unsigned char *d = ks_b64_decode(ok[i].in, strlen(ok[i].in), &n);
+        assert_non_null(d);
+        assert_int_equal(n, ok[i].len);
+        assert_memory_equal(d, ok[i].out, n);
+        free(d);
+    }
+    const char *bad[] = {"YQ", "YQ=", "Y===", "YQ=a", "Y Q=", "YQ==YQ==", "a\nbc", "ab-_", "*AAA"};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        size_t n;
+        assert_null(ks_b64_decode(bad[i], strlen(bad[i]), &n));
+    }
+}
+
 static void test_ints_and_base64(void **state)
 {
     ks_jbuf_t b;
@@ -133,6 +162,7 @@ int main(void)
         cmocka_unit_test(test_invalid_utf8_writes_nothing),
         cmocka_unit_test(test_utf8_agrees_with_jansson),
         cmocka_unit_test(test_ints_and_base64),
+        cmocka_unit_test(test_base64_decode),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
