@@ -162,6 +162,19 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
     call_reply(c, res, n, x);
 }
 
+/* A settle's context: the call (its reference is the caller's), its ids (taken). */
+static settle_ctx_t *settle_ctx_new(call_t *c, char **ids, size_t n, bool stream)
+{
+    settle_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        abort();
+    x->c = c;
+    x->stream = stream;
+    x->n = n;
+    x->ids = ids;
+    return x;
+}
+
 static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     call_reply(opaque, groups, n, NULL);
@@ -183,13 +196,7 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
                        const char *reason, char **ids, size_t n, bool stream, bool wait_commit,
                        int32_t commit_timeout_ms)
 {
-    settle_ctx_t *x = calloc(1, sizeof(*x));
-    if (!x)
-        abort();
-    x->c = c;
-    x->stream = stream;
-    x->n = n;
-    x->ids = ids;
+    settle_ctx_t *x = settle_ctx_new(c, ids, n, stream), *later = NULL;
     char err[512];
     ks_status_t st =
         ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
@@ -209,8 +216,20 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
                                      .commit_timeout_ms = commit_timeout_ms,
                                      .cb = on_settled,
                                      .opaque = x}};
+    if (stream && wait_commit) {
+        /* The stream's second answer, where each accepted ack's commit stands, is sent as
+         * another AckResults with the same ids; it holds its own reference on c. */
+        later = settle_ctx_new(c, ks_strv_pack((const char *const *)ids, n), n, true);
+        cmd.u.settle.confirm_cb = on_settled;
+        cmd.u.settle.confirm_opaque = later;
+        call_ref(c);
+    }
     if (grpc_submit(c, &cmd)) {
         settle_ctx_free(x);
+        if (later) {
+            settle_ctx_free(later);
+            call_unref(c);
+        }
         return false;
     }
     return true;

@@ -52,7 +52,12 @@ typedef struct ks_cmd_req {
             bool wait_commit;          /* ACK: answer once confirmed commits cover the acks */
             int32_t commit_timeout_ms; /* wait_commit: at most this long; 0 is the default */
             ks_ack_cb *cb;
+            /* wait_commit on a stream: cb answers at once, as without a wait, and confirm_cb
+             * exactly once more, later, with where each accepted ack's commit stands (a
+             * result not accepted keeps its status). NULL: cb answers once, after the wait. */
+            ks_ack_cb *confirm_cb;
             void *opaque;
+            void *confirm_opaque;
         } settle;
         struct {
             ks_status_cb *cb;

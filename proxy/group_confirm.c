@@ -31,6 +31,14 @@ static const char lost_revoked[] = "the partition was revoked before a confirmed
 static const char lost_seek[] = "the partition was seeked before a confirmed commit covered the "
                                 "ack; the record may be delivered again";
 
+void cwait_answer_cmd(cmd_t *c, ks_ack_result_t *res)
+{
+    if (c->req.u.settle.confirm_cb)
+        c->req.u.settle.confirm_cb(res, c->req.u.settle.n, c->req.u.settle.confirm_opaque);
+    else
+        c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
+}
+
 /* Fills in every result's commit point as of now (of those whose partition is still here),
  * answers the settle and frees w. */
 static void cwait_answer(ks_group_t *g, cwait_t *w)
@@ -40,7 +48,7 @@ static void cwait_answer(ks_group_t *g, cwait_t *w)
         if (e->p)
             w->res[e->i].committed_offset = e->p->ct.confirmed;
     }
-    w->c->req.u.settle.cb(w->res, w->c->req.u.settle.n, w->c->req.u.settle.opaque);
+    cwait_answer_cmd(w->c, w->res);
     cmd_free(w->c);
     free(w);
     g->cwait_cnt--;

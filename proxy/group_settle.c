@@ -184,7 +184,7 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     if (!res)
         abort();
     bool wait = c->req.u.settle.wait_commit;
-    if (wait && cwait_full(g)) {
+    if (wait && cwait_full(g) && !c->req.u.settle.confirm_cb) {
         /* Refused before any is taken: nothing to redo but the request. */
         for (size_t i = 0; i < c->req.u.settle.n; i++)
             res[i] = (ks_ack_result_t){.status = KS_E_EXHAUSTED,
@@ -195,10 +195,19 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     } else {
         for (size_t i = 0; i < c->req.u.settle.n; i++)
             res[i] = settle_one(g, c, i, now);
+        /* A stream's acks are taken whatever the waiters: its second answer then says
+         * ACCEPTED at once. */
+        wait = wait && !cwait_full(g);
+    }
+    if (c->req.u.settle.confirm_cb) {
+        /* A stream's wait: the results now, and where their commits stand later. */
+        ks_ack_result_t *now_res =
+            ks_xmemdup(res, (c->req.u.settle.n ? c->req.u.settle.n : 1) * sizeof(*res));
+        c->req.u.settle.cb(now_res, c->req.u.settle.n, c->req.u.settle.opaque);
     }
     if (wait && cwait_settle(g, c, res, now))
         return; /* answered once its commits are confirmed */
-    c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
+    cwait_answer_cmd(c, res);
     cmd_free(c);
 }
 

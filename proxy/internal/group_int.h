@@ -305,6 +305,8 @@ void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *parts);
 bool cwait_settle(ks_group_t *g, cmd_t *c, ks_ack_result_t *res, int64_t now);
 /* True when no more settles may wait (KS_CMD_COMMIT_WAITERS_MAX). */
 bool cwait_full(const ks_group_t *g);
+/* Gives a settle's results to whoever waits for them: confirm_cb when set, else cb. */
+void cwait_answer_cmd(cmd_t *c, ks_ack_result_t *res);
 /* p's confirmed commit point moved. */
 void cwait_confirmed(ks_group_t *g, const part_t *p);
 /* p's commit of offset failed with err: the acks below it that wait are told. */

@@ -163,3 +163,63 @@ def test_grpc_unary_ack_with_wait_commit(bootstrap, sidecars):
     assert resp.results[0].committed_offset == 6, resp
     assert describe_group(bootstrap, group, topic)[0][0] == 6
     assert sc.stop() == 0
+
+
+def stream_results(st, want, timeout=30):
+    """The next `want` ack results read from a Subscribe stream, each AckResults a list."""
+    got, end = [], time.time() + timeout
+    while len(got) < want and time.time() < end:
+        r = st.get(min(1, max(end - time.time(), 0)))
+        if r is not None and r.WhichOneof("kind") == "ack_results":
+            got.append(list(r.ack_results.results))
+    return got
+
+
+def test_grpc_stream_ack_answers_twice_with_wait_commit(bootstrap, sidecars):
+    from grpc_support import SubscribeStream, consumer_pb2 as c, start_grpc
+    topic, group = unique("tcs"), unique("gcs")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 6)
+    sc = start_grpc(sidecars)
+    st = SubscribeStream(sc.consumer, c.Open(group=group, topics=[topic],
+                                             credits=c.Credits(records=100)), timeout=120)
+    try:
+        recs, end = [], time.time() + 60
+        while len(recs) < 6 and time.time() < end:
+            r = st.get(1)
+            if r is not None and r.WhichOneof("kind") == "batch":
+                recs += list(r.batch.records)
+        assert len(recs) == 6, recs
+        recs.sort(key=lambda r: r.offset)
+        # Offsets 1..5 wait behind the unacked 0: accepted now, ACCEPTED again at the timeout
+        # with the commit point still 0.
+        ids = [r.ack_id for r in recs[1:]]
+        st.send(ack=c.AckIds(ack_ids=ids, wait_commit=True, commit_timeout_ms=1500))
+        first, second = stream_results(st, 2)
+        assert [x.ack_id for x in first] == ids and all(x.status == c.ACCEPTED for x in first)
+        assert [x.ack_id for x in second] == ids, second
+        assert all(x.status == c.ACCEPTED and x.committed_offset == 0 for x in second), second
+        # Acking 0 lets a commit cover all six; the second answer says COMMITTED, 6.
+        st.send(ack=c.AckIds(ack_ids=[recs[0].ack_id], wait_commit=True))
+        first, second = stream_results(st, 2)
+        assert first[0].status == c.ACCEPTED and first[0].committed_offset == 0, first
+        assert second[0].ack_id == recs[0].ack_id, second
+        assert second[0].status == c.COMMITTED and second[0].committed_offset == 6, second
+        assert describe_group(bootstrap, group, topic)[0][0] == 6
+        # A plain ack on the same stream is answered once, as before.
+        produce(bootstrap, topic, 1)
+        more = []
+        while not more and time.time() < end + 30:
+            r = st.get(1)
+            if r is not None and r.WhichOneof("kind") == "batch":
+                more = list(r.batch.records)
+        st.ack([more[0].ack_id])
+        assert len(stream_results(st, 1)) == 1
+        assert stream_results(st, 1, timeout=3) == [], "a plain ack got a second result"
+        # A stale id waiting: refused in the first answer, the same status in the second.
+        st.send(ack=c.AckIds(ack_ids=[recs[0].ack_id], wait_commit=True))
+        first, second = stream_results(st, 2)
+        assert first[0].status != c.ACCEPTED and second[0].status == first[0].status, second
+    finally:
+        st.cancel()
+    assert sc.stop() == 0

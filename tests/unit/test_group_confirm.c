@@ -209,6 +209,81 @@ static void test_refusals_answer_with_the_rest_and_the_bound_refuses_whole(void 
     teardown(g);
 }
 
+static ks_ack_result_t *later;
+static size_t later_n, later_answers;
+
+static void on_later(ks_ack_result_t *r, size_t n, void *opaque)
+{
+    (void)opaque;
+    free(later);
+    later = r;
+    later_n = n;
+    later_answers++;
+}
+
+/* A stream's ack with wait_commit (confirm_cb): ids[from..to), `extra` first. */
+static void ack_twice(ks_group_t *g, int from, int to, const char *extra)
+{
+    const char *v[12];
+    size_t n = 0;
+    if (extra)
+        v[n++] = extra;
+    for (int i = from; i < to; i++)
+        v[n++] = ids[i];
+    ks_cmd_req_t req = {.type = KS_CMD_SETTLE,
+                        .group = g->name,
+                        .u.settle = {.op = KS_SETTLE_ACK,
+                                     .ack_ids = v,
+                                     .n = n,
+                                     .wait_commit = true,
+                                     .cb = on_acks,
+                                     .confirm_cb = on_later}};
+    char err[256];
+    assert_int_equal(ks_cmd_validate(&fx_cfg, &req, err, sizeof(err)), KS_OK);
+    handle_settle(g, cmd_copy(&req), ks_now_ms());
+}
+
+static void test_a_stream_wait_answers_now_and_once_committed(void **state)
+{
+    (void)state;
+    part_t *p;
+    ks_group_t *g = setup(&p);
+    later_answers = 0;
+    ack_twice(g, 0, 2, "nonsense");
+    /* The first answer at once, as a plain ack's; the second waits for the commit. */
+    assert_int_equal(answers, 1);
+    assert_int_equal(res_n, 3);
+    assert_int_equal(res[0].status, KS_E_INVALID);
+    assert_int_equal(res[1].status, KS_OK);
+    assert_int_equal(res[1].commit, KS_COMMIT_NONE);
+    assert_int_equal(later_answers, 0);
+    confirm(g, p, 2);
+    assert_int_equal(later_answers, 1);
+    assert_int_equal(later_n, 3);
+    assert_int_equal(later[0].status, KS_E_INVALID);
+    assert_int_equal(later[0].commit, KS_COMMIT_NONE);
+    assert_int_equal(later[1].commit, KS_COMMIT_COMMITTED);
+    assert_int_equal(later[2].committed_offset, 2);
+    /* Nothing accepted: the second answer comes at once too. */
+    ack_twice(g, 0, 1, NULL);
+    assert_int_equal(answers, 2);
+    assert_int_equal(later_answers, 2);
+    assert_int_equal(later[0].status, KS_E_STALE);
+    /* With every waiter's place taken the acks are still taken, and the second answer says
+     * ACCEPTED at once instead of refusing them. */
+    size_t had = g->cwait_cnt;
+    g->cwait_cnt = KS_CMD_COMMIT_WAITERS_MAX;
+    ack_twice(g, 2, 4, NULL);
+    g->cwait_cnt = had;
+    assert_int_equal(later_answers, 3);
+    assert_int_equal(later[0].status, KS_OK);
+    assert_int_equal(later[0].commit, KS_COMMIT_NONE);
+    assert_int_equal(res[0].status, KS_OK); /* taken, not refused */
+    free(later);
+    later = NULL;
+    teardown(g);
+}
+
 static void test_validate_bounds_the_wait(void **state)
 {
     (void)state;
@@ -239,6 +314,7 @@ int main(void)
         cmocka_unit_test(test_an_ack_above_the_commit_point_waits_and_times_out_accepted),
         cmocka_unit_test(test_revoke_seek_and_failed_commit_are_told),
         cmocka_unit_test(test_refusals_answer_with_the_rest_and_the_bound_refuses_whole),
+        cmocka_unit_test(test_a_stream_wait_answers_now_and_once_committed),
         cmocka_unit_test(test_validate_bounds_the_wait),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -473,10 +473,17 @@ func (x *Open) GetOrderedBatches() bool {
 }
 
 type AckIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AckIds        []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	AckIds []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	// The stream answers these acks twice: at once (ACCEPTED, or why not), and again once a
+	// commit the broker confirmed is past each accepted one (COMMITTED), the partition moved
+	// first (LOST_TO_REBALANCE), the commit failed (COMMIT_FAILED), or commit_timeout_ms ended
+	// (ACCEPTED, with committed_offset the commit point reached); the second AckResults has
+	// the same ids in the same order.
+	WaitCommit      bool  `protobuf:"varint,2,opt,name=wait_commit,json=waitCommit,proto3" json:"wait_commit,omitempty"`
+	CommitTimeoutMs int32 `protobuf:"varint,3,opt,name=commit_timeout_ms,json=commitTimeoutMs,proto3" json:"commit_timeout_ms,omitempty"` // 1..60000; 0 means 5000
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AckIds) Reset() {
@@ -514,6 +521,20 @@ func (x *AckIds) GetAckIds() []string {
 		return x.AckIds
 	}
 	return nil
+}
+
+func (x *AckIds) GetWaitCommit() bool {
+	if x != nil {
+		return x.WaitCommit
+	}
+	return false
+}
+
+func (x *AckIds) GetCommitTimeoutMs() int32 {
+	if x != nil {
+		return x.CommitTimeoutMs
+	}
+	return 0
 }
 
 type NackIds struct {
@@ -2372,9 +2393,12 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"subscriber\x18\x05 \x01(\tR\n" +
 	"subscriber\x12'\n" +
-	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"!\n" +
+	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"n\n" +
 	"\x06AckIds\x12\x17\n" +
-	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\"U\n" +
+	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
+	"\vwait_commit\x18\x02 \x01(\bR\n" +
+	"waitCommit\x12*\n" +
+	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\"U\n" +
 	"\aNackIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
