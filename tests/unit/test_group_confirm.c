@@ -65,8 +65,22 @@ static void teardown(ks_group_t *g)
     res_n = answers = 0;
 }
 
-/* Acks ids[from..to) (and `extra` first, if given), waiting for the commit if wait. */
-static void ack(ks_group_t *g, int from, int to, const char *extra, bool wait, int timeout_ms)
+static ks_ack_result_t *later;
+static size_t later_n, later_answers;
+
+static void on_later(ks_ack_result_t *r, size_t n, void *opaque)
+{
+    (void)opaque;
+    free(later);
+    later = r;
+    later_n = n;
+    later_answers++;
+}
+
+/* Acks ids[from..to) (and `extra` first, if given), waiting for the commit if wait; confirm:
+ * the settle's confirm_cb. */
+static void ack_cb(ks_group_t *g, int from, int to, const char *extra, bool wait, int timeout_ms,
+                   ks_ack_cb *confirm)
 {
     const char *v[12];
     size_t n = 0;
@@ -81,10 +95,16 @@ static void ack(ks_group_t *g, int from, int to, const char *extra, bool wait, i
                                      .n = n,
                                      .wait_commit = wait,
                                      .commit_timeout_ms = timeout_ms,
-                                     .cb = on_acks}};
+                                     .cb = on_acks,
+                                     .confirm_cb = confirm}};
     char err[256];
     assert_int_equal(ks_cmd_validate(&fx_cfg, &req, err, sizeof(err)), KS_OK);
     handle_settle(g, cmd_copy(&req), ks_now_ms());
+}
+
+static void ack(ks_group_t *g, int from, int to, const char *extra, bool wait, int timeout_ms)
+{
+    ack_cb(g, from, to, extra, wait, timeout_ms, NULL);
 }
 
 /* The broker confirmed p's commit of offset. */
@@ -209,38 +229,10 @@ static void test_refusals_answer_with_the_rest_and_the_bound_refuses_whole(void 
     teardown(g);
 }
 
-static ks_ack_result_t *later;
-static size_t later_n, later_answers;
-
-static void on_later(ks_ack_result_t *r, size_t n, void *opaque)
-{
-    (void)opaque;
-    free(later);
-    later = r;
-    later_n = n;
-    later_answers++;
-}
-
-/* A stream's ack with wait_commit (confirm_cb): ids[from..to), `extra` first. */
+/* A stream's ack with wait_commit: answered at once and again through on_later. */
 static void ack_twice(ks_group_t *g, int from, int to, const char *extra)
 {
-    const char *v[12];
-    size_t n = 0;
-    if (extra)
-        v[n++] = extra;
-    for (int i = from; i < to; i++)
-        v[n++] = ids[i];
-    ks_cmd_req_t req = {.type = KS_CMD_SETTLE,
-                        .group = g->name,
-                        .u.settle = {.op = KS_SETTLE_ACK,
-                                     .ack_ids = v,
-                                     .n = n,
-                                     .wait_commit = true,
-                                     .cb = on_acks,
-                                     .confirm_cb = on_later}};
-    char err[256];
-    assert_int_equal(ks_cmd_validate(&fx_cfg, &req, err, sizeof(err)), KS_OK);
-    handle_settle(g, cmd_copy(&req), ks_now_ms());
+    ack_cb(g, from, to, extra, true, 0, on_later);
 }
 
 static void test_a_stream_wait_answers_now_and_once_committed(void **state)
