@@ -245,6 +245,8 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
 /* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
 Ksidecar__V1__AckStatus ack_status_of(ks_status_t st);
+/* The same for one result, with where a waited ack's commit stands (COMMITTED, ...). */
+Ksidecar__V1__AckStatus ack_result_status(const ks_ack_result_t *r);
 /* Reads a varint at *p. False when it runs past end or past 64 bits. */
 bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* SubscribeRequest{ack} read in place into one block of ids (ks_strv_pack's shape), or
@@ -264,7 +266,8 @@ unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream);
+                       const char *reason, char **ids, size_t n, bool stream, bool wait_commit,
+                       int32_t commit_timeout_ms);
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
                  char **ids, size_t n, bool stream);

@@ -244,7 +244,7 @@ void stream_next(call_t *c, grpc_slice sl)
     const char *group = ks_substream_group(&c->ss);
     char **ids = grpc_fast_ack_ids(sl, &n);
     if (ids) {
-        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
+        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true, false, 0);
         return;
     }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
@@ -258,7 +258,10 @@ void stream_next(call_t *c, grpc_slice sl)
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK:
         if (r->ack->n_ack_ids)
-            grpc_settle(c, group, KS_SETTLE_ACK, 0, NULL, r->ack->ack_ids, r->ack->n_ack_ids, true);
+            grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL,
+                              ks_strv_pack((const char *const *)r->ack->ack_ids, r->ack->n_ack_ids),
+                              r->ack->n_ack_ids, true, r->ack->wait_commit,
+                              r->ack->commit_timeout_ms);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_NACK:
         if (r->nack->n_ack_ids)

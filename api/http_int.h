@@ -131,6 +131,8 @@ typedef struct req {
     char ready_msg[384];       /* why not ready (the first reason); "" when ready */
     const ks_principal_t *who; /* who called; NULL without auth */
     ks_settle_op_t op;
+    bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
+    int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
     value_fmt_t fmt;
     /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
      * engine hears whether the reply went out (its leases start) or not (its records go

@@ -290,9 +290,15 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, i ? ",{\"ack_id\":" : "{\"ack_id\":");
         put_str(&jb, r->ack_ids[i]);
         ks_jbuf_lit(&jb, ",\"status\":\"");
-        ks_jbuf_lit(&jb, ks_status_name(a->status));
+        /* A waited ack says where its commit stands instead of OK. */
+        const char *commit = ks_commit_wait_name(a->commit);
+        ks_jbuf_lit(&jb, commit ? commit : ks_status_name(a->status));
         ks_jbuf_lit(&jb, "\",\"message\":");
         put_str(&jb, a->reason);
+        if (commit) {
+            ks_jbuf_lit(&jb, ",\"committed_offset\":");
+            ks_jbuf_int(&jb, a->committed_offset);
+        }
         ks_jbuf_lit(&jb, "}");
     }
     ks_edge_ack_summary_t sum;

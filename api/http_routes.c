@@ -34,6 +34,8 @@ static void on_fetch(ks_batch_t *b, void *opaque)
 static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
 {
     req_t *r = opaque;
+    if (r->long_poll) /* a wait for the commit, counted as a long-poll */
+        atomic_fetch_sub(&r->h->long_polls, 1);
     r->acks = res;
     http_wake(r);
 }
@@ -78,9 +80,25 @@ enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
 {
     char err[512];
     ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
-    if (st)
+    if (st) {
+        if (r->long_poll)
+            atomic_fetch_sub(&h->long_polls, 1);
+        r->long_poll = false;
         return http_send_error(r->conn, st, "%s", err);
+    }
     return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+/* A request that parks until something happens (a long-poll fetch, a wait for the
+ * commit) takes one of http.max_long_polls; the engine's callback gives it back. */
+static bool long_poll_claim(ks_http_t *h, req_t *r)
+{
+    if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
+        atomic_fetch_sub(&h->long_polls, 1);
+        return false;
+    }
+    r->long_poll = true;
+    return true;
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -269,27 +287,15 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
         goto out;
     }
-    if (cmd.u.fetch.opts.wait_ms > 0) {
-        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
-            atomic_fetch_sub(&h->long_polls, 1);
-            ret = http_send_error(r->conn, KS_E_BUSY,
-                                  "%d fetches are waiting already (http.max_long_polls); retry "
-                                  "later or with wait_ms=0",
-                                  h->cfg->http_max_long_polls);
-            goto out;
-        }
-        r->long_poll = true;
-    }
-    snprintf(r->group, sizeof(r->group), "%s", group);
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
-        if (r->long_poll)
-            atomic_fetch_sub(&h->long_polls, 1);
-        r->long_poll = false;
-        ret = http_send_error(r->conn, st, "%s", err);
+    if (cmd.u.fetch.opts.wait_ms > 0 && !long_poll_claim(h, r)) {
+        ret = http_send_error(r->conn, KS_E_BUSY,
+                              "%d fetches are waiting already (http.max_long_polls); retry "
+                              "later or with wait_ms=0",
+                              h->cfg->http_max_long_polls);
         goto out;
     }
-    if (http_park(r))
-        ret = http_reply(r);
+    snprintf(r->group, sizeof(r->group), "%s", group);
+    ret = http_submit_park(h, r, &cmd);
 out:
     http_query_free(&a);
     return ret;
@@ -381,8 +387,15 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                                      .reason = reason,
                                      .ack_ids = (const char *const *)r->ack_ids,
                                      .n = r->ack_cnt,
+                                     .wait_commit = r->wait_commit,
+                                     .commit_timeout_ms = r->commit_timeout_ms,
                                      .cb = on_ack,
                                      .opaque = r}};
+    if (r->wait_commit && !long_poll_claim(h, r))
+        return http_send_error(r->conn, KS_E_BUSY,
+                               "%d requests are waiting already (http.max_long_polls); retry "
+                               "later or without wait=commit",
+                               h->cfg->http_max_long_polls);
     return http_submit_park(h, r, &cmd);
 }
 
@@ -639,8 +652,59 @@ static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, c
     return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
 }
 
+/* The acks route's query: wait=commit and its timeout_ms. */
+typedef struct ack_query {
+    const char *wait, *timeout_ms, *unknown;
+} ack_query_t;
+
+static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    ack_query_t *q = cls;
+    if (!strcmp(key, "wait"))
+        q->wait = value ? value : "";
+    else if (!strcmp(key, "timeout_ms"))
+        q->timeout_ms = value ? value : "";
+    else if (!q->unknown)
+        q->unknown = key;
+    return MHD_YES;
+}
+
+/* Reads ?wait=commit[&timeout_ms=N] into r; the range of N is the validator's. False: r was
+ * answered with what is wrong. */
+static bool ack_query_read(req_t *r, enum MHD_Result *ret)
+{
+    ack_query_t q = {0};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_ack_arg, &q);
+    long ms = 0;
+    if (q.unknown)
+        *ret =
+            http_send_error(r->conn, KS_E_INVALID,
+                            "unknown query parameter \"%s\" (known: wait, timeout_ms)", q.unknown);
+    else if (q.wait && strcmp(q.wait, "commit"))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "wait must be commit (answer once the acks are committed), got "
+                               "\"%s\"",
+                               q.wait);
+    else if (q.timeout_ms && !q.wait)
+        *ret = http_send_error(r->conn, KS_E_INVALID, "timeout_ms applies only with wait=commit");
+    else if (q.timeout_ms && http_parse_int(q.timeout_ms, 1, INT_MAX, &ms))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "timeout_ms must be a positive integer (milliseconds), got \"%s\"",
+                               q.timeout_ms);
+    else {
+        r->wait_commit = q.wait != NULL;
+        r->commit_timeout_ms = (int)ms;
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
+    enum MHD_Result ret;
+    if (r->route->op == KS_SETTLE_ACK && !ack_query_read(r, &ret))
+        return ret;
     return http_settle(h, r, group, r->route->op);
 }
 

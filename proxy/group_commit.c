@@ -161,10 +161,12 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             if (p && err) {
                 p->committed = -1; /* retried on the next tick */
                 ks_commit_track_failed(&p->ct);
+                cwait_failed(g, p, tp->offset, err);
             } else if (p && sync && l->cnt == 1) {
                 /* A sync commit reports an error only when every partition failed, so
                  * only a one-partition one confirms here; offset_commit_cb does the rest. */
                 ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+                cwait_confirmed(g, p);
             }
         }
         if (err) {
@@ -206,12 +208,14 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             continue;
         if (!err && !tp->err) {
             ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+            cwait_confirmed(g, p);
             continue;
         }
         if (!err)
             ks_warn(g->log_name, "commit of %s[%d] failed: %s; retrying", tp->topic, tp->partition,
                     rd_kafka_err2str(tp->err));
         ks_commit_track_failed(&p->ct);
+        cwait_failed(g, p, tp->offset, err ? err : tp->err);
         p->committed = -1;
         p->meta_dirty = true;
     }
