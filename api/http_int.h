@@ -133,6 +133,7 @@ typedef struct req {
     ks_settle_op_t op;
     bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
     int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
+    bool errors_only;      /* acks?results=errors: only the results that are not OK */
     value_fmt_t fmt;
     /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
      * engine hears whether the reply went out (its leases start) or not (its records go

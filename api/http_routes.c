@@ -652,9 +652,9 @@ static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, c
     return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
 }
 
-/* The acks route's query: wait=commit and its timeout_ms. */
+/* The acks route's query: wait=commit and its timeout_ms, results=all|errors. */
 typedef struct ack_query {
-    const char *wait, *timeout_ms, *unknown;
+    const char *wait, *timeout_ms, *results, *unknown;
 } ack_query_t;
 
 static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -665,22 +665,29 @@ static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const
         q->wait = value ? value : "";
     else if (!strcmp(key, "timeout_ms"))
         q->timeout_ms = value ? value : "";
+    else if (!strcmp(key, "results"))
+        q->results = value ? value : "";
     else if (!q->unknown)
         q->unknown = key;
     return MHD_YES;
 }
 
-/* Reads ?wait=commit[&timeout_ms=N] into r; the range of N is the validator's. False: r was
- * answered with what is wrong. */
+/* Reads ?wait=commit[&timeout_ms=N][&results=all|errors] into r; the range of N is the
+ * validator's. False: r was answered with what is wrong. */
 static bool ack_query_read(req_t *r, enum MHD_Result *ret)
 {
     ack_query_t q = {0};
     MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_ack_arg, &q);
     long ms = 0;
     if (q.unknown)
-        *ret =
-            http_send_error(r->conn, KS_E_INVALID,
-                            "unknown query parameter \"%s\" (known: wait, timeout_ms)", q.unknown);
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "unknown query parameter \"%s\" (known: wait, timeout_ms, results)",
+                               q.unknown);
+    else if (q.results && strcmp(q.results, "all") && strcmp(q.results, "errors"))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "results must be all (a result per ack id, the default) or errors "
+                               "(only the refused ones, with their index), got \"%s\"",
+                               q.results);
     else if (q.wait && strcmp(q.wait, "commit"))
         *ret = http_send_error(r->conn, KS_E_INVALID,
                                "wait must be commit (answer once the acks are committed), got "
@@ -695,6 +702,7 @@ static bool ack_query_read(req_t *r, enum MHD_Result *ret)
     else {
         r->wait_commit = q.wait != NULL;
         r->commit_timeout_ms = (int)ms;
+        r->errors_only = q.results && !strcmp(q.results, "errors");
         return true;
     }
     return false;

@@ -223,3 +223,34 @@ def test_grpc_stream_ack_answers_twice_with_wait_commit(bootstrap, sidecars):
     finally:
         st.cancel()
     assert sc.stop() == 0
+
+
+def test_results_errors_lists_only_the_refused_with_their_index(bootstrap, sidecars):
+    topic, group = unique("tre"), unique("gre")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 5)
+    sc = sidecars()
+    recs = sorted(fetch_all(sc, group, topic, 5), key=lambda r: r["offset"])
+    ids = [r["ack_id"] for r in recs]
+    st, body = sc.post(acks_path(group, "results=errors"), {"ack_ids": [ids[0], "junk", ids[1]]})
+    assert st == 200, body
+    assert body["accepted"] == 2 and body["rejected"] == 1, body
+    assert [(x["index"], x["ack_id"]) for x in body["results"]] == [(1, "junk")], body
+    assert body["results"][0]["status"] == "INVALID_ARGUMENT", body
+    # Every one refused: the request failed, and each is listed.
+    st, body = sc.post(acks_path(group, "results=errors"), {"ack_ids": [ids[0], ids[1]]})
+    assert st != 200 and [x["index"] for x in body["results"]] == [0, 1], body
+    # With wait=commit an ack not known committed is listed; a committed one is not.
+    st, body = sc.post(acks_path(group, "results=errors&wait=commit&timeout_ms=1000"),
+                       {"ack_ids": [ids[3]]})
+    assert st == 200 and body["results"][0]["status"] == "ACCEPTED", body
+    st, body = sc.post(acks_path(group, "results=errors&wait=commit"), {"ack_ids": [ids[2], ids[4]]})
+    assert st == 200 and body["results"] == [] and body["accepted"] == 2, body
+    # The default, and results=all, list every one without an index.
+    produce(bootstrap, topic, 1)
+    more = fetch_all(sc, group, topic, 1)
+    st, body = sc.post(acks_path(group, "results=all"), {"ack_ids": [more[0]["ack_id"]]})
+    assert st == 200 and len(body["results"]) == 1 and "index" not in body["results"][0], body
+    st, body = sc.post(acks_path(group, "results=some"), {"ack_ids": ["x"]})
+    assert st == 400 and "results must be all" in body["error"]["message"], body
+    assert sc.stop() == 0
