@@ -316,3 +316,39 @@ def test_push_config_errors_name_the_field(bootstrap, sidecars):
     cfg = json.loads(out.stdout)
     p = cfg["groups.static"][0]["push"]
     assert p["batch"] == 7 and p["concurrency"] == 16 and p["bearer_token"] == "********"
+
+
+def test_push_slow_app_holds_only_its_credits(bootstrap, sidecars, apps):
+    topic, group = unique("push-slow"), unique("g-push-slow")
+    create_topic(bootstrap, topic, 2)
+    produce(bootstrap, topic, 3000, keys=300)
+    lock = threading.Lock()
+    now = [0, 0]  # requests in the app now, the most at once
+
+    def decide(rec):
+        with lock:
+            now[0] += 1
+            now[1] = max(now[1], now[0])
+        time.sleep(0.2)
+        with lock:
+            now[0] -= 1
+        return 200, {}, b""
+
+    app = apps(decide)
+    sc = sidecars(push_args(group, topic, app.url, concurrency=4))
+    held = []
+
+    def sample():
+        st, body = sc.get(f"/v1/groups/{group}")
+        subs = [s for s in (body or {}).get("subscribers", []) if s["name"].startswith("push#")]
+        if st == 200 and subs:
+            held.append((subs[0]["credits"]["records"], subs[0]["outstanding"]["records"]))
+        return len(held) >= 20 and len(app.entries()) >= 40
+
+    wait_for(sample, 60, 0.2, "a slow push under way")
+    # What the group leased to push never passed concurrency x batch (4 records), though
+    # thousands wait in Kafka; the app never had more than 4 requests at once.
+    assert {c for c, _ in held} == {4}, held
+    assert max(o for _, o in held) <= 4 and max(o for _, o in held) >= 1, held
+    assert now[1] <= 4, now
+    assert sc.stop() == 0
