@@ -12,6 +12,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "http_int.h"
 #include "log.h"
@@ -291,6 +292,44 @@ static void record_headers(struct curl_slist **l, const ks_record_t *rec, const 
     }
 }
 
+/* CloudEvents binary mode (its HTTP binding): a record that is a binary-mode CloudEvent in
+ * Kafka (ce_* headers, by the Kafka binding) carries its own attributes, which become ce-*
+ * headers; any other record gets ce-specversion 1.0, an id from where it is, a source of its
+ * group and topic, a type, and its time. */
+static void cloudevent_headers(struct curl_slist **l, const ks_record_t *rec, const char *group)
+{
+    bool own = false;
+    for (size_t i = 0; i < rec->header_cnt; i++) {
+        const ks_header_t *h = &rec->headers[i];
+        if (strncmp(h->name, "ce_", 3) || !h->name[3] || !h->value)
+            continue;
+        char name[KS_NAME_MAX + 8];
+        snprintf(name, sizeof(name), "ce-%s", h->name + 3);
+        if (strspn(name + 3, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(name + 3))
+            continue; /* attribute names are lower-case letters and digits */
+        add_header(l, name, h->value, h->value_len);
+        own |= !strcmp(name, "ce-specversion");
+    }
+    if (own)
+        return;
+    char v[KS_NAME_MAX * 2 + 64];
+    add_header(l, "ce-specversion", "1.0", 3);
+    int n =
+        snprintf(v, sizeof(v), "%s-%" PRId32 "-%" PRId64, rec->topic, rec->partition, rec->offset);
+    add_header(l, "ce-id", v, (size_t)n);
+    n = snprintf(v, sizeof(v), "/ksidecar/%s/%s", group, rec->topic);
+    add_header(l, "ce-source", v, (size_t)n);
+    add_header(l, "ce-type", "ksidecar.kafka.record", 21);
+    if (rec->timestamp >= 0) {
+        time_t secs = (time_t)(rec->timestamp / 1000);
+        struct tm tm;
+        gmtime_r(&secs, &tm);
+        n = (int)strftime(v, sizeof(v), "%Y-%m-%dT%H:%M:%S", &tm);
+        n += snprintf(v + n, sizeof(v) - (size_t)n, ".%03dZ", (int)(rec->timestamp % 1000));
+        add_header(l, "ce-time", v, (size_t)n);
+    }
+}
+
 /* A request for recs[0..n) (body and headers), ready to add to the multi handle. */
 static preq_t *req_new(pusher_t *p, const ks_record_t *recs, size_t n)
 {
@@ -316,6 +355,8 @@ static preq_t *req_new(pusher_t *p, const ks_record_t *recs, size_t n)
         r->body_len = recs[0].value_len;
         add_header(&r->hdrs, "Content-Type", "application/octet-stream", 24);
         record_headers(&r->hdrs, &recs[0], r->ids[0]);
+        if (gc->push_cloudevents)
+            cloudevent_headers(&r->hdrs, &recs[0], gc->name);
     } else {
         ks_jbuf_t jb;
         ks_jbuf_init(&jb, 64 + n * 256);

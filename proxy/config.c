@@ -384,12 +384,14 @@ static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t
             g->push_ca_file = ks_xstrdup(s);
         } else if (!strcmp(k, "insecure") && json_is_boolean(v)) {
             g->push_insecure = json_is_true(v);
+        } else if (!strcmp(k, "cloudevents") && json_is_boolean(v)) {
+            g->push_cloudevents = json_is_true(v);
         } else {
             char what[400];
             snprintf(what, sizeof(what),
                      "bad or unknown push field \"%s\" (url: http:// or https:// URL, concurrency: "
                      "1-10000, timeout_ms: 100-3600000, batch: 1-10000, bearer_token: string, "
-                     "ca_file: path, insecure: boolean)",
+                     "ca_file: path, insecure: boolean, cloudevents: boolean)",
                      k);
             return static_err(err, errsize, i, what);
         }

@@ -30,6 +30,7 @@ typedef struct ks_group_conf {
     char *push_bearer_token; /* sent as Authorization: Bearer; empty: none */
     char *push_ca_file;      /* PEM CA for an https url; empty: the system's */
     bool push_insecure;      /* https without checking the app's certificate */
+    bool push_cloudevents;   /* batch 1: also CloudEvents binary-mode ce-* headers */
     unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
 } ks_group_conf_t;
 

@@ -107,7 +107,7 @@ const key_t_ config_keys[] = {
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
      "\"max_attempts\",\"max_in_flight_per_key\",\"push\"}] (JSON text as a flag); push is "
      "{\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
-     "\"insecure\"}, see docs/push.md"},
+     "\"insecure\",\"cloudevents\"}, see docs/push.md"},
     {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
      "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
     {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
@@ -366,11 +366,12 @@ char *ks_config_dump(const ks_config_t *cfg)
                 if (*g->push_url)
                     json_object_set_new(
                         json_array_get(v, j), "push",
-                        json_pack("{s:o,s:i,s:i,s:i,s:s,s:o,s:b}", "url", dump_str(g->push_url),
+                        json_pack("{s:o,s:i,s:i,s:i,s:s,s:o,s:b,s:b}", "url", dump_str(g->push_url),
                                   "concurrency", g->push_concurrency, "timeout_ms",
                                   g->push_timeout_ms, "batch", g->push_batch, "bearer_token",
                                   *g->push_bearer_token ? "********" : "", "ca_file",
-                                  dump_str(g->push_ca_file), "insecure", g->push_insecure));
+                                  dump_str(g->push_ca_file), "insecure", g->push_insecure,
+                                  "cloudevents", g->push_cloudevents));
             }
             break;
         }

@@ -44,6 +44,7 @@ class App:
                        "attempt": int(h.get("ksidecar-attempt", 0)),
                        "headers": {k[len("ksidecar-header-"):]: v for k, v in h.items()
                                    if k.lower().startswith("ksidecar-header-")},
+                       "ce": {k.lower(): v for k, v in h.items() if k.lower().startswith("ce-")},
                        "value": body, "batch": h.get("ksidecar-batch"), "t0": t0}
                 status, hdrs, out = app.decide(rec)
                 self.send_response(status)
@@ -351,4 +352,30 @@ def test_push_slow_app_holds_only_its_credits(bootstrap, sidecars, apps):
     assert {c for c, _ in held} == {4}, held
     assert max(o for _, o in held) <= 4 and max(o for _, o in held) >= 1, held
     assert now[1] <= 4, now
+    assert sc.stop() == 0
+
+
+def test_push_cloudevents_binary_mode(bootstrap, sidecars, apps):
+    topic, group = unique("push-ce"), unique("g-push-ce")
+    create_topic(bootstrap, topic, 1)
+    app = apps(ok)
+    args = push_args(group, topic, app.url, cloudevents=True)
+    sc = sidecars(args)
+    recs = [{"key": "k", "value": "plain"},
+            {"key": "k", "value": "{\"n\":1}",
+             "headers": [{"key": "ce_specversion", "value": "1.0"},
+                         {"key": "ce_id", "value": "order-7"},
+                         {"key": "ce_source", "value": "/shop"},
+                         {"key": "ce_type", "value": "order.created"}]}]
+    st, body = sc.post(f"/v1/topics/{topic}/records", {"records": recs})
+    assert st == 200, body
+    wait_committed(bootstrap, group, topic, 1, timeout=60)
+    by = {r["value"]: r["ce"] for r in app.entries()}
+    plain = by[b"plain"]
+    assert plain["ce-specversion"] == "1.0" and plain["ce-id"] == f"{topic}-0-0"
+    assert plain["ce-source"] == f"/ksidecar/{group}/{topic}"
+    assert plain["ce-type"] == "ksidecar.kafka.record" and plain["ce-time"].endswith("Z")
+    own = by[b'{"n":1}']
+    assert own == {"ce-specversion": "1.0", "ce-id": "order-7", "ce-source": "/shop",
+                   "ce-type": "order.created"}, own
     assert sc.stop() == 0

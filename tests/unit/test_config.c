@@ -665,6 +665,7 @@ static void test_push(void **state)
     assert_int_equal(cfg.static_groups[0].push_concurrency, 64);
     assert_int_equal(cfg.static_groups[0].push_batch, 50);
     assert_int_equal(cfg.static_groups[0].push_timeout_ms, 30000);
+    assert_false(cfg.static_groups[0].push_cloudevents);
     assert_string_equal(cfg.static_groups[1].push_url, "");
     assert_int_equal(load(&cfg,
                           "{\"groups\":{\"static\":[{\"name\":\"g\",\"topics\":[\"a\"],"
