@@ -44,6 +44,6 @@ extern const size_t ks_edge_cnt;
 /* The running edge of kind k in edges[] (ks_edges' order), or NULL. */
 void *ks_edge_find(void *const *edges, const ks_edge_kind_t *k);
 
-extern const ks_edge_kind_t ks_edge_http, ks_edge_grpc;
+extern const ks_edge_kind_t ks_edge_http, ks_edge_grpc, ks_edge_push;
 
 #endif

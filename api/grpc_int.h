@@ -266,11 +266,11 @@ unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream, bool wait_commit,
-                       int32_t commit_timeout_ms);
+                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
+                       bool wait_commit, int32_t commit_timeout_ms);
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 char **ids, size_t n, bool stream);
+                 bool dead_letter, char **ids, size_t n, bool stream);
 /* Finishes the call: the request is not a valid `what` message. */
 void bad_message(call_t *c, const char *what);
 /* The row for a method path (len bytes), or NULL. */

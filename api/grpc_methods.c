@@ -193,8 +193,8 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream, bool wait_commit,
-                       int32_t commit_timeout_ms)
+                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
+                       bool wait_commit, int32_t commit_timeout_ms)
 {
     settle_ctx_t *x = settle_ctx_new(c, ids, n, stream), *later = NULL;
     char err[512];
@@ -210,6 +210,7 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
                         .u.settle = {.op = op,
                                      .ms = ms,
                                      .reason = reason,
+                                     .dead_letter = dead_letter,
                                      .ack_ids = (const char *const *)x->ids,
                                      .n = n,
                                      .wait_commit = wait_commit,
@@ -237,10 +238,10 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
 
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 char **ids, size_t n, bool stream)
+                 bool dead_letter, char **ids, size_t n, bool stream)
 {
-    return grpc_settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
-                             stream, false, 0);
+    return grpc_settle_owned(c, group, op, ms, reason, dead_letter,
+                             ks_strv_pack((const char *const *)ids, n), n, stream, false, 0);
 }
 
 /* ---- reply encoders ----
@@ -447,7 +448,7 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
 static void decode_ack(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__AckRequest *r = (Ksidecar__V1__AckRequest *)m;
-    grpc_settle_owned(c, r->group, KS_SETTLE_ACK, 0, NULL,
+    grpc_settle_owned(c, r->group, KS_SETTLE_ACK, 0, NULL, false,
                       ks_strv_pack((const char *const *)r->ack_ids, r->n_ack_ids), r->n_ack_ids,
                       false, r->wait_commit, r->commit_timeout_ms);
 }
@@ -455,15 +456,15 @@ static void decode_ack(call_t *c, ProtobufCMessage *m)
 static void decode_nack(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__NackRequest *r = (Ksidecar__V1__NackRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
-                false);
+    grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->dead_letter, r->ack_ids,
+                r->n_ack_ids, false);
 }
 
 static void decode_modify(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__ModifyAckDeadlineRequest *r = (Ksidecar__V1__ModifyAckDeadlineRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
-                false);
+    grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, false, r->ack_ids,
+                r->n_ack_ids, false);
 }
 
 /* The status command for group (NULL: every group). */

@@ -373,7 +373,7 @@ static bool http_fast_ack_ids(req_t *r)
 
 /* Hands the ids in r to the engine and parks the request for the answer. */
 static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
-                                     int64_t ms, const char *reason)
+                                     int64_t ms, const char *reason, bool dead_letter)
 {
     char err[512];
     r->op = op;
@@ -385,6 +385,7 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                         .u.settle = {.op = op,
                                      .ms = ms,
                                      .reason = reason,
+                                     .dead_letter = dead_letter,
                                      .ack_ids = (const char *const *)r->ack_ids,
                                      .n = r->ack_cnt,
                                      .wait_commit = r->wait_commit,
@@ -402,7 +403,7 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
     if (!r->too_big && r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
-        return submit_settle(h, r, group, op, 0, NULL);
+        return submit_settle(h, r, group, op, 0, NULL, false);
     enum MHD_Result ret = MHD_NO;
     /* No NUL allowed: an ack id read as a C string must be the whole string. */
     json_t *root = http_body_json(h, r, "{\"ack_ids\":[\"...\"]}", 0, &ret);
@@ -411,7 +412,8 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
     json_t *ids = json_object_get(root, "ack_ids");
     if (!json_is_object(root) || !json_is_array(ids)) {
         ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
-                              op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
+                              op == KS_SETTLE_NACK
+                                  ? ",\"delay_ms\":0,\"reason\":\"...\",\"dead_letter\":false"
                               : op == KS_SETTLE_EXTEND ? ",\"deadline_ms\":30000"
                                                        : "");
         goto out;
@@ -421,6 +423,7 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
     json_t *v;
     json_int_t ms = 0;
     const char *reason = NULL;
+    bool dead_letter = false;
     json_object_foreach(root, k, v)
     {
         if (!strcmp(k, "ack_ids"))
@@ -429,13 +432,15 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
             ms = json_integer_value(v);
         else if (op == KS_SETTLE_NACK && !strcmp(k, "reason") && json_is_string(v))
             reason = json_string_value(v);
+        else if (op == KS_SETTLE_NACK && !strcmp(k, "dead_letter") && json_is_boolean(v))
+            dead_letter = json_is_true(v);
         else if (op == KS_SETTLE_EXTEND && !strcmp(k, "deadline_ms") && json_is_integer(v))
             ms = json_integer_value(v);
         else {
             ret = http_send_error(
                 r->conn, KS_E_INVALID,
                 "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)", k,
-                op == KS_SETTLE_NACK     ? ", delay_ms: integer, reason: string"
+                op == KS_SETTLE_NACK ? ", delay_ms: integer, reason: string, dead_letter: boolean"
                 : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
                                          : "");
             goto out;
@@ -458,7 +463,7 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
         r->ack_ids[i] = strdup(json_string_value(it));
         r->ack_cnt = i + 1;
     }
-    ret = submit_settle(h, r, group, op, ms, reason);
+    ret = submit_settle(h, r, group, op, ms, reason, dead_letter);
 out:
     json_decref(root);
     return ret;

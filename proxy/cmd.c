@@ -269,6 +269,8 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
                  req->u.settle.n);
         return KS_E_INVALID;
     }
+    if (op != KS_SETTLE_NACK)
+        req->u.settle.dead_letter = false;
     if (op == KS_SETTLE_NACK && (ms < 0 || ms > cfg->nack_max_delay_ms)) {
         snprintf(err, errsize, "delay_ms must be from 0 to %d (nack.max_delay_ms), got %lld",
                  cfg->nack_max_delay_ms, (long long)ms);

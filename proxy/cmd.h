@@ -47,6 +47,7 @@ typedef struct ks_cmd_req {
             ks_settle_op_t op;
             int64_t ms;         /* NACK: the redelivery delay; EXTEND: the new deadline from now */
             const char *reason; /* NACK: kept for the dead-letter headers; "" is none (NULL) */
+            bool dead_letter;   /* NACK: dead-letter at once, whatever the attempt count */
             const char *const *ack_ids;
             size_t n;
             bool wait_commit;          /* ACK: answer once confirmed commits cover the acks */

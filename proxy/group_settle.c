@@ -156,14 +156,28 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             free(e->reason);
             e->reason = ks_xstrdup(c->req.u.settle.reason);
         }
-        if (*g->gconf->dead_letter_topic && ks_win_attempts_counted(e) >= g->gconf->max_attempts) {
+        /* A terminal reject takes the exhausted record's path, whatever its attempts. */
+        bool reject = c->req.u.settle.dead_letter;
+        if (*g->gconf->dead_letter_topic &&
+            (reject || ks_win_attempts_counted(e) >= g->gconf->max_attempts)) {
             (void)ks_rec_move(e, KS_REC_READY);
             dead_letter(g, p, e);
             return (ks_ack_result_t){.status = KS_OK,
-                                     "nacked; max_attempts reached: dead-lettered"};
+                                     reject ? "rejected: dead-lettered"
+                                            : "nacked; max_attempts reached: dead-lettered"};
         }
+        if (reject) /* nowhere to put it: retried as a nack, so nothing is lost */
+            ks_warn(g->log_name,
+                    "%s[%d]@%lld: poison record (nack with dead_letter) but the group has no "
+                    "dead-letter topic (group.dead_letter_topic): it will be redelivered; "
+                    "reason: %s",
+                    p->topic, p->partition, (long long)e->offset, e->reason ? e->reason : "none");
         if (ks_lease_release(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) == 1)
             ks_key_sched_requeue(&p->sched, &p->win, e);
+        if (reject)
+            return (ks_ack_result_t){.status = KS_OK,
+                                     "nacked; no dead-letter topic (group.dead_letter_topic) "
+                                     "to reject to: redelivery as for a nack"};
         return (ks_ack_result_t){.status = KS_OK,
                                  c->req.u.settle.ms > 0 ? "nacked; redelivery after the delay"
                                                         : "nacked; redelivery now"};

@@ -538,10 +538,13 @@ func (x *AckIds) GetCommitTimeoutMs() int32 {
 }
 
 type NackIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AckIds        []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
-	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AckIds  []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	DelayMs int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Reason  string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Dead-letter at once, with reason in ksidecar.last_error, whatever the attempt count.
+	// Without a dead-letter topic the record is redelivered as after a plain nack, and logged.
+	DeadLetter    bool `protobuf:"varint,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -595,6 +598,13 @@ func (x *NackIds) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *NackIds) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
 }
 
 type ExtendIds struct {
@@ -1359,6 +1369,7 @@ type NackRequest struct {
 	AckIds        []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
 	DelayMs       int64                  `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	DeadLetter    bool                   `protobuf:"varint,5,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"` // as NackIds.dead_letter
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1419,6 +1430,13 @@ func (x *NackRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *NackRequest) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
 }
 
 type ModifyAckDeadlineRequest struct {
@@ -2398,11 +2416,13 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vwait_commit\x18\x02 \x01(\bR\n" +
 	"waitCommit\x12*\n" +
-	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\"U\n" +
+	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\"v\n" +
 	"\aNackIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"E\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x04 \x01(\bR\n" +
+	"deadLetter\"E\n" +
 	"\tExtendIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
@@ -2465,12 +2485,14 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vwait_commit\x18\x03 \x01(\bR\n" +
 	"waitCommit\x12*\n" +
-	"\x11commit_timeout_ms\x18\x04 \x01(\x05R\x0fcommitTimeoutMs\"o\n" +
+	"\x11commit_timeout_ms\x18\x04 \x01(\x05R\x0fcommitTimeoutMs\"\x90\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"j\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x05 \x01(\bR\n" +
+	"deadLetter\"j\n" +
 	"\x18ModifyAckDeadlineRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x1f\n" +
