@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "edges.h"
 #include "log.h"
+#include "sd_notify.h"
 #include "substream.h"
 
 extern char **environ;
@@ -72,6 +73,14 @@ static void raise_nofile_limit(void)
     }
     ks_info("main", "open-files limit raised from %llu to %llu", (unsigned long long)was,
             (unsigned long long)want);
+}
+
+/* Tells systemd (Type=notify) of a state change; outside systemd it does nothing. */
+static void notify(const char *state)
+{
+    if (ks_sd_notify(state) < 0)
+        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
+                strerror(errno));
 }
 
 /* Shutdown of the edges: each stops taking new work, then each closes, last started first. */
@@ -135,10 +144,12 @@ int main(int argc, char **argv)
      * default disposition back first, so `kill -INT` stops a backgrounded ksidecar. */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -177,8 +188,18 @@ int main(int argc, char **argv)
     if (cfg.dev && http)
         print_dev_banner(&cfg, ks_edge_http.port(http), grpc ? ks_edge_grpc.port(grpc) : 0);
 
+    /* Ready for systemd once the edges listen: /healthz and /readyz then answer, and say
+     * whether Kafka does. Waiting for Kafka here would make systemd fail the start (and
+     * restart it in a loop) through a Kafka outage. */
+    notify("READY=1\nSTATUS=listening");
+
     int sig = 0;
-    sigwait(&sigs, &sig);
+    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
+        notify("RELOADING=1");
+        ks_info("main", "SIGHUP: nothing to reload");
+        notify("READY=1");
+    }
+    notify("STOPPING=1");
     ks_info("main", "%s: stopping (grace %d ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_ms);
 
