@@ -14,6 +14,7 @@
 #include "engine.h"
 #include "auth.h"
 #include "edges.h"
+#include "file_watch.h"
 #include "log.h"
 #include "sd_notify.h"
 #include "substream.h"
@@ -81,6 +82,58 @@ static void notify(const char *state)
     if (ks_sd_notify(state) < 0)
         ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
                 strerror(errno));
+}
+
+/* How often the credential files are looked at for a change (besides SIGHUP). */
+#define CRED_CHECK_MS 2000
+
+/* The files read again without a restart. */
+typedef enum { CRED_TOKENS, CRED_CERT, CRED_KEY, CRED_CA, CRED_CNT } cred_file_t;
+
+/* Reads the tokens file again (and the TLS files); a bad one is refused with a log line
+ * naming the problem, and the one in force stays. why says what asked for it. */
+static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, const char *why)
+{
+    char err[1024];
+    if (auth) {
+        if (ks_auth_reload(auth, cfg->auth_tokens_file, err, sizeof(err)) < 0)
+            ks_err("main",
+                   "%s: the new tokens file is refused, the previous one stays in "
+                   "force: %s",
+                   why, err);
+        else
+            ks_info("main", "%s: tokens file %s reloaded", why, cfg->auth_tokens_file);
+    }
+}
+
+/* Waits for SIGTERM or SIGINT and returns it; meanwhile reloads the credentials on SIGHUP
+ * and when one of their files changes. */
+static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, const sigset_t *sigs)
+{
+    ks_file_watch_t w[CRED_CNT];
+    ks_file_watch_init(&w[CRED_TOKENS], auth ? cfg->auth_tokens_file : NULL);
+    ks_file_watch_init(&w[CRED_CERT], cfg->tls_cert_file);
+    ks_file_watch_init(&w[CRED_KEY], cfg->tls_key_file);
+    ks_file_watch_init(&w[CRED_CA], cfg->tls_client_ca_file);
+    for (;;) {
+        struct timespec tick = {CRED_CHECK_MS / 1000, (CRED_CHECK_MS % 1000) * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig == SIGHUP) {
+            for (int i = 0; i < CRED_CNT; i++)
+                ks_file_watch_changed(&w[i]); /* what SIGHUP reloads is not reloaded again */
+            notify("RELOADING=1");
+            reload_credentials(cfg, auth, "SIGHUP");
+            notify("READY=1");
+        } else if (sig > 0) {
+            return sig;
+        } else {
+            bool changed = false;
+            for (int i = 0; i < CRED_CNT; i++)
+                changed |= ks_file_watch_changed(&w[i]);
+            if (changed)
+                reload_credentials(cfg, auth, "a credential file changed");
+        }
+    }
 }
 
 /* Shutdown of the edges: each stops taking new work, then each closes, last started first. */
@@ -179,6 +232,8 @@ int main(int argc, char **argv)
         snprintf(err, sizeof(err), "cannot start the stream sweep thread");
         goto out_fail;
     }
+    if (auth)
+        ks_subhub_watch_auth(hub, auth);
     ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .hub = hub};
     for (size_t i = 0; i < ks_edge_cnt; i++)
         if (ks_edges[i]->wanted(&cfg) && !(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
@@ -193,12 +248,7 @@ int main(int argc, char **argv)
      * restart it in a loop) through a Kafka outage. */
     notify("READY=1\nSTATUS=listening");
 
-    int sig = 0;
-    while (sigwait(&sigs, &sig) == 0 && sig == SIGHUP) {
-        notify("RELOADING=1");
-        ks_info("main", "SIGHUP: nothing to reload");
-        notify("READY=1");
-    }
+    int sig = serve_until_stopped(&cfg, auth, &sigs);
     notify("STOPPING=1");
     ks_info("main", "%s: stopping (grace %d ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_ms);
