@@ -92,9 +92,17 @@ typedef enum { CRED_TOKENS, CRED_CERT, CRED_KEY, CRED_CA, CRED_CNT } cred_file_t
 
 /* Reads the tokens file again (and the TLS files); a bad one is refused with a log line
  * naming the problem, and the one in force stays. why says what asked for it. */
-static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, const char *why)
+static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t *tls,
+                               const char *why)
 {
     char err[1024];
+    if (tls) {
+        if (ks_tls_reload(tls, err, sizeof(err)) < 0)
+            ks_err("main", "%s: the new TLS files are refused, the previous ones stay in force: %s",
+                   why, err);
+        else
+            ks_info("main", "%s: TLS files reloaded (tls.cert_file %s)", why, cfg->tls_cert_file);
+    }
     if (auth) {
         if (ks_auth_reload(auth, cfg->auth_tokens_file, err, sizeof(err)) < 0)
             ks_err("main",
@@ -108,7 +116,8 @@ static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, const ch
 
 /* Waits for SIGTERM or SIGINT and returns it; meanwhile reloads the credentials on SIGHUP
  * and when one of their files changes. */
-static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, const sigset_t *sigs)
+static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t *tls,
+                               const sigset_t *sigs)
 {
     ks_file_watch_t w[CRED_CNT];
     ks_file_watch_init(&w[CRED_TOKENS], auth ? cfg->auth_tokens_file : NULL);
@@ -122,7 +131,7 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, const si
             for (int i = 0; i < CRED_CNT; i++)
                 ks_file_watch_changed(&w[i]); /* what SIGHUP reloads is not reloaded again */
             notify("RELOADING=1");
-            reload_credentials(cfg, auth, "SIGHUP");
+            reload_credentials(cfg, auth, tls, "SIGHUP");
             notify("READY=1");
         } else if (sig > 0) {
             return sig;
@@ -131,7 +140,7 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, const si
             for (int i = 0; i < CRED_CNT; i++)
                 changed |= ks_file_watch_changed(&w[i]);
             if (changed)
-                reload_credentials(cfg, auth, "a credential file changed");
+                reload_credentials(cfg, auth, tls, "a credential file changed");
         }
     }
 }
@@ -210,6 +219,7 @@ int main(int argc, char **argv)
     ks_dev_t *dev = NULL;
     ks_engine_t *eng = NULL;
     ks_auth_t *auth = NULL;
+    ks_tls_t *tls = NULL;
     ks_subhub_t *hub = NULL;
     void *edges[KS_EDGE_MAX] = {0};
     if (cfg.dev) {
@@ -223,6 +233,8 @@ int main(int argc, char **argv)
     }
     if (*cfg.auth_tokens_file && !(auth = ks_auth_load(cfg.auth_tokens_file, err, sizeof(err))))
         goto out_fail;
+    if (*cfg.tls_cert_file && !(tls = ks_tls_load(&cfg, err, sizeof(err))))
+        goto out_fail;
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
@@ -234,7 +246,7 @@ int main(int argc, char **argv)
     }
     if (auth)
         ks_subhub_watch_auth(hub, auth);
-    ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .hub = hub};
+    ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .tls = tls, .hub = hub};
     for (size_t i = 0; i < ks_edge_cnt; i++)
         if (ks_edges[i]->wanted(&cfg) && !(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
             goto out_fail;
@@ -248,7 +260,7 @@ int main(int argc, char **argv)
      * restart it in a loop) through a Kafka outage. */
     notify("READY=1\nSTATUS=listening");
 
-    int sig = serve_until_stopped(&cfg, auth, &sigs);
+    int sig = serve_until_stopped(&cfg, auth, tls, &sigs);
     notify("STOPPING=1");
     ks_info("main", "%s: stopping (grace %d ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_ms);
@@ -263,6 +275,7 @@ int main(int argc, char **argv)
         ks_engine_destroy(eng);
     ks_dev_stop(dev);
     ks_auth_free(auth);
+    ks_tls_free(tls);
     ks_info("main", "stopped");
     ks_config_free(&cfg);
     return rc;
@@ -277,6 +290,7 @@ out_fail:
     }
     ks_dev_stop(dev);
     ks_auth_free(auth);
+    ks_tls_free(tls);
     ks_config_free(&cfg);
     return 1;
 }

@@ -5,12 +5,16 @@ force, and SIGHUP as the other trigger."""
 import hashlib
 import json
 import os
+import pathlib
+import shutil
 import signal
+import socket
+import ssl
 
 import grpc
 
 from conftest import create_topic, produce, unique, wait_for
-from grpc_support import bearer, open_msg
+from grpc_support import _openssl, bearer, make_certs, open_msg
 from test_grpc import secure_sidecars, streams  # noqa: F401 (fixtures)
 from test_http_stream import Lines, open_stream
 
@@ -88,4 +92,69 @@ def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars
     wait_for(lambda: sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200, 20, 0.2,
              "drop accepted after SIGHUP")
     keep.cancel()
+    assert sc.stop() == 0
+
+
+def server_cert(pki, name):
+    """Another server certificate for 127.0.0.1 from the CA make_certs made in pki."""
+    _openssl("genrsa", "-out", f"{name}.key", "2048", cwd=pki)
+    _openssl("req", "-new", "-key", f"{name}.key", "-subj", "/CN=127.0.0.1", "-out", f"{name}.csr",
+             cwd=pki)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", f"{name}.pem",
+             cwd=pki)
+    return pathlib.Path(pki) / f"{name}.pem", pathlib.Path(pki) / f"{name}.key"
+
+
+def fingerprint(pem_path):
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pathlib.Path(pem_path).read_text())).hexdigest()
+
+
+def served_fingerprint(port, ca):
+    """The SHA-256 of the certificate a new TLS handshake with 127.0.0.1:port is given."""
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return hashlib.sha256(s.getpeercert(binary_form=True)).hexdigest()
+
+
+def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, streams, tmp_path):
+    topic, g = unique("tcert"), unique("gcert")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 2)
+    pki = tmp_path / "pki"
+    certs = make_certs(pki)
+    new_cert, new_key = server_cert(pki, "server2")
+    live_cert, live_key = tmp_path / "live.pem", tmp_path / "live.key"
+    shutil.copy(certs["server_cert"], live_cert)
+    shutil.copy(certs["server_key"], live_key)
+    sc = secure_sidecars(ca=certs["ca"], cert=str(live_cert), key=str(live_key))
+    port = int(sc.grpc_target.rsplit(":", 1)[1])
+    old_fp, new_fp = fingerprint(certs["server_cert"]), fingerprint(new_cert)
+    assert old_fp != new_fp
+    assert served_fingerprint(port, certs["ca"]) == old_fp
+    kept = streams(sc.consumer, open_msg(g, topic, records=1000))
+    assert len(records_from(kept, 1)) >= 1
+
+    # The new key, then the new certificate, as a renewal writes them: new handshakes get
+    # the new certificate; the stream opened before keeps its connection.
+    replace_file(live_key, new_key.read_text())
+    replace_file(live_cert, new_cert.read_text())
+    wait_for(lambda: served_fingerprint(port, certs["ca"]) == new_fp, 30, 0.5,
+             "the new certificate on a new gRPC handshake")
+    assert not kept.done.is_set()
+
+    # A broken certificate is refused, naming it; handshakes keep the one in force.
+    replace_file(live_cert, "not a certificate\n")
+    wait_for(lambda: "tls.cert_file" in sc.logs() and "no PEM certificate" in sc.logs(), 20, 0.2,
+             "the refusal of the broken certificate")
+    assert served_fingerprint(port, certs["ca"]) == new_fp
+    produce(bootstrap, topic, 2)
+    assert len(records_from(kept, 1)) >= 1
+    assert not kept.done.is_set()
+    # A fresh channel (a new handshake, verified against the CA) works.
+    st, _ = sc.request("GET", f"/v1/groups/{g}")
+    assert st == 200
+    kept.cancel()
     assert sc.stop() == 0
