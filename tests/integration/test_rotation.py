@@ -134,6 +134,7 @@ def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, stre
     old_fp, new_fp = fingerprint(certs["server_cert"]), fingerprint(new_cert)
     assert old_fp != new_fp
     assert served_fingerprint(port, certs["ca"]) == old_fp
+    assert served_fingerprint(sc.port, certs["ca"]) == old_fp
     kept = streams(sc.consumer, open_msg(g, topic, records=1000))
     assert len(records_from(kept, 1)) >= 1
 
@@ -143,6 +144,7 @@ def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, stre
     replace_file(live_cert, new_cert.read_text())
     wait_for(lambda: served_fingerprint(port, certs["ca"]) == new_fp, 30, 0.5,
              "the new certificate on a new gRPC handshake")
+    assert served_fingerprint(sc.port, certs["ca"]) == new_fp  # and on HTTP
     assert not kept.done.is_set()
 
     # A broken certificate is refused, naming it; handshakes keep the one in force.
@@ -150,10 +152,11 @@ def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, stre
     wait_for(lambda: "tls.cert_file" in sc.logs() and "no PEM certificate" in sc.logs(), 20, 0.2,
              "the refusal of the broken certificate")
     assert served_fingerprint(port, certs["ca"]) == new_fp
+    assert served_fingerprint(sc.port, certs["ca"]) == new_fp
     produce(bootstrap, topic, 2)
     assert len(records_from(kept, 1)) >= 1
     assert not kept.done.is_set()
-    # A fresh channel (a new handshake, verified against the CA) works.
+    # A new HTTPS connection, verified against the CA, is served.
     st, _ = sc.request("GET", f"/v1/groups/{g}")
     assert st == 200
     kept.cancel()
