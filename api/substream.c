@@ -535,14 +535,17 @@ static void sweep_revoked(ks_subhub_t *h, const ks_auth_t *auth)
     pthread_mutex_lock(&h->lock);
     for (ks_substream_t *ss = h->head; ss && n < 64; ss = ss->hub_next) {
         pthread_mutex_lock(&ss->lock);
-        if (ss->opened && !ss->stopped && ss->who &&
-            (st[n] = still_allowed_locked(ss, auth, msg[n], sizeof(msg[n]))) != KS_OK) {
+        bool end = ss->opened && !ss->stopped && ss->who &&
+                   (st[n] = still_allowed_locked(ss, auth, msg[n], sizeof(msg[n]))) != KS_OK;
+        if (end) {
             ss->stopped = true;
             ss->unread = true;
+        }
+        pthread_mutex_unlock(&ss->lock); /* no op is called under it */
+        if (end) {
             ss->ops->ref(ss->t); /* under the hub's lock: the stream cannot leave meanwhile */
             todo[n++] = ss;
         }
-        pthread_mutex_unlock(&ss->lock);
     }
     pthread_mutex_unlock(&h->lock);
     for (size_t i = 0; i < n; i++) {
