@@ -90,25 +90,24 @@ static void notify(const char *state)
 /* The files read again without a restart. */
 typedef enum { CRED_TOKENS, CRED_CERT, CRED_KEY, CRED_CA, CRED_CNT } cred_file_t;
 
-/* Reads the tokens file again (and the TLS files); a bad one is refused with a log line
- * naming the problem, and the one in force stays. why says what asked for it. */
+/* Reads the tokens file (auth) and the TLS files (tls) again, NULL for what is not to be
+ * read; a bad one is refused with a log line naming the problem, and the one in force
+ * stays. why says what asked for it. */
 static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t *tls,
                                const char *why)
 {
     char err[1024];
     if (tls) {
         if (ks_tls_reload(tls, err, sizeof(err)) < 0)
-            ks_err("main", "%s: the new TLS files are refused, the previous ones stay in force: %s",
-                   why, err);
+            ks_err("main", "%s: the new TLS files are refused, the previous ones stay: %s", why,
+                   err);
         else
             ks_info("main", "%s: TLS files reloaded (tls.cert_file %s)", why, cfg->tls_cert_file);
     }
     if (auth) {
         if (ks_auth_reload(auth, cfg->auth_tokens_file, err, sizeof(err)) < 0)
-            ks_err("main",
-                   "%s: the new tokens file is refused, the previous one stays in "
-                   "force: %s",
-                   why, err);
+            ks_err("main", "%s: the new tokens file is refused, the previous one stays: %s", why,
+                   err);
         else
             ks_info("main", "%s: tokens file %s reloaded", why, cfg->auth_tokens_file);
     }
@@ -136,11 +135,12 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t
         } else if (sig > 0) {
             return sig;
         } else {
-            bool changed = false;
-            for (int i = 0; i < CRED_CNT; i++)
-                changed |= ks_file_watch_changed(&w[i]);
-            if (changed)
-                reload_credentials(cfg, auth, tls, "a credential file changed");
+            bool tokens = ks_file_watch_changed(&w[CRED_TOKENS]), certs = false;
+            for (int i = CRED_CERT; i < CRED_CNT; i++)
+                certs |= ks_file_watch_changed(&w[i]);
+            if (tokens || certs)
+                reload_credentials(cfg, tokens ? auth : NULL, certs ? tls : NULL,
+                                   "a credential file changed");
         }
     }
 }
