@@ -1,7 +1,8 @@
 """Credentials rotated without a restart, through the real binary against the real broker:
 the tokens file replaced while streams of two tokens run (the removed token's gRPC and HTTP
 streams end, the kept one's carry on), a broken new file refused with the old one left in
-force, and SIGHUP as the other trigger."""
+force, SIGHUP as the other trigger, a renewed server certificate on new handshakes of both
+edges, and a new client CA checking new connections."""
 import hashlib
 import json
 import os
@@ -14,7 +15,8 @@ import ssl
 import grpc
 
 from conftest import create_topic, produce, unique, wait_for
-from grpc_support import _openssl, bearer, make_certs, open_msg
+from grpc_support import (_openssl, bearer, consumer_pb2, consumer_pb2_grpc, make_certs, open_msg,
+                          rpc_code)
 from test_grpc import secure_sidecars, streams  # noqa: F401 (fixtures)
 from test_http_stream import Lines, open_stream
 
@@ -160,4 +162,40 @@ def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, stre
     st, _ = sc.request("GET", f"/v1/groups/{g}")
     assert st == 200
     kept.cancel()
+    assert sc.stop() == 0
+
+
+def test_new_client_ca_checks_new_connections(bootstrap, secure_sidecars, tmp_path):
+    old, new = make_certs(tmp_path / "pki-old"), make_certs(tmp_path / "pki-new")
+    live_ca = tmp_path / "client-ca.pem"
+    shutil.copy(old["ca"], live_ca)
+    sc = secure_sidecars(cert=old["server_cert"], key=old["server_key"], ca=old["ca"],
+                         client_ca=str(live_ca), client_cert=old["client_cert"],
+                         client_key=old["client_key"])
+
+    def https_status(pki):
+        ctx = sc.make_ssl_context(with_client_cert=False)
+        ctx.load_cert_chain(pki["client_cert"], pki["client_key"])
+        try:
+            return sc.request("GET", "/v1/groups", context=ctx)[0]
+        except OSError:  # the handshake itself refused
+            return 0
+
+    def grpc_code(pki):
+        ch = grpc.secure_channel(sc.grpc_target, grpc.ssl_channel_credentials(
+            root_certificates=pathlib.Path(old["ca"]).read_bytes(),
+            private_key=pathlib.Path(pki["client_key"]).read_bytes(),
+            certificate_chain=pathlib.Path(pki["client_cert"]).read_bytes()))
+        try:
+            return rpc_code(consumer_pb2_grpc.ConsumerStub(ch).ListGroups,
+                            consumer_pb2.ListGroupsRequest(), timeout=10)[0]
+        finally:
+            ch.close()
+
+    assert https_status(old) == 200 and grpc_code(old) == SC.OK
+    assert https_status(new) != 200 and grpc_code(new) != SC.OK
+    replace_file(live_ca, pathlib.Path(new["ca"]).read_text())
+    wait_for(lambda: https_status(new) == 200, 30, 0.5, "the new CA's client on HTTPS")
+    wait_for(lambda: grpc_code(new) == SC.OK, 30, 0.5, "the new CA's client on gRPC")
+    assert https_status(old) != 200 and grpc_code(old) != SC.OK
     assert sc.stop() == 0
