@@ -12,7 +12,7 @@ static bool http_wanted(const ks_config_t *cfg)
 
 static void *http_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_http_start(env->eng, env->cfg, env->auth, env->hub, err, errsize);
+    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, err, errsize);
 }
 
 static int http_port(const void *e)
@@ -46,7 +46,7 @@ static bool grpc_wanted(const ks_config_t *cfg)
 
 static void *grpc_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_grpc_start(env->eng, env->cfg, env->auth, env->hub, err, errsize);
+    return ks_grpc_start(env->eng, env->cfg, env->auth, env->tls, env->hub, err, errsize);
 }
 
 static int grpc_port(const void *e)

@@ -10,12 +10,14 @@
 #include "config.h"
 #include "engine.h"
 #include "substream.h"
+#include "tls.h"
 
 /* What every edge is started with, all borrowed for its life. */
 typedef struct ks_edge_env {
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth; /* NULL: no bearer tokens */
+    ks_tls_t *tls;         /* NULL: plaintext; reloaded by main */
     ks_subhub_t *hub;      /* every subscriber stream, and the stall sweep */
 } ks_edge_env_t;
 

@@ -120,6 +120,9 @@ struct ks_grpc {
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth;
+    ks_tls_t *tls;            /* NULL: plaintext */
+    pthread_mutex_t tls_lock; /* guards tls_gen */
+    uint64_t tls_gen;         /* the reading the last handshake's config came from */
     grpc_server *server;
     grpc_completion_queue *cq;
     int port;

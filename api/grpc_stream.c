@@ -203,7 +203,8 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
                               .unset = grpc_fetch_unset(0, o->deadline_ms),
                               .max_batch = STREAM_BATCH_MAX,
                               .max_bytes = msg_max_record_bytes(s->cfg),
-                              .ordered_batches = o->ordered_batches};
+                              .ordered_batches = o->ordered_batches,
+                              .who = c->who};
     if ((st = ks_substream_check(&c->ss, &so, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);
         return;
