@@ -95,6 +95,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
 #define EXPLICIT_DLT       0x2
 #define EXPLICIT_ATTEMPTS  0x4
 #define EXPLICIT_IN_FLIGHT 0x8
+#define EXPLICIT_RETRY     0x10
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
  * order the keys came in. */
@@ -109,6 +110,8 @@ static void propagate_defaults(ks_config_t *cfg)
             g->max_attempts = d->max_attempts;
         if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
             g->max_in_flight_per_key = d->max_in_flight_per_key;
+        if (!(g->explicit_mask & EXPLICIT_RETRY))
+            g->retry = d->retry;
         if (!(g->explicit_mask & EXPLICIT_DLT) &&
             strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
@@ -153,6 +156,18 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
         }
         return set_int(cfg, k, v, err, errsize);
     }
+    case T_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (end == value || *end || errno) {
+            snprintf(err, errsize, "config key '%s': expected a number, got \"%s\"", key, value);
+            return -1;
+        }
+        return set_double(field, k, v, err, errsize);
+    }
+    case T_MSLIST:
+        return set_mslist(field, key, value, err, errsize);
     case T_BOOL:
         if (parse_bool(value, (bool *)field) < 0) {
             snprintf(err, errsize, "config key '%s': expected true or false, got \"%s\"", key,
@@ -290,6 +305,12 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
         if (!json_is_integer(v))
             goto wrong_type;
         return set_int(cfg, k, json_integer_value(v), err, errsize);
+    case T_DOUBLE:
+        if (!json_is_number(v))
+            goto wrong_type;
+        return set_double((char *)cfg + k->off, k, json_number_value(v), err, errsize);
+    case T_MSLIST:
+        return json_mslist((ks_retry_t *)((char *)cfg + k->off), name, v, err, errsize);
     case T_BOOL:
         if (!json_is_boolean(v))
             goto wrong_type;
@@ -318,12 +339,14 @@ wrong_type:;
     static const char *expected[] = {"a string",
                                      "an integer",
                                      "an integer",
+                                     "a number",
                                      "a boolean",
                                      "a non-empty array of strings",
                                      "a string (error, warn, info or debug)",
                                      "a string (text or json)",
                                      "a string (key, partition or none)",
-                                     "an array of group objects"};
+                                     "an array of group objects",
+                                     "an array of integers (ms)"};
     snprintf(err, errsize, "config key '%s': expected %s, got %s", name, expected[k->type],
              json_type_name(v));
     return -1;
@@ -353,6 +376,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
         g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
+        g->retry = cfg->group_defaults.retry;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
         if (!json_is_object(o)) {
             rc = static_err(err, errsize, i, "expected an object");
@@ -398,12 +422,18 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 100000) {
                 g->max_in_flight_per_key = (int)json_integer_value(v);
                 g->explicit_mask |= EXPLICIT_IN_FLIGHT;
+            } else if (!strcmp(k, "retry")) {
+                char what[300];
+                if (static_retry(g, v, what, sizeof(what)))
+                    rc = static_err(err, errsize, i, what);
+                g->explicit_mask |= EXPLICIT_RETRY;
             } else {
                 char what[400];
                 snprintf(what, sizeof(what),
                          "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
                          "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000)",
+                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000, "
+                         "retry: object of group.retry.* fields)",
                          k);
                 rc = static_err(err, errsize, i, what);
             }

@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "retry.h"
 
 typedef struct ks_kv {
     char *key; /* librdkafka property name, e.g. "bootstrap.servers" */
@@ -22,6 +23,7 @@ typedef struct ks_group_conf {
     char *dead_letter_topic;   /* empty: none, retries never stop */
     int max_attempts;          /* deliveries before dead-lettering (with a dead-letter topic) */
     int max_in_flight_per_key; /* records of one chain an ordered-batches subscriber may hold */
+    ks_retry_t retry;          /* the delay of a nack without one, and of an expired lease */
     unsigned explicit_mask;    /* static groups: fields set on the group itself, not inherited */
 } ks_group_conf_t;
 
