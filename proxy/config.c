@@ -98,6 +98,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
 #define EXPLICIT_PUSH_CONC 0x10
 #define EXPLICIT_PUSH_TIME 0x20
 #define EXPLICIT_PUSH_BAT  0x40
+#define EXPLICIT_RETRY     0x80
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
  * order the keys came in. */
@@ -118,6 +119,8 @@ static void propagate_defaults(ks_config_t *cfg)
             g->push_timeout_ms = d->push_timeout_ms;
         if (!(g->explicit_mask & EXPLICIT_PUSH_BAT))
             g->push_batch = d->push_batch;
+        if (!(g->explicit_mask & EXPLICIT_RETRY))
+            g->retry = d->retry;
         if (!(g->explicit_mask & EXPLICIT_DLT) &&
             strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
@@ -162,6 +165,18 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
         }
         return set_int(cfg, k, v, err, errsize);
     }
+    case T_DOUBLE: {
+        char *end;
+        errno = 0;
+        double v = strtod(value, &end);
+        if (end == value || *end || errno) {
+            snprintf(err, errsize, "config key '%s': expected a number, got \"%s\"", key, value);
+            return -1;
+        }
+        return set_double(field, k, v, err, errsize);
+    }
+    case T_MSLIST:
+        return set_mslist(field, key, value, err, errsize);
     case T_BOOL:
         if (parse_bool(value, (bool *)field) < 0) {
             snprintf(err, errsize, "config key '%s': expected true or false, got \"%s\"", key,
@@ -299,6 +314,12 @@ static int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char 
         if (!json_is_integer(v))
             goto wrong_type;
         return set_int(cfg, k, json_integer_value(v), err, errsize);
+    case T_DOUBLE:
+        if (!json_is_number(v))
+            goto wrong_type;
+        return set_double((char *)cfg + k->off, k, json_number_value(v), err, errsize);
+    case T_MSLIST:
+        return json_mslist((ks_retry_t *)((char *)cfg + k->off), name, v, err, errsize);
     case T_BOOL:
         if (!json_is_boolean(v))
             goto wrong_type;
@@ -327,12 +348,14 @@ wrong_type:;
     static const char *expected[] = {"a string",
                                      "an integer",
                                      "an integer",
+                                     "a number",
                                      "a boolean",
                                      "a non-empty array of strings",
                                      "a string (error, warn, info or debug)",
                                      "a string (text or json)",
                                      "a string (key, partition or none)",
-                                     "an array of group objects"};
+                                     "an array of group objects",
+                                     "an array of integers (ms)"};
     snprintf(err, errsize, "config key '%s': expected %s, got %s", name, expected[k->type],
              json_type_name(v));
     return -1;
@@ -419,6 +442,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
         g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
+        g->retry = cfg->group_defaults.retry;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
         g->push_url = ks_xstrdup("");
         g->push_concurrency = cfg->group_defaults.push_concurrency;
@@ -472,14 +496,19 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                 g->explicit_mask |= EXPLICIT_IN_FLIGHT;
             } else if (!strcmp(k, "push")) {
                 rc = parse_push(g, v, i, err, errsize);
+            } else if (!strcmp(k, "retry")) {
+                char what[300];
+                if (static_retry(g, v, what, sizeof(what)))
+                    rc = static_err(err, errsize, i, what);
+                g->explicit_mask |= EXPLICIT_RETRY;
             } else {
-                char what[400];
-                snprintf(
-                    what, sizeof(what),
-                    "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
-                    "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                    "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000, push: object)",
-                    k);
+                char what[440];
+                snprintf(what, sizeof(what),
+                         "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
+                         "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
+                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000, push: "
+                         "object, retry: object of group.retry.* fields)",
+                         k);
                 rc = static_err(err, errsize, i, what);
             }
             if (rc)

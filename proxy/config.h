@@ -7,6 +7,7 @@
 #include <stdint.h>
 
 #include "log.h"
+#include "retry.h"
 
 typedef struct ks_kv {
     char *key; /* librdkafka property name, e.g. "bootstrap.servers" */
@@ -31,6 +32,7 @@ typedef struct ks_group_conf {
     char *push_ca_file;      /* PEM CA for an https url; empty: the system's */
     bool push_insecure;      /* https without checking the app's certificate */
     bool push_cloudevents;   /* batch 1: also CloudEvents binary-mode ce-* headers */
+    ks_retry_t retry;        /* the delay of a nack without one, and of an expired lease */
     unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
 } ks_group_conf_t;
 

@@ -99,15 +99,29 @@ const key_t_ config_keys[] = {
     {"group.push.batch", T_INT, OFF(group_defaults.push_batch), 1, 10000,
      "push delivery: records in one request (1: the record's value is the body; more: a JSON "
      "array of records)"},
+    {"group.retry.initial_ms", T_INT, OFF(group_defaults.retry.initial_ms), 0, 86400000,
+     "redelivery delay after a record's first failed delivery (a nack without a delay, or an "
+     "expired lease), growing by group.retry.multiplier up to group.retry.max_ms; 0: none, "
+     "redelivered at once"},
+    {"group.retry.max_ms", T_INT, OFF(group_defaults.retry.max_ms), 1, 86400000,
+     "longest redelivery delay group.retry.initial_ms grows to"},
+    {"group.retry.multiplier", T_DOUBLE, OFF(group_defaults.retry.multiplier), 1, 100,
+     "factor the redelivery delay grows by with each further attempt"},
+    {"group.retry.jitter", T_DOUBLE, OFF(group_defaults.retry.jitter), 0, 1,
+     "fraction of a redelivery delay taken off at random (0.2: 80% to 100% of it)"},
+    {"group.retry.backoff_ms", T_MSLIST, OFF(group_defaults.retry), 0, 0,
+     "redelivery delays by attempt, as a list (\"100,1000,5000\"; the last repeats); set, it "
+     "replaces initial_ms, multiplier and max_ms"},
     {"group.idle_close_ms", T_INT, OFF(idle_close_ms), 0, 86400000,
      "a dynamic group with no activity this long commits and leaves (0: never)"},
     {"group.revoke_grace_ms", T_INT, OFF(revoke_grace_ms), 0, 600000,
      "how long a revoked partition's leases may still be acked"},
     {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\",\"max_in_flight_per_key\",\"push\"}] (JSON text as a flag); push is "
-     "{\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
-     "\"insecure\",\"cloudevents\"}, see docs/push.md"},
+     "\"max_attempts\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON text as a flag); push "
+     "is {\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
+     "\"insecure\",\"cloudevents\"}, see docs/push.md; retry is {\"initial_ms\",\"max_ms\","
+     "\"multiplier\",\"jitter\",\"backoff_ms\"}"},
     {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
      "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
     {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
@@ -221,6 +235,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_defaults.push_batch = 1;
     cfg->group_defaults.push_bearer_token = ks_xstrdup("");
     cfg->group_defaults.push_ca_file = ks_xstrdup("");
+    cfg->group_defaults.retry = (ks_retry_t){.max_ms = 60000, .multiplier = 2.0};
     cfg->dev_topic = ks_xstrdup("demo");
     cfg->dev_partitions = 3;
     cfg->dev_rate = 3;
@@ -277,6 +292,14 @@ const key_t_ *find_key(const char *name)
 }
 
 /* Env name for a key: KSIDECAR_ + upper-case, '.' → '_'. */
+void retry_list_str(const ks_retry_t *r, char *out, size_t outsize)
+{
+    size_t at = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < r->list_cnt && at < outsize; i++)
+        at += (size_t)snprintf(out + at, outsize - at, "%s%d", i ? "," : "", r->list[i]);
+}
+
 void env_name(const char *key, char *out, size_t outsize)
 {
     size_t n = (size_t)snprintf(out, outsize, "KSIDECAR_");
@@ -333,6 +356,15 @@ char *ks_config_dump(const ks_config_t *cfg)
         case T_I64:
             v = json_integer(*(const int64_t *)field);
             break;
+        case T_DOUBLE:
+            v = json_real(*(const double *)field);
+            break;
+        case T_MSLIST: {
+            char s[KS_RETRY_LIST_MAX * 12];
+            retry_list_str(field, s, sizeof(s));
+            v = json_string(s);
+            break;
+        }
         case T_BOOL:
             v = json_boolean(*(const bool *)field);
             break;
@@ -357,12 +389,18 @@ char *ks_config_dump(const ks_config_t *cfg)
                 json_t *ts = json_array();
                 for (size_t t = 0; t < g->topic_cnt; t++)
                     json_array_append_new(ts, json_string(g->topics[t]));
+                char list[KS_RETRY_LIST_MAX * 12];
+                retry_list_str(&g->retry, list, sizeof(list));
+                json_t *retry =
+                    json_pack("{s:i,s:i,s:f,s:f,s:s}", "initial_ms", g->retry.initial_ms, "max_ms",
+                              g->retry.max_ms, "multiplier", g->retry.multiplier, "jitter",
+                              g->retry.jitter, "backoff_ms", list);
                 json_array_append_new(
-                    v,
-                    json_pack("{s:s,s:o,s:s,s:s,s:i,s:i}", "name", g->name, "topics", ts,
-                              "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
-                              "dead_letter_topic", g->dead_letter_topic, "max_attempts",
-                              g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key));
+                    v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:o}", "name", g->name, "topics", ts,
+                                 "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
+                                 "dead_letter_topic", g->dead_letter_topic, "max_attempts",
+                                 g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key,
+                                 "retry", retry));
                 if (*g->push_url)
                     json_object_set_new(
                         json_array_get(v, j), "push",
@@ -411,4 +449,91 @@ void ks_config_usage(void *file)
     }
     fprintf(f, "  --kafka.<property>         any librdkafka property, passed through\n"
                "                             (env KSIDECAR_KAFKA_<PROPERTY>, '.' as '_')\n");
+}
+
+int set_double(void *field, const key_t_ *k, double v, char *err, size_t errsize)
+{
+    if (!(v >= (double)k->min && v <= (double)k->max)) {
+        snprintf(err, errsize, "config key '%s': expected a number from %lld to %lld, got %g",
+                 k->name, (long long)k->min, (long long)k->max, v);
+        return -1;
+    }
+    *(double *)field = v;
+    return 0;
+}
+
+int set_mslist(ks_retry_t *r, const char *name, const char *value, char *err, size_t errsize)
+{
+    char why[200];
+    if (ks_retry_parse_list(r, value, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(err, errsize, "config key '%s': %s", name, why);
+    return -1;
+}
+
+/* A list of ms from the JSON file: [100, 1000] (or its text form "100,1000"). */
+int json_mslist(ks_retry_t *r, const char *name, json_t *v, char *err, size_t errsize)
+{
+    if (json_is_string(v))
+        return set_mslist(r, name, json_string_value(v), err, errsize);
+    char text[KS_RETRY_LIST_MAX * 24 + 32] = "";
+    size_t at = 0, i;
+    json_t *it;
+    if (!json_is_array(v) || json_array_size(v) > KS_RETRY_LIST_MAX + 1)
+        goto bad;
+    json_array_foreach(v, i, it)
+    {
+        if (!json_is_integer(it))
+            goto bad;
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%s%lld", i ? "," : "",
+                               (long long)json_integer_value(it));
+    }
+    return set_mslist(r, name, text, err, errsize);
+bad:
+    snprintf(err, errsize, "config key '%s': expected an array of integers (ms), as [100, 1000]",
+             name);
+    return -1;
+}
+
+/* A static group's "retry" object: its fields are group.retry.*'s, with their ranges; those it
+ * leaves out keep the defaults'. */
+int static_retry(ks_group_conf_t *g, json_t *o, char *err, size_t errsize)
+{
+    const char *f;
+    json_t *v;
+    if (!json_is_object(o)) {
+        snprintf(err, errsize, "retry must be an object");
+        return -1;
+    }
+    json_object_foreach(o, f, v)
+    {
+        char name[64];
+        snprintf(name, sizeof(name), "group.retry.%s", f);
+        const key_t_ *k = strlen(f) < 24 ? find_key(name) : NULL;
+        if (!k) {
+            snprintf(err, errsize,
+                     "unknown field retry.%.40s (initial_ms, max_ms, multiplier, "
+                     "jitter, backoff_ms)",
+                     f);
+            return -1;
+        }
+        void *field = (char *)&g->retry + (k->off - offsetof(ks_config_t, group_defaults.retry));
+        if (k->type == T_INT && (!json_is_integer(v) || json_integer_value(v) < k->min ||
+                                 json_integer_value(v) > k->max)) {
+            snprintf(err, errsize, "retry.%s must be an integer from %lld to %lld", f,
+                     (long long)k->min, (long long)k->max);
+            return -1;
+        } else if (k->type == T_INT) {
+            *(int *)field = (int)json_integer_value(v);
+        } else if (k->type == T_DOUBLE &&
+                   (!json_is_number(v) ||
+                    set_double(field, k, json_number_value(v), err, errsize))) {
+            snprintf(err, errsize, "retry.%s must be a number from %lld to %lld", f,
+                     (long long)k->min, (long long)k->max);
+            return -1;
+        } else if (k->type == T_MSLIST && json_mslist(field, name, v, err, errsize)) {
+            return -1;
+        }
+    }
+    return 0;
 }

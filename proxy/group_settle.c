@@ -13,6 +13,14 @@ static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
     ks_key_sched_requeue(&p->sched, &p->win, e);
 }
 
+/* The group's retry policy's delay before e's next delivery, from its attempts counted (restored
+ * from the commit metadata after a restart, so the backoff goes on where it was). 0: at once. */
+static int64_t retry_delay(const ks_group_t *g, const ks_win_entry_t *e)
+{
+    return ks_retry_delay_ms(&g->gconf->retry, ks_win_attempts_counted(e),
+                             (double)random() / ((double)RAND_MAX + 1));
+}
+
 /* True when s holds its leases while stalled and its oldest batch not yet reported by
  * the edge has waited STALL_GRACE_MS for the transport: the client reads nothing. */
 bool sub_stalled(const ks_group_t *g, const sub_t *s, int64_t now)
@@ -79,6 +87,13 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
                (long long)e->offset, ks_win_attempts_counted(e));
         if (!e->reason)
             e->reason = ks_xstrdup("lease deadline expired");
+        int64_t delay = retry_delay(g, e);
+        bool exhausted =
+            *g->gconf->dead_letter_topic && ks_win_attempts_counted(e) >= g->gconf->max_attempts;
+        if (delay > 0 && !exhausted) { /* back to ready when it is over (this callback) */
+            (void)ks_lease_release(&g->leases, &p->win, p, e, now, delay);
+            return;
+        }
     }
     requeue(g, p, e);
 }
@@ -172,7 +187,9 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                     "dead-letter topic (group.dead_letter_topic): it will be redelivered; "
                     "reason: %s",
                     p->topic, p->partition, (long long)e->offset, e->reason ? e->reason : "none");
-        if (ks_lease_release(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) == 1)
+        /* A delay given wins; none (0) takes the retry policy's. */
+        int64_t delay = c->req.u.settle.ms > 0 ? c->req.u.settle.ms : retry_delay(g, e);
+        if (ks_lease_release(&g->leases, &p->win, p, e, now, delay) == 1)
             ks_key_sched_requeue(&p->sched, &p->win, e);
         if (reject)
             return (ks_ack_result_t){.status = KS_OK,
@@ -180,7 +197,8 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
                                      "to reject to: redelivery as for a nack"};
         return (ks_ack_result_t){.status = KS_OK,
                                  c->req.u.settle.ms > 0 ? "nacked; redelivery after the delay"
-                                                        : "nacked; redelivery now"};
+                                 : delay > 0 ? "nacked; redelivery after the retry policy's delay"
+                                             : "nacked; redelivery now"};
     }
     case KS_SETTLE_EXTEND:
         if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) < 0)

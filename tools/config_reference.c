@@ -105,6 +105,10 @@ static const char *cr_type_name(ktype_t t)
     case T_INT:
     case T_I64:
         return "integer";
+    case T_DOUBLE:
+        return "number";
+    case T_MSLIST:
+        return "list of integers (ms)";
     case T_BOOL:
         return "boolean";
     case T_LIST:
@@ -125,6 +129,7 @@ static void cr_range(cr_buf_t *b, const key_t_ *k)
     switch (k->type) {
     case T_INT:
     case T_I64:
+    case T_DOUBLE:
         cr_number(b, k->name, k->min);
         cr_put(b, " to ");
         cr_number(b, k->name, k->max);
@@ -144,6 +149,7 @@ static void cr_range(cr_buf_t *b, const key_t_ *k)
     case T_BOOL:
     case T_LIST:
     case T_STATIC:
+    case T_MSLIST:
         return;
     }
 }

@@ -316,7 +316,7 @@ func (d *dispatcher) enqueue(b *leaseBatch) {
 
 // settle acks or nacks a chained record. A nack drops the chain's later records not yet
 // handed out (ksidecar sends them again behind this one) before the chain can go on.
-func (d *dispatcher) settle(m *Message, op int, delayMs int64, fut *AckResult) {
+func (d *dispatcher) settle(m *Message, op int, nk nackKey, fut *AckResult) {
 	c := m.ch
 	d.mu.Lock()
 	old, ok := m.end(msgSettled)
@@ -345,7 +345,7 @@ func (d *dispatcher) settle(m *Message, op int, delayMs int64, fut *AckResult) {
 	if more {
 		d.signal(1)
 	}
-	m.st.queue(op, m.AckID, delayMs, fut)
+	m.st.queue(op, m.AckID, nk, fut)
 }
 
 // unfenceLocked lifts c's fence; the caller forgets c if it is left empty.

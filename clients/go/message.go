@@ -133,15 +133,24 @@ func (m *Message) end(bit int32) (old int32, ok bool) {
 }
 
 // Ack acknowledges the record: it is done, and its offset may be committed.
-func (m *Message) Ack() { m.settle(opAck, 0, nil) }
+func (m *Message) Ack() { m.settle(opAck, nackKey{}, nil) }
 
 // Nack puts the record back; it is delivered again after delay (0: at once).
-func (m *Message) Nack(delay time.Duration) { m.settle(opNack, delay, nil) }
+func (m *Message) Nack(delay time.Duration) {
+	m.settle(opNack, nackKey{delayMs: delay.Milliseconds()}, nil)
+}
+
+// DeadLetter rejects the record as poison (a nack with dead_letter): ksidecar puts it in the
+// group's dead-letter topic at once, whatever its attempt count, with reason in its
+// ksidecar.last_error header. A group without a dead-letter topic delivers it again.
+func (m *Message) DeadLetter(reason string) {
+	m.settle(opNack, nackKey{reason: reason, deadLetter: true}, nil)
+}
 
 // AckWithResult is Ack with a future of the server's answer.
 func (m *Message) AckWithResult() *AckResult {
 	r := newAckResult()
-	m.settle(opAck, 0, r)
+	m.settle(opAck, nackKey{}, r)
 	return r
 }
 
@@ -151,20 +160,34 @@ func (m *Message) AckWithResult() *AckResult {
 // taken but not known durable. Such acks go in their own messages.
 func (m *Message) AckWithCommit() *AckResult {
 	r := newAckResult()
-	m.settle(opAckCommit, 0, r)
+	m.settle(opAckCommit, nackKey{}, r)
 	return r
 }
 
 // NackWithResult is Nack with a future of the server's answer.
 func (m *Message) NackWithResult(delay time.Duration) *AckResult {
 	r := newAckResult()
-	m.settle(opNack, delay, r)
+	m.settle(opNack, nackKey{delayMs: delay.Milliseconds()}, r)
 	return r
 }
 
-func (m *Message) settle(op int, delay time.Duration, fut *AckResult) {
+// DeadLetterWithResult is DeadLetter with a future of the server's answer.
+func (m *Message) DeadLetterWithResult(reason string) *AckResult {
+	r := newAckResult()
+	m.settle(opNack, nackKey{reason: reason, deadLetter: true}, r)
+	return r
+}
+
+// nackKey is what a nack says besides its id; nacks that say the same go in one message.
+type nackKey struct {
+	delayMs    int64
+	reason     string
+	deadLetter bool
+}
+
+func (m *Message) settle(op int, nk nackKey, fut *AckResult) {
 	if m.ch != nil {
-		m.st.d.settle(m, op, delay.Milliseconds(), fut)
+		m.st.d.settle(m, op, nk, fut)
 		return
 	}
 	if _, ok := m.end(msgSettled); !ok {
@@ -173,7 +196,7 @@ func (m *Message) settle(op int, delay time.Duration, fut *AckResult) {
 		}
 		return
 	}
-	m.st.queue(op, m.AckID, delay.Milliseconds(), fut)
+	m.st.queue(op, m.AckID, nk, fut)
 }
 
 func timeUnixMilli(ms int64) time.Time { return time.UnixMilli(ms) }

@@ -381,7 +381,7 @@ type stream struct {
 	mu      sync.Mutex // pending acks and nacks
 	acks    pendingList
 	cacks   pendingList // acks that wait for their commit
-	nacks   map[int64]*pendingList
+	nacks   map[nackKey]*pendingList
 	closing bool
 	kick    chan struct{} // first pending id
 	sendMu  sync.Mutex    // one sender at a time: takes pending ids and sends them in order
@@ -491,7 +491,7 @@ func (st *stream) recvLoop() error {
 
 // queue adds one ack or nack to the pending batch, or answers STALE at once when the
 // stream has ended (its leases went back to ksidecar's pool with it).
-func (st *stream) queue(op int, id string, delayMs int64, fut *AckResult) {
+func (st *stream) queue(op int, id string, nk nackKey, fut *AckResult) {
 	st.mu.Lock()
 	if st.closing || st.dead.Load() {
 		st.mu.Unlock()
@@ -510,12 +510,12 @@ func (st *stream) queue(op int, id string, delayMs int64, fut *AckResult) {
 		n = len(st.cacks.ids)
 	} else {
 		if st.nacks == nil {
-			st.nacks = map[int64]*pendingList{}
+			st.nacks = map[nackKey]*pendingList{}
 		}
-		p := st.nacks[delayMs]
+		p := st.nacks[nk]
 		if p == nil {
 			p = &pendingList{}
-			st.nacks[delayMs] = p
+			st.nacks[nk] = p
 		}
 		p.add(id, fut)
 		n = len(p.ids)
@@ -582,10 +582,11 @@ func (st *stream) flush() {
 		return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{
 			Ack: &kspb.AckIds{AckIds: ids, WaitCommit: true}}}
 	})
-	for delay, p := range nacks {
+	for nk, p := range nacks {
 		st.sendChunks(opNack, *p, func(ids []string) any {
 			return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Nack{
-				Nack: &kspb.NackIds{AckIds: ids, DelayMs: delay}}}
+				Nack: &kspb.NackIds{AckIds: ids, DelayMs: nk.delayMs, Reason: nk.reason,
+					DeadLetter: nk.deadLetter}}}
 		})
 	}
 }

@@ -289,6 +289,57 @@ func TestNackWithDelayComesBackWithAttempt2(t *testing.T) {
 
 // kill -9 of ksidecar mid-stream and a restart on the same ports: the Subscriber
 // reconnects by itself, nothing is lost, and an ack of a lease of the old stream
+
+// DeadLetter: the record goes to the dead-letter topic at once (attempt 1), with its reason.
+func TestDeadLetterGoesToTheDeadLetterTopicAtOnce(t *testing.T) {
+	tp, dlt := topic(t, 1, 1, 0, 10), topic(t, 1, 0, 0, 0)
+	sc := startSidecar(t, "--group.dead_letter_topic="+dlt, "--group.max_attempts=10")
+	c := sc.dial(t)
+	sub, err := c.Subscriber(ksidecar.SubscriberConfig{Group: unique("g"), Topics: []string{tp}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var res futures
+	stop := receive(t, sub, func(_ context.Context, m *ksidecar.Message) {
+		res.add(m.DeadLetterWithResult("poison"))
+	})
+	reader, err := c.Subscriber(ksidecar.SubscriberConfig{Group: unique("gdl"), Topics: []string{dlt}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var dead []map[string]string
+	stopReader := receive(t, reader, func(_ context.Context, m *ksidecar.Message) {
+		h := map[string]string{}
+		for _, x := range m.Headers {
+			h[x.Key] = string(x.Value)
+		}
+		mu.Lock()
+		dead = append(dead, h)
+		mu.Unlock()
+		m.Ack()
+	})
+	waitFor(t, "the dead letter", 60*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(dead) >= 1
+	})
+	for _, f := range []func() error{stop, stopReader} {
+		if err := f(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if st, _ := res.all()[0].Get(context.Background()); st != ksidecar.AckAccepted || res.count() != 1 {
+		t.Fatalf("want one delivery, dead-lettered ACCEPTED: %v, %d deliveries", st, res.count())
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(dead) != 1 || dead[0]["ksidecar.last_error"] != "poison" || dead[0]["ksidecar.attempts"] != "1" ||
+		dead[0]["ksidecar.original.topic"] != tp {
+		t.Fatalf("want one dead letter of %s, attempt 1, reason poison: %v", tp, dead)
+	}
+}
+
 // resolves STALE.
 func TestKill9AndRestartReconnects(t *testing.T) {
 	const parts, n = 4, 20000

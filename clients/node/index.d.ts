@@ -101,6 +101,9 @@ export class Message {
   ackWithResult(): Promise<AckStatus>;
   ackWithResult(opts: AckOptions): Promise<CommitResult>;
   nackWithResult(delayMs?: number, reason?: string): Promise<AckStatus>;
+  /** Rejects it as poison: to the group's dead-letter topic at once, with reason in ksidecar.last_error. */
+  deadLetter(reason?: string): void;
+  deadLetterWithResult(reason?: string): Promise<AckStatus>;
 }
 
 export interface SubscriberStats {

@@ -1,6 +1,9 @@
 """Terminal rejects, the retry policy and dead-letter redrive through the real binary against
 the real broker: a nack with dead_letter dead-letters at once with its reason (HTTP, gRPC
-Nack and the Subscribe stream), or is redelivered when the group has no dead-letter topic."""
+Nack and the Subscribe stream), or is redelivered when the group has no dead-letter topic;
+the delays between redeliveries follow group.retry.* (measured here, with generous upper
+bounds), still after a kill -9 and restart."""
+import signal
 import time
 
 from conftest import create_topic, fetch_all, produce, unique, wait_for
@@ -96,4 +99,77 @@ def test_dead_letter_without_a_dead_letter_topic_is_redelivered_and_logged(boots
     again = sc.fetch(g, topic, wait_ms=5000)
     assert [(x["offset"], x["attempt"]) for x in again] == [(0, 2)], again
     wait_for(lambda: "poison record" in sc.logs(), 10, 0.2, "the poison warning")
+    assert sc.stop() == 0
+
+
+# 800 ms, then doubling up to 3.2 s: 800, 1600, 3200, 3200, ...
+POLICY = ["--group.retry.initial_ms=800", "--group.retry.multiplier=2", "--group.retry.max_ms=3200"]
+SLACK_MS = 2500  # upper bound's room for a loaded machine; the lower bounds are the policy's
+
+
+def nack_and_time(sc, g, topic, rec, **body):
+    """Nacks rec and fetches until it comes again. Returns (the new delivery, ms waited)."""
+    st, res = sc.post(f"/v1/groups/{g}/nacks", {"ack_ids": [rec["ack_id"]], **body})
+    assert st == 200 and res["accepted"] == 1, res
+    t0 = time.monotonic()
+    again = []
+    while not again and time.monotonic() - t0 < 30:
+        again = sc.fetch(g, topic, wait_ms=1000)
+    assert len(again) == 1, again
+    return again[0], (time.monotonic() - t0) * 1000
+
+
+def assert_waited(ms, policy_ms):
+    assert policy_ms - 50 <= ms <= policy_ms + SLACK_MS, f"waited {ms:.0f} ms, policy {policy_ms}"
+
+
+def test_backoff_follows_the_policy_and_survives_kill9(bootstrap, sidecars):
+    topic, g = unique("tbo"), unique("gbo")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 1)
+    sc = sidecars(POLICY)
+    rec = fetch_all(sc, g, topic, 1)[0]
+    waits = []
+    for attempt, policy_ms in ((1, 800), (2, 1600)):
+        assert rec["attempt"] == attempt
+        rec, ms = nack_and_time(sc, g, topic, rec, reason="downstream down")
+        waits.append(ms)
+        assert_waited(ms, policy_ms)
+    # An explicit delay wins over the policy's.
+    assert rec["attempt"] == 3
+    rec, ms = nack_and_time(sc, g, topic, rec, delay_ms=300)
+    assert 250 <= ms <= 300 + SLACK_MS, ms
+    print(f"waits {[round(w) for w in waits]} ms, explicit 300 ms: {ms:.0f} ms")
+    # kill -9 with attempt 4 out; the commit metadata keeps the count, so after the restart
+    # the record comes as attempt 5 and its nack waits the capped 3.2 s, not 800 ms again.
+    assert rec["attempt"] == 4
+    time.sleep(1.5)  # a commit (every 200 ms) carries the attempt count
+    sc.stop(sig=signal.SIGKILL)
+    sc2 = sidecars(POLICY)
+    rec = fetch_all(sc2, g, topic, 1, timeout=60)[0]
+    assert rec["attempt"] >= 4, rec
+    rec, ms = nack_and_time(sc2, g, topic, rec)
+    assert_waited(ms, 3200)
+    assert sc2.ack(g, [rec["ack_id"]])[1]["acked"] == 1
+    assert sc2.stop() == 0
+
+
+def test_expired_lease_waits_the_policy_delay(bootstrap, sidecars):
+    topic, g = unique("tboexp"), unique("gboexp")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 1)
+    sc = sidecars(["--group.retry.backoff_ms=1500,4000"])
+    recs = []
+    deadline = time.monotonic() + 60
+    while not recs and time.monotonic() < deadline:
+        st, body = sc.get(f"/v1/groups/{g}/records?topic={topic}&wait_ms=1000&deadline_ms=500")
+        recs = body["records"]
+    t0 = time.monotonic()
+    again = []
+    while not again and time.monotonic() - t0 < 30:
+        again = sc.fetch(g, topic, wait_ms=1000)
+    ms = (time.monotonic() - t0) * 1000
+    assert [x["attempt"] for x in again] == [2], again
+    assert 500 + 1500 - 50 <= ms <= 2000 + SLACK_MS, f"redelivered after {ms:.0f} ms"
+    assert sc.ack(g, [again[0]["ack_id"]])[1]["acked"] == 1
     assert sc.stop() == 0

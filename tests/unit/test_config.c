@@ -722,6 +722,66 @@ static void test_ordering_max_in_flight_per_key(void **state)
     ks_config_free(&cfg);
 }
 
+static void test_retry_policy(void **state)
+{
+    ks_config_t cfg;
+    char err[512];
+    ks_config_defaults(&cfg);
+    /* Off by default: a nack without a delay is redelivered at once. */
+    const ks_retry_t *d = &cfg.group_defaults.retry;
+    assert_int_equal(d->initial_ms, 0);
+    assert_int_equal(d->max_ms, 60000);
+    assert_true(d->multiplier == 2.0 && d->jitter == 0.0 && d->list_cnt == 0);
+    assert_int_equal(ks_retry_delay_ms(d, 3, 0.5), 0);
+    assert_int_equal(ks_config_set(&cfg, "group.retry.multiplier", "0.5", err, sizeof(err)), -1);
+    assert_contains(err, "'group.retry.multiplier': expected a number from 1 to 100");
+    assert_int_equal(ks_config_set(&cfg, "group.retry.jitter", "lots", err, sizeof(err)), -1);
+    assert_contains(err, "expected a number");
+    assert_int_equal(ks_config_set(&cfg, "group.retry.jitter", "1.5", err, sizeof(err)), -1);
+    assert_int_equal(ks_config_set(&cfg, "group.retry.max_ms", "0", err, sizeof(err)), -1);
+    assert_int_equal(ks_config_set(&cfg, "group.retry.backoff_ms", "100,x", err, sizeof(err)), -1);
+    assert_contains(err, "'group.retry.backoff_ms': entry 2");
+    assert_int_equal(ks_config_set(&cfg, "group.retry.initial_ms", "200", err, sizeof(err)), 0);
+    assert_int_equal(ks_config_set(&cfg, "group.retry.jitter", "0.25", err, sizeof(err)), 0);
+    assert_true(d->initial_ms == 200 && d->jitter == 0.25);
+    /* The file's forms, and a static group's own policy over the defaults. */
+    assert_int_equal(load(&cfg,
+                          "{\"group\":{\"retry\":{\"multiplier\":3,\"backoff_ms\":[10,20]}},"
+                          " \"groups.static\":["
+                          "  {\"name\":\"g1\",\"topics\":[\"a\"]},"
+                          "  {\"name\":\"g2\",\"topics\":[\"a\"],"
+                          "   \"retry\":{\"initial_ms\":50,\"backoff_ms\":\"\",\"jitter\":0}}]}",
+                          err, sizeof(err)),
+                     0);
+    assert_true(d->multiplier == 3.0 && d->list_cnt == 2 && d->list[1] == 20);
+    const ks_group_conf_t *g1 = ks_config_group(&cfg, "g1"), *g2 = ks_config_group(&cfg, "g2");
+    assert_int_equal(g1->retry.list_cnt, 2);
+    assert_int_equal(ks_retry_delay_ms(&g1->retry, 5, 0), 20);
+    assert_int_equal(g2->retry.list_cnt, 0);
+    assert_int_equal(ks_retry_delay_ms(&g2->retry, 2, 0), 150); /* 50 * the defaults' 3 */
+    assert_int_equal(load(&cfg, "{\"group.retry.backoff_ms\":[1,\"x\"]}", err, sizeof(err)), -1);
+    assert_contains(err, "expected an array of integers");
+    assert_int_equal(load(&cfg,
+                          "{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],"
+                          "\"retry\":{\"jitter\":2}}]}",
+                          err, sizeof(err)),
+                     -1);
+    assert_contains(err, "groups.static[0]");
+    assert_contains(err, "retry.jitter must be a number from 0 to 1");
+    assert_int_equal(load(&cfg,
+                          "{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],"
+                          "\"retry\":{\"soon\":1}}]}",
+                          err, sizeof(err)),
+                     -1);
+    assert_contains(err, "unknown field retry.soon");
+    char *out = ks_config_dump(&cfg);
+    assert_non_null(out);
+    assert_contains(out, "\"group.retry.backoff_ms\": \"10,20\"");
+    assert_contains(out, "\"group.retry.multiplier\": 3.0");
+    free(out);
+    ks_config_free(&cfg);
+}
+
 static void test_static_groups(void **state)
 {
     ks_config_t cfg;
@@ -1354,6 +1414,7 @@ int main(void)
         cmocka_unit_test(test_set_groups_allowed),
         cmocka_unit_test(test_set_groups_allowed_trailing_blanks),
         cmocka_unit_test(test_group_defaults_keys),
+        cmocka_unit_test(test_retry_policy),
         cmocka_unit_test(test_ordering_max_in_flight_per_key),
         cmocka_unit_test(test_push),
         cmocka_unit_test(test_static_groups),

@@ -100,8 +100,8 @@ function encodeCreditsRequest(records, bytes) {
 // Ack ids are ASCII (the server makes them); encoded with latin1 straight into one
 // buffer: this runs for every few hundred acks. ids: strings, or received records
 // (objects with _buf/_idStart/_idEnd: their ids are copied from the received bytes, so
-// no id string is made for a record nobody asked the ackId of).
-function encodeIds(kind, ids, num, reason) {
+// no id string is made for a record nobody asked the ackId of). flag: NackIds.dead_letter.
+function encodeIds(kind, ids, num, reason, flag) {
   const raw = typeof ids[0] !== 'string';
   let body = 0;
   for (let i = 0; i < ids.length; i++) {
@@ -111,6 +111,7 @@ function encodeIds(kind, ids, num, reason) {
   const rb = reason ? Buffer.from(reason, 'utf8') : null;
   if (num) body += 1 + varintLen(num);
   if (rb && rb.length) body += 1 + varintLen(rb.length) + rb.length;
+  if (flag) body += 2;
   const buf = Buffer.allocUnsafe(1 + varintLen(body) + body);
   let pos = 0;
   buf[pos++] = (kind << 3) | 2;
@@ -136,6 +137,10 @@ function encodeIds(kind, ids, num, reason) {
     rb.copy(buf, pos);
     pos += rb.length;
   }
+  if (flag) {
+    buf[pos++] = 4 << 3;
+    buf[pos++] = 1;
+  }
   return buf;
 }
 
@@ -144,7 +149,7 @@ const encodeAck = (ids) => encodeIds(2, ids, 0, null);
 /** SubscribeRequest{ack} with wait_commit (AckIds field 2) set. */
 const encodeAckCommit = (ids) => encodeIds(2, ids, 1, null);
 /** SubscribeRequest{nack}. */
-const encodeNack = (ids, delayMs, reason) => encodeIds(3, ids, delayMs, reason);
+const encodeNack = (ids, delayMs, reason, deadLetter) => encodeIds(3, ids, delayMs, reason, deadLetter);
 /** SubscribeRequest{modify_deadline}. */
 const encodeExtend = (ids, deadlineMs) => encodeIds(4, ids, deadlineMs, null);
 

@@ -132,14 +132,28 @@ class Message {
     return new Promise((resolve, reject) =>
       this._sub._settle(this, NACK, delayMs, reason, [resolve, reject]));
   }
+
+  /** Rejects it as poison (a nack with dead_letter): ksidecar puts it in the group's
+   * dead-letter topic at once, whatever its attempt, with reason in its ksidecar.last_error
+   * header. A group without a dead-letter topic delivers it again. */
+  deadLetter(reason = '') {
+    this._sub._settle(this, NACK, 0, reason, null, true);
+  }
+
+  /** deadLetter() with a future, as ackWithResult(). */
+  deadLetterWithResult(reason = '') {
+    return new Promise((resolve, reject) =>
+      this._sub._settle(this, NACK, 0, reason, [resolve, reject], true));
+  }
 }
 
 // Settles queued for one request: messages, and their waiters (null until one is asked).
 class Pending {
-  constructor(kind, delayMs, reason) {
+  constructor(kind, delayMs, reason, deadLetter = false) {
     this.kind = kind;
     this.delayMs = delayMs;
     this.reason = reason;
+    this.deadLetter = deadLetter;
     this.msgs = [];
     this.waiters = null;
   }
@@ -155,7 +169,7 @@ class Pending {
     if (this.msgs.length <= max) return [this];
     const out = [];
     for (let i = 0; i < this.msgs.length; i += max) {
-      const c = new Pending(this.kind, this.delayMs, this.reason);
+      const c = new Pending(this.kind, this.delayMs, this.reason, this.deadLetter);
       c.msgs = this.msgs.slice(i, i + max);
       c.waiters = this.waiters && this.waiters.slice(i, i + max);
       out.push(c);
@@ -667,7 +681,7 @@ class Subscriber extends EventEmitter {
 
   // ---- settling ----
 
-  _settle(m, kind, delayMs, reason, waiter) {
+  _settle(m, kind, delayMs, reason, waiter, deadLetter = false) {
     if (kind === NACK && !(typeof delayMs === 'number' && delayMs >= 0))
       throw new E.KsidecarConfigError(`nack delay must be a number of ms >= 0 (got ${delayMs})`);
     if (m._gen !== this._gen || !this._call) {
@@ -697,9 +711,9 @@ class Subscriber extends EventEmitter {
       this._cackQ.push(m, waiter);
       this._pendingResults++; // answered twice
     } else {
-      const k = `${delayMs}\0${reason}`;
+      const k = `${delayMs}\0${deadLetter ? 1 : 0}\0${reason}`;
       let n = this._nackQ.get(k);
-      if (!n) this._nackQ.set(k, (n = new Pending(NACK, delayMs, reason)));
+      if (!n) this._nackQ.set(k, (n = new Pending(NACK, delayMs, reason, deadLetter)));
       n.push(m, waiter);
     }
     this._pendingResults++;
@@ -711,7 +725,7 @@ class Subscriber extends EventEmitter {
   _send(call, p) {
     const enc = p.kind === ACK ? codec.encodeAck(p.msgs)
       : p.kind === ACK_COMMIT ? codec.encodeAckCommit(p.msgs)
-      : p.kind === NACK ? codec.encodeNack(p.msgs, p.delayMs, p.reason)
+      : p.kind === NACK ? codec.encodeNack(p.msgs, p.delayMs, p.reason, p.deadLetter)
         : codec.encodeExtend(p.msgs, this._o.ackDeadlineMs);
     this._sent.push(p);
     call.write(enc);

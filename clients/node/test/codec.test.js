@@ -27,6 +27,8 @@ test('requests decode with protobufjs to what was encoded', () => {
   assert.deepStrictEqual(plain(Req, codec.encodeAck(recs)), { ack: { ackIds: ids } });
   assert.deepStrictEqual(plain(Req, codec.encodeNack(['x', 'y'], 3000, 'retry é')),
     { nack: { ackIds: ['x', 'y'], delayMs: 3000, reason: 'retry é' } });
+  assert.deepStrictEqual(plain(Req, codec.encodeNack(['x'], 0, 'poison', true)),
+    { nack: { ackIds: ['x'], reason: 'poison', deadLetter: true } });
   assert.deepStrictEqual(plain(Req, codec.encodeExtend(['x'], 600000)),
     { modifyDeadline: { ackIds: ['x'], deadlineMs: 600000 } });
   assert.deepStrictEqual(plain(Req, codec.encodeCreditsRequest(3, 0)), { credits: { records: 3 } });

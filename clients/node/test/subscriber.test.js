@@ -159,6 +159,28 @@ test('a nack with a delay: the message comes back after the delay, with attempt 
   await h.waitCommitted(group, topic, 1);
 });
 
+test('deadLetter: the message goes to the dead-letter topic at once, with its reason', async (t) => {
+  const start = h.sidecars(t);
+  const topic = h.topicWith(t, 'node-dl', 1, 1);
+  const dlt = h.topicWith(t, 'node-dlt', 1, 0);
+  const sc = await start([`--group.dead_letter_topic=${dlt}`, '--group.max_attempts=10']);
+  const sub = new Subscriber(sc.target, { group: h.unique('g-dl'), topics: [topic], logger: quiet });
+  for await (const m of sub) {
+    assert.strictEqual(m.attempt, 1);
+    assert.strictEqual(await m.deadLetterWithResult('poison'), 'ACCEPTED');
+    break;
+  }
+  const reader = new Subscriber(sc.target, { group: h.unique('g-dlread'), topics: [dlt], logger: quiet });
+  for await (const d of reader) {
+    const hs = Object.fromEntries(d.headers.map((x) => [x.key, String(x.value)]));
+    assert.strictEqual(hs['ksidecar.last_error'], 'poison');
+    assert.strictEqual(hs['ksidecar.attempts'], '1');
+    assert.strictEqual(hs['ksidecar.original.topic'], topic);
+    d.ack();
+    break;
+  }
+});
+
 test('a handler that throws or rejects: its message is nacked, comes back, and a warning says so', async (t) => {
   const { sc, topic, group } = await h.fixture(t, 'throw', 1, 2);
   const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });

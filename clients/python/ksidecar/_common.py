@@ -281,10 +281,12 @@ class Message:
             book.armed = True
             book.wake()
 
-    def nack(self, delay_ms=0, reason=""):
-        """Puts the record back, to be delivered again after delay_ms."""
+    def nack(self, delay_ms=0, reason="", dead_letter=False):
+        """Puts the record back, to be delivered again after delay_ms. dead_letter=True
+        rejects it as poison: it goes to the group's dead-letter topic at once, with reason
+        in its ksidecar.last_error header (with no dead-letter topic, it comes again)."""
         if self._take(True):
-            self._batch.book.settle(self, (int(delay_ms), reason))
+            self._batch.book.settle(self, (int(delay_ms), reason, bool(dead_letter)))
 
     def ack_with_result(self, wait_commit=False):
         """Acks and returns a concurrent.futures.Future of its AckResult (ACCEPTED once
@@ -296,8 +298,8 @@ class Message:
         durable. Such acks go in their own messages."""
         return self._settle_with_result(WAIT_COMMIT if wait_commit else None)
 
-    def nack_with_result(self, delay_ms=0, reason=""):
-        return self._settle_with_result((int(delay_ms), reason))
+    def nack_with_result(self, delay_ms=0, reason="", dead_letter=False):
+        return self._settle_with_result((int(delay_ms), reason, bool(dead_letter)))
 
     def _take(self, nack=False):
         """Marks the message SETTLED; False when it was settled already."""
@@ -396,7 +398,7 @@ class Book:
         self.send = None
         self.live = set()   # Batches of this stream with a message not settled
         self.acks = collections.deque()  # ack ids waiting for the next flush
-        self.nacks = {}      # (delay_ms, reason) -> [ack ids] waiting for the next flush
+        self.nacks = {}      # (delay_ms, reason, dead_letter) -> [ack ids] for the next flush
         self.waiters = {}    # ack_id -> Future of its ack or nack result
         self.extending = {}  # ack_id -> extension results still due
         self.commit_acks = []  # acks waiting for their commit, for the next flush
@@ -450,7 +452,8 @@ class Book:
         return None
 
     def settle(self, m, nack, fut=None):
-        """Queues m's ack (nack None) or nack ((delay_ms, reason)); fut gets its result.
+        """Queues m's ack (nack None) or nack ((delay_ms, reason, dead_letter)); fut gets its
+        result.
         m is already marked SETTLED. A message of an earlier stream resolves STALE at once."""
         wake = False
         with self.lock:
@@ -523,10 +526,10 @@ class Book:
             send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids, wait_commit=True)))
         if self.nacks:
             nacks, self.nacks = self.nacks, {}
-            for (delay, reason), ids in nacks.items():
+            for (delay, reason, dead_letter), ids in nacks.items():
                 self.unanswered += len(ids)
                 send(pb.SubscribeRequest(nack=pb.NackIds(ack_ids=ids, delay_ms=delay,
-                                                         reason=reason)))
+                                                         reason=reason, dead_letter=dead_letter)))
 
     def extend_due(self):
         """Forgets batches with nothing left to extend, and sends ExtendIds for the

@@ -19,8 +19,8 @@ class AioMessage(Message):
     def ack_with_result(self, wait_commit=False):
         return asyncio.wrap_future(super().ack_with_result(wait_commit))
 
-    def nack_with_result(self, delay_ms=0, reason=""):
-        return asyncio.wrap_future(super().nack_with_result(delay_ms, reason))
+    def nack_with_result(self, delay_ms=0, reason="", dead_letter=False):
+        return asyncio.wrap_future(super().nack_with_result(delay_ms, reason, dead_letter))
 
 
 class Subscriber:

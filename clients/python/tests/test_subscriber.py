@@ -156,6 +156,28 @@ def test_nack_with_delay_comes_back_with_attempt_2(bootstrap, sidecars, topic):
     assert sub.close() is True
 
 
+def test_nack_dead_letter_goes_to_the_dead_letter_topic_at_once(bootstrap, sidecars, topic):
+    t, dlt = topic(1, 2), topic(1, 0)
+    sc = sidecars([f"--group.dead_letter_topic={dlt}", "--group.max_attempts=10"])
+    sub = ksidecar.Subscriber(target(sc), unique("g"), [t])
+    it = iter(sub)
+    first, second = sorted((next(it), next(it)), key=lambda m: m.offset)
+    r = first.nack_with_result(reason="poison", dead_letter=True).result(timeout=30)
+    assert r.status == ksidecar.AckStatus.ACCEPTED, r
+    second.nack(reason="also poison", dead_letter=True)
+    assert sub.close() is True
+    # Both are in the dead-letter topic at attempt 1, each with its reason (read over HTTP,
+    # which has a time bound).
+    g, dl = unique("gdl"), []
+    deadline = time.monotonic() + 60
+    while len(dl) < 2 and time.monotonic() < deadline:
+        dl += sc.fetch(g, dlt, wait_ms=1000)
+    hs = sorted(({h["key"]: h["value"] for h in r["headers"]} for r in dl),
+                key=lambda h: h["ksidecar.original.offset"])
+    assert [h["ksidecar.last_error"] for h in hs] == ["poison", "also poison"], dl
+    assert [h["ksidecar.attempts"] for h in hs] == ["1", "1"]
+
+
 def test_kill9_then_restart_reconnects_and_loses_nothing(bootstrap, sidecars, topic, tmp_path,
                                                          caplog):
     caplog.set_level(logging.WARNING, logger="ksidecar")
