@@ -70,7 +70,13 @@
     X(I64, dead_lettered, dead_lettered, "dead_lettered", 14, COUNTER,                             \
       "records produced to the dead-letter topic")                                                 \
     X(I64, acks_lost_to_move, acks_lost_to_move, "acks_lost_to_move", 16, COUNTER,                 \
-      "accepted acks no confirmed commit covered when their partition moved (delivered again)")
+      "accepted acks no confirmed commit covered when their partition moved (delivered again)")    \
+    X(I64, commits_sent, commits_sent, "commits_sent", 17, COUNTER,                                \
+      "partition commits sent to Kafka (one a partition a commit)")                                \
+    X(I64, commits_confirmed, commits_confirmed, "commits_confirmed", 18, COUNTER,                 \
+      "partition commits the broker confirmed")                                                    \
+    X(I64, commits_failed, commits_failed, "commits_failed", 19, COUNTER,                          \
+      "partition commits that failed (retried)")
 
 /* The process's one memory budget (memory.max_bytes), shared by every group:
  * ks_mem_status_t, MemoryStatus. */

@@ -207,6 +207,7 @@ struct ks_group {
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
     /* accepted acks no confirmed commit covered when a partition moved */
     int64_t st_acks_lost_to_move;
+    int64_t st_commits_sent, st_commits_confirmed, st_commits_failed; /* per partition */
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];

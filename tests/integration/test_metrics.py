@@ -123,6 +123,10 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
                partition="0") == p["committed_offset"] == 15
     assert val(s, "kafka_topic_partition_current_offset", topic=topic, partition="0") == hw[0]
     assert val(s, "ksidecar_partition_lag", group=g, topic=topic, partition="0") == 4
+    # Commits: every one sent here confirmed (the commit point reached 15), none failed.
+    sent, confirmed = (val(s, f"ksidecar_commits_{k}_total", group=g) for k in ("sent",
+                                                                              "confirmed"))
+    assert sent >= confirmed >= 2 and val(s, "ksidecar_commits_failed_total", group=g) == 0, s
     assert val(s, "ksidecar_partition_high_watermark", group=g, topic=topic,
                partition="0") == hw[0]
 

@@ -46,7 +46,8 @@ static void test_orders(void **state)
         "\":{\"records\":0,\"bytes\":0},\"outstanding\":{\"records\":0,\"bytes\":0},\"waiting\":f"
         "alse}],\"dead_letter_topic\":\"orders-dlq\",\"max_attempts\":5,\"counters\":{\"delivered"
         "\":5000000000,\"redelivered\":12,\"expired\":3,\"nacked\":4,\"acked\":4999999000,\"dead_"
-        "lettered\":1,\"acks_lost_to_move\":7},\"memory\":{\"max_bytes\":268435456,\"used_bytes\""
+        "lettered\":1,\"acks_lost_to_move\":7,\"commits_sent\":0,\"commits_confirmed\":0,"
+        "\"commits_failed\":0},\"memory\":{\"max_bytes\":268435456,\"used_bytes\""
         ":1048576,\"partitions\":2,\"window_share_bytes\":134217728,\"kafka_queue_kbytes\":4096,"
         "\"kafka_fetch_bytes\":1048577}}");
     free(text);
@@ -61,7 +62,8 @@ static void test_idle(void **state)
         "{\"group\":\"idle\",\"static\":true,\"ordering\":\"partition\",\"topics\":[],\"partition"
         "s\":[],\"subscribers\":[],\"dead_letter_topic\":null,\"max_attempts\":0,\"counters\":{\""
         "delivered\":0,\"redelivered\":0,\"expired\":0,\"nacked\":0,\"acked\":0,\"dead_lettered\""
-        ":0,\"acks_lost_to_move\":0},\"memory\":{\"max_bytes\":268435456,\"used_bytes\":0,\"parti"
+        ":0,\"acks_lost_to_move\":0,\"commits_sent\":0,\"commits_confirmed\":0,\"commits_fa"
+        "iled\":0},\"memory\":{\"max_bytes\":268435456,\"used_bytes\":0,\"parti"
         "tions\":0,\"window_share_bytes\":0,\"kafka_queue_kbytes\":0,\"kafka_fetch_bytes\":0}}");
     free(text);
 }

@@ -1829,8 +1829,12 @@ type GroupStatus struct {
 	// Accepted acks that no confirmed commit covered when their partition moved (revoked
 	// with a failed commit, or the assignment lost): those records are delivered again.
 	AcksLostToMove int64 `protobuf:"varint,16,opt,name=acks_lost_to_move,json=acksLostToMove,proto3" json:"acks_lost_to_move,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Partition commits sent to Kafka, confirmed by the broker, and failed (then retried).
+	CommitsSent      int64 `protobuf:"varint,17,opt,name=commits_sent,json=commitsSent,proto3" json:"commits_sent,omitempty"`
+	CommitsConfirmed int64 `protobuf:"varint,18,opt,name=commits_confirmed,json=commitsConfirmed,proto3" json:"commits_confirmed,omitempty"`
+	CommitsFailed    int64 `protobuf:"varint,19,opt,name=commits_failed,json=commitsFailed,proto3" json:"commits_failed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *GroupStatus) Reset() {
@@ -1971,6 +1975,27 @@ func (x *GroupStatus) GetMemory() *MemoryStatus {
 func (x *GroupStatus) GetAcksLostToMove() int64 {
 	if x != nil {
 		return x.AcksLostToMove
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetCommitsSent() int64 {
+	if x != nil {
+		return x.CommitsSent
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetCommitsConfirmed() int64 {
+	if x != nil {
+		return x.CommitsConfirmed
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetCommitsFailed() int64 {
+	if x != nil {
+		return x.CommitsFailed
 	}
 	return 0
 }
@@ -2440,7 +2465,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
 	"\voutstanding\x18\x03 \x01(\v2\x14.ksidecar.v1.CreditsR\voutstanding\x12\x18\n" +
-	"\awaiting\x18\x04 \x01(\bR\awaiting\"\xc8\x04\n" +
+	"\awaiting\x18\x04 \x01(\bR\awaiting\"\xbf\x05\n" +
 	"\vGroupStatus\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06static\x18\x02 \x01(\bR\x06static\x12\x1a\n" +
@@ -2460,7 +2485,10 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x05acked\x18\r \x01(\x03R\x05acked\x12#\n" +
 	"\rdead_lettered\x18\x0e \x01(\x03R\fdeadLettered\x121\n" +
 	"\x06memory\x18\x0f \x01(\v2\x19.ksidecar.v1.MemoryStatusR\x06memory\x12)\n" +
-	"\x11acks_lost_to_move\x18\x10 \x01(\x03R\x0eacksLostToMove\"\xf2\x01\n" +
+	"\x11acks_lost_to_move\x18\x10 \x01(\x03R\x0eacksLostToMove\x12!\n" +
+	"\fcommits_sent\x18\x11 \x01(\x03R\vcommitsSent\x12+\n" +
+	"\x11commits_confirmed\x18\x12 \x01(\x03R\x10commitsConfirmed\x12%\n" +
+	"\x0ecommits_failed\x18\x13 \x01(\x03R\rcommitsFailed\"\xf2\x01\n" +
 	"\fMemoryStatus\x12\x1b\n" +
 	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x1d\n" +
 	"\n" +
