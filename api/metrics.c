@@ -62,6 +62,7 @@ void ks_metrics_grpc_request(unsigned slot, const char *path, int code)
 typedef struct {
     ks_jbuf_t *b;
     int64_t series, max; /* samples written, and the cap */
+    bool ms;             /* the family's values are milliseconds, written as seconds */
     uint64_t dropped;
 } out_t;
 
@@ -85,6 +86,7 @@ static void put_label(out_t *o, const char *s)
 
 static void family(out_t *o, const char *name, const char *type, const char *help)
 {
+    o->ms = false;
     ks_jbuf_lit(o->b, "# HELP ");
     ks_jbuf_lit(o->b, name);
     ks_jbuf_lit(o->b, " ");
@@ -137,6 +139,13 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
     if (*sep == ',')
         ks_jbuf_lit(o->b, "}");
     ks_jbuf_lit(o->b, " ");
+    if (o->ms) {
+        char t[32];
+        snprintf(t, sizeof(t), "%s%lld.%03lld\n", v < 0 ? "-" : "", llabs(v) / 1000LL,
+                 llabs(v) % 1000LL);
+        ks_jbuf_lit(o->b, t);
+        return;
+    }
     ks_jbuf_int(o->b, v);
     ks_jbuf_lit(o->b, "\n");
 }
@@ -163,8 +172,7 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
 #define M_GROUP_FAMILY(type, m, fname, doc, ...) M_GROUP_FAMILY_(type, m, fname, doc, __VA_ARGS__)
 #define M_GROUP_FAMILY_(type, m, fname, doc, ptype, suffix)                                        \
     {                                                                                              \
-        const char *fam = fam_name(nb, sizeof(nb), prefix, fname, suffix);                         \
-        family(o, fam, ptype, doc);                                                                \
+        const char *fam = fam_begin(o, nb, sizeof(nb), prefix, fname, suffix, ptype, doc);         \
         for (size_t i = 0; i < n; i++) {                                                           \
             int64_t v;                                                                             \
             labels_t l = {{"group"}, {groups[i]->name}, -1};                                       \
@@ -183,8 +191,8 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
 #define M_PART_FAMILY(type, m, fname, doc, ...) M_PART_FAMILY_(type, m, fname, doc, __VA_ARGS__)
 #define M_PART_FAMILY_(type, m, fname, doc, ptype, suffix)                                         \
     {                                                                                              \
-        const char *fam = fam_name(nb, sizeof(nb), "ksidecar_partition_", fname, suffix);          \
-        family(o, fam, ptype, doc);                                                                \
+        const char *fam =                                                                          \
+            fam_begin(o, nb, sizeof(nb), "ksidecar_partition_", fname, suffix, ptype, doc);        \
         for (size_t i = 0; i < n; i++)                                                             \
             for (size_t j = 0; j < groups[i]->part_cnt; j++) {                                     \
                 const ks_part_status_t *p = &groups[i]->parts[j];                                  \
@@ -195,10 +203,18 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
             }                                                                                      \
     }
 
-static const char *fam_name(char *buf, size_t size, const char *prefix, const char *name,
-                            const char *suffix)
+/* Starts a generated family: its name prefix + the field's name + suffix into buf, its HELP
+ * and TYPE lines. A field in milliseconds (its name ends in _ms) is written in seconds, the
+ * unit Prometheus names carry (oldest_lease_age_ms: ..._oldest_lease_age_seconds). */
+static const char *fam_begin(out_t *o, char *buf, size_t size, const char *prefix, const char *name,
+                             const char *suffix, const char *type, const char *help)
 {
-    snprintf(buf, size, "%s%s%s", prefix, name, suffix);
+    size_t len = strlen(name);
+    bool ms = len > 3 && !strcmp(name + len - 3, "_ms");
+    snprintf(buf, size, "%s%.*s%s%s", prefix, (int)(ms ? len - 3 : len), name, ms ? "_seconds" : "",
+             suffix);
+    family(o, buf, type, help);
+    o->ms = ms;
     return buf;
 }
 
