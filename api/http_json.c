@@ -352,6 +352,7 @@ static json_t *json_opt_int(int64_t v)
 #define J_COUNTERS(s, m) json_counters(s)
 #define J_MEMORY(s, m)   json_memory(&(s)->m)
 #define J_CREDITS(s, m)  json_credits(&(s)->m)
+#define J_HIST(s, m)     json_hist(&(s)->m)
 /* A row: its key in object o, from struct s. */
 #define J_ROW(type, m, pb, name, num, kind, doc) json_object_set_new(o, name, J_##type(s, m));
 /* fn(s): the object of one level's struct s, its keys in the list's order. */
@@ -362,6 +363,17 @@ static json_t *json_opt_int(int64_t v)
         LIST(J_ROW)                                                                                \
         return o;                                                                                  \
     }
+
+static json_t *json_hist(const ks_hist_t *h)
+{
+    json_t *bounds = json_array(), *counts = json_array();
+    for (size_t i = 0; i < KS_HIST_BUCKETS; i++)
+        json_array_append_new(bounds, json_integer(ks_hist_bounds_ms[i]));
+    for (size_t i = 0; i <= KS_HIST_BUCKETS; i++)
+        json_array_append_new(counts, json_integer(h->counts[i]));
+    return json_pack("{s:o,s:o,s:I,s:I}", "bounds_ms", bounds, "counts", counts, "sum_ms",
+                     (json_int_t)h->sum_ms, "count", (json_int_t)h->count);
+}
 
 static json_t *json_topics(char *const *topics, size_t n)
 {

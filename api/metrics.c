@@ -115,7 +115,8 @@ static bool room(out_t *o)
     return false;
 }
 
-static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
+/* One sample line; secs: v is milliseconds, written as seconds. */
+static void sample_as(out_t *o, const char *name, const labels_t *l, int64_t v, bool secs)
 {
     if (!room(o))
         return;
@@ -139,7 +140,7 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
     if (*sep == ',')
         ks_jbuf_lit(o->b, "}");
     ks_jbuf_lit(o->b, " ");
-    if (o->ms) {
+    if (secs) {
         char t[32];
         snprintf(t, sizeof(t), "%s%lld.%03lld\n", v < 0 ? "-" : "", llabs(v) / 1000LL,
                  llabs(v) % 1000LL);
@@ -148,6 +149,12 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
     }
     ks_jbuf_int(o->b, v);
     ks_jbuf_lit(o->b, "\n");
+}
+
+/* One sample of the family being written (in seconds if its values are milliseconds). */
+static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
+{
+    sample_as(o, name, l, v, o->ms);
 }
 
 /* ---- families generated from the status field lists ----
@@ -167,6 +174,13 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
 #define M_GROUP_LABEL(type, m, fname, doc)
 #define M_GROUP_TEXT(type, m, fname, doc)
 #define M_GROUP_NESTED(type, m, fname, doc)
+/* A histogram (of durations in ms): its buckets, sum and count per group, in seconds. */
+#define M_GROUP_HISTOGRAM(type, m, fname, doc)                                                     \
+    {                                                                                              \
+        const char *fam = fam_begin(o, nb, sizeof(nb), prefix, fname, "", "histogram", doc);       \
+        for (size_t i = 0; i < n; i++)                                                             \
+            hist_samples(o, fam, groups[i]->name, &LEVEL_OF(groups[i]).m);                         \
+    }
 #define M_GROUP_COUNTER(type, m, fname, doc)     M_GROUP_FAMILY(type, m, fname, doc, M_TYPE_COUNTER)
 #define M_GROUP_GAUGE(type, m, fname, doc)       M_GROUP_FAMILY(type, m, fname, doc, M_TYPE_GAUGE)
 #define M_GROUP_FAMILY(type, m, fname, doc, ...) M_GROUP_FAMILY_(type, m, fname, doc, __VA_ARGS__)
@@ -216,6 +230,29 @@ static const char *fam_begin(out_t *o, char *buf, size_t size, const char *prefi
     family(o, buf, type, help);
     o->ms = ms;
     return buf;
+}
+
+/* A histogram's samples for one group: cumulative buckets by le (seconds), +Inf, the sum
+ * (seconds) and the count. */
+static void hist_samples(out_t *o, const char *fam, const char *group, const ks_hist_t *h)
+{
+    char name[160], le[32];
+    int64_t cum = 0;
+    snprintf(name, sizeof(name), "%s_bucket", fam);
+    for (size_t b = 0; b <= KS_HIST_BUCKETS; b++) {
+        cum += h->counts[b];
+        if (b < KS_HIST_BUCKETS)
+            snprintf(le, sizeof(le), "%g", (double)ks_hist_bounds_ms[b] / 1000.0);
+        else
+            snprintf(le, sizeof(le), "+Inf");
+        labels_t l = {{"group", "le"}, {group, le}, -1};
+        sample_as(o, name, &l, cum, false);
+    }
+    labels_t l = {{"group"}, {group}, -1};
+    snprintf(name, sizeof(name), "%s_sum", fam);
+    sample_as(o, name, &l, h->sum_ms, true);
+    snprintf(name, sizeof(name), "%s_count", fam);
+    sample_as(o, name, &l, h->count, false);
 }
 
 static void render_fields(out_t *o, const ks_group_status_t *const *groups, size_t n)

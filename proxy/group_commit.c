@@ -109,8 +109,10 @@ static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_part
 {
     bool in_flight = ks_commit_track_in_flight(&p->ct) >= 0;
     ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
-    if (in_flight && ks_commit_track_in_flight(&p->ct) < 0)
+    if (in_flight && ks_commit_track_in_flight(&p->ct) < 0) {
         g->st_commits_confirmed++;
+        ks_hist_add(&g->st_commit_round_trip, ks_now_ms() - p->commit_sent_ms);
+    }
 }
 
 /* Commits every partition whose commit point or metadata changed (only `only`, if
@@ -160,6 +162,7 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
         p->committed = cp;
         p->meta_dirty = false;
         ks_commit_track_sent(&p->ct, cp, tp->metadata, tp->metadata_size);
+        p->commit_sent_ms = now;
         g->st_commits_sent++;
     }
     free(buf);

@@ -127,8 +127,10 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
     case KS_SETTLE_ACK:
         if (e->state == KS_REC_DEAD_LETTERING)
             return (ks_ack_result_t){KS_E_STALE, "the record is being dead-lettered"};
-        if (e->state == KS_REC_LEASED)
+        if (e->state == KS_REC_LEASED) {
+            ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             unlease(g, p, e);
+        }
         mark_done(g, p, e);
         ks_ack_window_ack_entry(&p->win, e);
         g->st_acked++;

@@ -34,7 +34,10 @@
  *             GroupStatus itself, but a JSON object of their own
  *   MEMORY    ks_mem_status_t; an object; MemoryStatus
  *   CREDITS   ks_credits_status_t; an object; Credits
- * KIND (for /metrics): COUNTER only grows while the group runs; GAUGE a value now; LABEL
+ *   HIST      ks_hist_t (types.h); an object {"bounds_ms":[...],"counts":[... one more],
+ *             "sum_ms","count"}; Histogram
+ * KIND (for /metrics): COUNTER only grows while the group runs; GAUGE a value now; HISTOGRAM
+ * a distribution of durations (in ms, shown in seconds), counters only; LABEL
  * names what the level's other values are of; TEXT a setting or a state, as text; NESTED a
  * level below (or the list TOPICS). */
 
@@ -76,7 +79,13 @@
     X(I64, commits_confirmed, commits_confirmed, "commits_confirmed", 18, COUNTER,                 \
       "partition commits the broker confirmed")                                                    \
     X(I64, commits_failed, commits_failed, "commits_failed", 19, COUNTER,                          \
-      "partition commits that failed (retried)")
+      "partition commits that failed (retried)")                                                   \
+    X(HIST, delivery_to_ack, delivery_to_ack_ms, "delivery_to_ack_ms", 20, HISTOGRAM,              \
+      "from a record's delivery (its lease's start) to its ack")                                   \
+    X(HIST, commit_round_trip, commit_round_trip_ms, "commit_round_trip_ms", 21, HISTOGRAM,        \
+      "from a partition commit sent to the broker's confirmation")                                 \
+    X(HIST, record_age_at_delivery, record_age_at_delivery_ms, "record_age_at_delivery_ms", 22,    \
+      HISTOGRAM, "from a record's Kafka timestamp to its delivery (end-to-end lag in time)")
 
 /* The process's one memory budget (memory.max_bytes), shared by every group:
  * ks_mem_status_t, MemoryStatus. */

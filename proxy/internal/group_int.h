@@ -80,6 +80,7 @@ typedef struct part {
     size_t leased;            /* entries in LEASED state */
     int64_t committed;        /* the last offset sent in a commit, -1 if none */
     ks_commit_track_t ct;     /* commits confirmed by the broker, and the acks they cover */
+    int64_t commit_sent_ms;   /* when the commit in flight went (commit round trip) */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
     bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
@@ -208,6 +209,7 @@ struct ks_group {
     /* accepted acks no confirmed commit covered when a partition moved */
     int64_t st_acks_lost_to_move;
     int64_t st_commits_sent, st_commits_confirmed, st_commits_failed; /* per partition */
+    ks_hist_t st_delivery_to_ack, st_commit_round_trip, st_record_age_at_delivery;
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];

@@ -58,6 +58,10 @@ def val(s, name, **labels):
 
 
 COUNTERS = ("delivered", "redelivered", "acked", "nacked", "dead_lettered", "expired")
+# Histograms whose count moves with a counter: each ack of a leased record, each delivery of
+# a record with a timestamp.
+HISTS = {"acked": "ksidecar_delivery_to_ack_seconds_count",
+         "delivered": "ksidecar_record_age_at_delivery_seconds_count"}
 
 
 def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstrap, sidecars):
@@ -91,12 +95,14 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
     assert "dead-lettered" in body["results"][0]["message"], body
     assert sc.ack(g, [r["ack_id"] for r in again[1:]])[1]["acked"] == 2
     want = {"delivered": 13, "redelivered": 3, "acked": 9, "nacked": 4, "dead_lettered": 1,
-            "expired": 0}
+            "expired": 0, "acked histogram": 9, "delivered histogram": 13}
 
     def moved():
         after = scrape(sc)
         got = {c: val(after, f"ksidecar_{c}_total", group=g) - val(before, f"ksidecar_{c}_total",
                                                                     group=g) for c in COUNTERS}
+        got.update({f"{c} histogram": val(after, h, group=g) - val(before, h, group=g)
+                    for c, h in HISTS.items()})
         # The POSTs since: 1 ack, 1 nack, 1 nack, 1 ack (each counted once it completed).
         posts = val(after, "ksidecar_requests_total", edge="http", method="POST",
                     code="200") - posts_before
@@ -127,6 +133,8 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
     sent, confirmed = (val(s, f"ksidecar_commits_{k}_total", group=g) for k in ("sent",
                                                                               "confirmed"))
     assert sent >= confirmed >= 2 and val(s, "ksidecar_commits_failed_total", group=g) == 0, s
+    assert val(s, "ksidecar_commit_round_trip_seconds_count", group=g) == confirmed
+    assert val(s, "ksidecar_commit_round_trip_seconds_bucket", group=g, le="+Inf") == confirmed
     assert val(s, "ksidecar_partition_high_watermark", group=g, topic=topic,
                partition="0") == hw[0]
 

@@ -25,6 +25,10 @@ static void fixture(void)
     snprintf(ga.name, sizeof(ga.name), "a");
     snprintf(gb.name, sizeof(gb.name), "b\"q\\x\n");
     ga.delivered = 13;
+    ks_hist_add(&ga.delivery_to_ack, 3);    /* <= 5 ms */
+    ks_hist_add(&ga.delivery_to_ack, 7);    /* <= 10 ms */
+    ks_hist_add(&ga.delivery_to_ack, 1000); /* <= 1 s */
+    ks_hist_add(&ga.delivery_to_ack, 400000);
     ga.acked = 9;
     ga.topics = topics_a;
     ga.topic_cnt = 1;
@@ -86,6 +90,16 @@ static void test_families(void **state)
     /* A label value escaped as the format wants. */
     assert_non_null(strstr(t, "ksidecar_delivered_total{group=\"b\\\"q\\\\x\\n\"} 0\n"));
     assert_non_null(strstr(t, "ksidecar_groups 2\n"));
+    /* A histogram: cumulative buckets by le in seconds, the sum in seconds, the count. */
+    assert_non_null(strstr(t,
+                           "# TYPE ksidecar_delivery_to_ack_seconds histogram\n"
+                           "ksidecar_delivery_to_ack_seconds_bucket{group=\"a\",le=\"0.005\"} 1\n"
+                           "ksidecar_delivery_to_ack_seconds_bucket{group=\"a\",le=\"0.01\"} 2\n"));
+    assert_non_null(strstr(t, "ksidecar_delivery_to_ack_seconds_bucket{group=\"a\",le=\"1\"} 3\n"));
+    assert_non_null(strstr(t, "ksidecar_delivery_to_ack_seconds_bucket{group=\"a\",le=\"300\"} 3\n"
+                              "ksidecar_delivery_to_ack_seconds_bucket{group=\"a\",le=\"+Inf\"} 4\n"
+                              "ksidecar_delivery_to_ack_seconds_sum{group=\"a\"} 401.010\n"
+                              "ksidecar_delivery_to_ack_seconds_count{group=\"a\"} 4\n"));
     free(t);
 }
 

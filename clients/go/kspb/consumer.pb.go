@@ -1833,8 +1833,14 @@ type GroupStatus struct {
 	CommitsSent      int64 `protobuf:"varint,17,opt,name=commits_sent,json=commitsSent,proto3" json:"commits_sent,omitempty"`
 	CommitsConfirmed int64 `protobuf:"varint,18,opt,name=commits_confirmed,json=commitsConfirmed,proto3" json:"commits_confirmed,omitempty"`
 	CommitsFailed    int64 `protobuf:"varint,19,opt,name=commits_failed,json=commitsFailed,proto3" json:"commits_failed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// From a record's delivery (its lease's start) to its ack.
+	DeliveryToAckMs *Histogram `protobuf:"bytes,20,opt,name=delivery_to_ack_ms,json=deliveryToAckMs,proto3" json:"delivery_to_ack_ms,omitempty"`
+	// From a partition commit sent to the broker's confirmation.
+	CommitRoundTripMs *Histogram `protobuf:"bytes,21,opt,name=commit_round_trip_ms,json=commitRoundTripMs,proto3" json:"commit_round_trip_ms,omitempty"`
+	// From a record's Kafka timestamp to its delivery (end-to-end lag in time).
+	RecordAgeAtDeliveryMs *Histogram `protobuf:"bytes,22,opt,name=record_age_at_delivery_ms,json=recordAgeAtDeliveryMs,proto3" json:"record_age_at_delivery_ms,omitempty"`
+	unknownFields         protoimpl.UnknownFields
+	sizeCache             protoimpl.SizeCache
 }
 
 func (x *GroupStatus) Reset() {
@@ -2000,6 +2006,97 @@ func (x *GroupStatus) GetCommitsFailed() int64 {
 	return 0
 }
 
+func (x *GroupStatus) GetDeliveryToAckMs() *Histogram {
+	if x != nil {
+		return x.DeliveryToAckMs
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetCommitRoundTripMs() *Histogram {
+	if x != nil {
+		return x.CommitRoundTripMs
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetRecordAgeAtDeliveryMs() *Histogram {
+	if x != nil {
+		return x.RecordAgeAtDeliveryMs
+	}
+	return nil
+}
+
+// Durations in fixed buckets: counts[i] holds the values <= bounds_ms[i] and above the bound
+// before; the last of counts (one more than bounds_ms) those above every bound.
+type Histogram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BoundsMs      []int64                `protobuf:"varint,1,rep,packed,name=bounds_ms,json=boundsMs,proto3" json:"bounds_ms,omitempty"`
+	Counts        []int64                `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	SumMs         int64                  `protobuf:"varint,3,opt,name=sum_ms,json=sumMs,proto3" json:"sum_ms,omitempty"`
+	Count         int64                  `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Histogram) Reset() {
+	*x = Histogram{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Histogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Histogram) ProtoMessage() {}
+
+func (x *Histogram) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
+func (*Histogram) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Histogram) GetBoundsMs() []int64 {
+	if x != nil {
+		return x.BoundsMs
+	}
+	return nil
+}
+
+func (x *Histogram) GetCounts() []int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *Histogram) GetSumMs() int64 {
+	if x != nil {
+		return x.SumMs
+	}
+	return 0
+}
+
+func (x *Histogram) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // The process's one memory budget (memory.max_bytes), shared by every group.
 type MemoryStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -2015,7 +2112,7 @@ type MemoryStatus struct {
 
 func (x *MemoryStatus) Reset() {
 	*x = MemoryStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2027,7 +2124,7 @@ func (x *MemoryStatus) String() string {
 func (*MemoryStatus) ProtoMessage() {}
 
 func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2040,7 +2137,7 @@ func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryStatus.ProtoReflect.Descriptor instead.
 func (*MemoryStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MemoryStatus) GetMaxBytes() int64 {
@@ -2094,7 +2191,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2106,7 +2203,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2119,7 +2216,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupStatus {
@@ -2147,7 +2244,7 @@ type SeekRequest struct {
 
 func (x *SeekRequest) Reset() {
 	*x = SeekRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2256,7 @@ func (x *SeekRequest) String() string {
 func (*SeekRequest) ProtoMessage() {}
 
 func (x *SeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2269,7 @@ func (x *SeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekRequest.ProtoReflect.Descriptor instead.
 func (*SeekRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SeekRequest) GetGroup() string {
@@ -2277,7 +2374,7 @@ type SeekResponse struct {
 
 func (x *SeekResponse) Reset() {
 	*x = SeekResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2289,7 +2386,7 @@ func (x *SeekResponse) String() string {
 func (*SeekResponse) ProtoMessage() {}
 
 func (x *SeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2302,7 +2399,7 @@ func (x *SeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekResponse.ProtoReflect.Descriptor instead.
 func (*SeekResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SeekResponse) GetOffset() int64 {
@@ -2465,7 +2562,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
 	"\voutstanding\x18\x03 \x01(\v2\x14.ksidecar.v1.CreditsR\voutstanding\x12\x18\n" +
-	"\awaiting\x18\x04 \x01(\bR\awaiting\"\xbf\x05\n" +
+	"\awaiting\x18\x04 \x01(\bR\awaiting\"\x9f\a\n" +
 	"\vGroupStatus\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06static\x18\x02 \x01(\bR\x06static\x12\x1a\n" +
@@ -2488,7 +2585,15 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x11acks_lost_to_move\x18\x10 \x01(\x03R\x0eacksLostToMove\x12!\n" +
 	"\fcommits_sent\x18\x11 \x01(\x03R\vcommitsSent\x12+\n" +
 	"\x11commits_confirmed\x18\x12 \x01(\x03R\x10commitsConfirmed\x12%\n" +
-	"\x0ecommits_failed\x18\x13 \x01(\x03R\rcommitsFailed\"\xf2\x01\n" +
+	"\x0ecommits_failed\x18\x13 \x01(\x03R\rcommitsFailed\x12C\n" +
+	"\x12delivery_to_ack_ms\x18\x14 \x01(\v2\x16.ksidecar.v1.HistogramR\x0fdeliveryToAckMs\x12G\n" +
+	"\x14commit_round_trip_ms\x18\x15 \x01(\v2\x16.ksidecar.v1.HistogramR\x11commitRoundTripMs\x12P\n" +
+	"\x19record_age_at_delivery_ms\x18\x16 \x01(\v2\x16.ksidecar.v1.HistogramR\x15recordAgeAtDeliveryMs\"m\n" +
+	"\tHistogram\x12\x1b\n" +
+	"\tbounds_ms\x18\x01 \x03(\x03R\bboundsMs\x12\x16\n" +
+	"\x06counts\x18\x02 \x03(\x03R\x06counts\x12\x15\n" +
+	"\x06sum_ms\x18\x03 \x01(\x03R\x05sumMs\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\xf2\x01\n" +
 	"\fMemoryStatus\x12\x1b\n" +
 	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x1d\n" +
 	"\n" +
@@ -2543,7 +2648,7 @@ func file_ksidecar_v1_consumer_proto_rawDescGZIP() []byte {
 }
 
 var file_ksidecar_v1_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(AckStatus)(0),                   // 0: ksidecar.v1.AckStatus
 	(*Header)(nil),                   // 1: ksidecar.v1.Header
@@ -2572,10 +2677,11 @@ var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(*PartitionStatus)(nil),          // 24: ksidecar.v1.PartitionStatus
 	(*SubscriberStatus)(nil),         // 25: ksidecar.v1.SubscriberStatus
 	(*GroupStatus)(nil),              // 26: ksidecar.v1.GroupStatus
-	(*MemoryStatus)(nil),             // 27: ksidecar.v1.MemoryStatus
-	(*ListGroupsResponse)(nil),       // 28: ksidecar.v1.ListGroupsResponse
-	(*SeekRequest)(nil),              // 29: ksidecar.v1.SeekRequest
-	(*SeekResponse)(nil),             // 30: ksidecar.v1.SeekResponse
+	(*Histogram)(nil),                // 27: ksidecar.v1.Histogram
+	(*MemoryStatus)(nil),             // 28: ksidecar.v1.MemoryStatus
+	(*ListGroupsResponse)(nil),       // 29: ksidecar.v1.ListGroupsResponse
+	(*SeekRequest)(nil),              // 30: ksidecar.v1.SeekRequest
+	(*SeekResponse)(nil),             // 31: ksidecar.v1.SeekResponse
 }
 var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	1,  // 0: ksidecar.v1.Record.headers:type_name -> ksidecar.v1.Header
@@ -2600,29 +2706,32 @@ var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	4,  // 19: ksidecar.v1.SubscriberStatus.outstanding:type_name -> ksidecar.v1.Credits
 	24, // 20: ksidecar.v1.GroupStatus.partitions:type_name -> ksidecar.v1.PartitionStatus
 	25, // 21: ksidecar.v1.GroupStatus.subscribers:type_name -> ksidecar.v1.SubscriberStatus
-	27, // 22: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
-	26, // 23: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
-	9,  // 24: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
-	16, // 25: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
-	18, // 26: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
-	19, // 27: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
-	20, // 28: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
-	22, // 29: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
-	23, // 30: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
-	29, // 31: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
-	15, // 32: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
-	17, // 33: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
-	21, // 34: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
-	21, // 35: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
-	21, // 36: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
-	26, // 37: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
-	28, // 38: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
-	30, // 39: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 22: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
+	27, // 23: ksidecar.v1.GroupStatus.delivery_to_ack_ms:type_name -> ksidecar.v1.Histogram
+	27, // 24: ksidecar.v1.GroupStatus.commit_round_trip_ms:type_name -> ksidecar.v1.Histogram
+	27, // 25: ksidecar.v1.GroupStatus.record_age_at_delivery_ms:type_name -> ksidecar.v1.Histogram
+	26, // 26: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
+	9,  // 27: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
+	16, // 28: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
+	18, // 29: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
+	19, // 30: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
+	20, // 31: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
+	22, // 32: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
+	23, // 33: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
+	30, // 34: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
+	15, // 35: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
+	17, // 36: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
+	21, // 37: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
+	21, // 38: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
+	21, // 39: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
+	26, // 40: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
+	29, // 41: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
+	31, // 42: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_ksidecar_v1_consumer_proto_init() }
@@ -2643,7 +2752,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 		(*SubscribeResponse_Revocation)(nil),
 		(*SubscribeResponse_AckResults)(nil),
 	}
-	file_ksidecar_v1_consumer_proto_msgTypes[28].OneofWrappers = []any{
+	file_ksidecar_v1_consumer_proto_msgTypes[29].OneofWrappers = []any{
 		(*SeekRequest_Offset)(nil),
 		(*SeekRequest_TimestampMs)(nil),
 		(*SeekRequest_Earliest)(nil),
@@ -2655,7 +2764,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ksidecar_v1_consumer_proto_rawDesc), len(file_ksidecar_v1_consumer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
