@@ -145,6 +145,10 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             continue;
         part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
+        if (cp != p->cp_seen) {
+            p->cp_seen = cp;
+            p->cp_moved_ms = now;
+        }
         bool unconfirmed = only && sync && ks_commit_track_unconfirmed(&p->ct) > 0;
         if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed))
             continue;

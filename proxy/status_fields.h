@@ -134,7 +134,9 @@
     X(I64, kafka_queue_records, kafka_queue_records, "kafka_queue_records", 16, GAUGE,             \
       "records waiting in the partition's librdkafka queue")                                       \
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
-      "times paused in librdkafka to give its prefetch back to the memory budget")
+      "times paused in librdkafka to give its prefetch back to the memory budget")                 \
+    X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
+      "how long since the commit point last moved (seen at each commit interval)")
 
 /* One subscriber: ks_sub_status_t, SubscriberStatus. */
 #define KS_STATUS_SUB_FIELDS(X)                                                                    \

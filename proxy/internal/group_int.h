@@ -104,6 +104,8 @@ typedef struct part {
     bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
     int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
     int64_t budget_pauses; /* times part_kafka_pause paused it */
+    /* The commit point as the commit interval last saw it, and when it last moved. */
+    int64_t cp_seen, cp_moved_ms;
 } part_t;
 
 /* A subscriber, named by its client: a stream of any transport (gRPC Subscribe, through

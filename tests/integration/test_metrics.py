@@ -134,6 +134,9 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
                                                                               "confirmed"))
     assert sent >= confirmed >= 2 and val(s, "ksidecar_commits_failed_total", group=g) == 0, s
     assert val(s, "ksidecar_commit_round_trip_seconds_count", group=g) == confirmed
+    # Nothing is acked now: the commit point stays, and its age grows past a second.
+    wait_for(lambda: val(scrape(sc), "ksidecar_partition_commit_point_age_seconds", group=g,
+                         topic=topic, partition="0") >= 1.0, 30, 0.5, "commit point age >= 1 s")
     assert val(s, "ksidecar_commit_round_trip_seconds_bucket", group=g, le="+Inf") == confirmed
     assert val(s, "ksidecar_partition_high_watermark", group=g, topic=topic,
                partition="0") == hw[0]

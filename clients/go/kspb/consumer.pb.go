@@ -1581,6 +1581,7 @@ type PartitionStatus struct {
 	KafkaQueueRecords   int64                  `protobuf:"varint,16,opt,name=kafka_queue_records,json=kafkaQueueRecords,proto3" json:"kafka_queue_records,omitempty"` // records waiting in the partition's librdkafka queue
 	CommitInFlight      int64                  `protobuf:"varint,17,opt,name=commit_in_flight,json=commitInFlight,proto3" json:"commit_in_flight,omitempty"`          // offset of a commit sent and not confirmed yet; -1 if none
 	BudgetPauses        int64                  `protobuf:"varint,18,opt,name=budget_pauses,json=budgetPauses,proto3" json:"budget_pauses,omitempty"`                  // times paused in librdkafka to give its prefetch back
+	CommitPointAgeMs    int64                  `protobuf:"varint,19,opt,name=commit_point_age_ms,json=commitPointAgeMs,proto3" json:"commit_point_age_ms,omitempty"`  // how long since the commit point last moved
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -1737,6 +1738,13 @@ func (x *PartitionStatus) GetCommitInFlight() int64 {
 func (x *PartitionStatus) GetBudgetPauses() int64 {
 	if x != nil {
 		return x.BudgetPauses
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetCommitPointAgeMs() int64 {
+	if x != nil {
+		return x.CommitPointAgeMs
 	}
 	return 0
 }
@@ -2537,7 +2545,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\brejected\x18\x03 \x01(\x05R\brejected\"'\n" +
 	"\x0fGetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x13\n" +
-	"\x11ListGroupsRequest\"\x82\x05\n" +
+	"\x11ListGroupsRequest\"\xb1\x05\n" +
 	"\x0fPartitionStatus\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -2557,7 +2565,8 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x13window_memory_bytes\x18\x0f \x01(\x03R\x11windowMemoryBytes\x12.\n" +
 	"\x13kafka_queue_records\x18\x10 \x01(\x03R\x11kafkaQueueRecords\x12(\n" +
 	"\x10commit_in_flight\x18\x11 \x01(\x03R\x0ecommitInFlight\x12#\n" +
-	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\"\xa8\x01\n" +
+	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\x12-\n" +
+	"\x13commit_point_age_ms\x18\x13 \x01(\x03R\x10commitPointAgeMs\"\xa8\x01\n" +
 	"\x10SubscriberStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
