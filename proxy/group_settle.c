@@ -174,8 +174,12 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     ks_ack_result_t *res = calloc(c->req.u.settle.n ? c->req.u.settle.n : 1, sizeof(*res));
     if (!res)
         abort();
-    for (size_t i = 0; i < c->req.u.settle.n; i++)
+    for (size_t i = 0; i < c->req.u.settle.n; i++) {
         res[i] = settle_one(g, c, i, now);
+        g->st_acks_stale += res[i].status == KS_E_STALE;
+        g->st_acks_unknown += res[i].status == KS_E_NOT_FOUND;
+        g->st_acks_invalid += res[i].status == KS_E_INVALID;
+    }
     c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
     cmd_free(c);
 }

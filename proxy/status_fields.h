@@ -80,6 +80,13 @@
       "partition commits the broker confirmed")                                                    \
     X(I64, commits_failed, commits_failed, "commits_failed", 19, COUNTER,                          \
       "partition commits that failed (retried)")                                                   \
+    X(I64, acks_stale, acks_stale, "acks_stale", 23, COUNTER,                                      \
+      "ack ids (of acks, nacks and deadline changes) refused as stale: the lease ended, the "      \
+      "record was settled or committed, or its partition moved")                                   \
+    X(I64, acks_unknown, acks_unknown, "acks_unknown", 24, COUNTER,                                \
+      "ack ids refused as unknown: no delivered record has them")                                  \
+    X(I64, acks_invalid, acks_invalid, "acks_invalid", 25, COUNTER,                                \
+      "ack ids refused as malformed or of another group")                                          \
     X(HIST, delivery_to_ack, delivery_to_ack_ms, "delivery_to_ack_ms", 20, HISTOGRAM,              \
       "from a record's delivery (its lease's start) to its ack")                                   \
     X(HIST, commit_round_trip, commit_round_trip_ms, "commit_round_trip_ms", 21, HISTOGRAM,        \

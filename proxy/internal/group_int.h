@@ -212,6 +212,7 @@ struct ks_group {
     int64_t st_acks_lost_to_move;
     int64_t st_commits_sent, st_commits_confirmed, st_commits_failed; /* per partition */
     ks_hist_t st_delivery_to_ack, st_commit_round_trip, st_record_age_at_delivery;
+    int64_t st_acks_stale, st_acks_unknown, st_acks_invalid; /* refused ack ids, by reason */
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];

@@ -110,6 +110,15 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
 
     after = wait_for(moved, 30, 0.5, f"counters moved by {want}")
 
+    # Refused ack ids, by reason: a malformed one, and the dead-lettered record's (stale).
+    assert sc.ack(g, ["garbage"])[0] == 400
+    st, body = sc.ack(g, [again[0]["ack_id"]])
+    assert body["results"][0]["status"] == "FAILED_PRECONDITION", body  # KS_E_STALE's code
+    refused = {"stale": 1, "unknown": 0, "invalid": 1}
+    wait_for(lambda: {k: val(scrape(sc), f"ksidecar_acks_{k}_total", group=g) - val(
+        after, f"ksidecar_acks_{k}_total", group=g) for k in refused} == refused, 10, 0.2,
+        f"refused ack ids counted {refused}")
+
     # Leave 4 records unread: the lag settles at 4 once the commit reaches 15.
     produce(bootstrap, topic, 4)
     hw = watermarks(bootstrap, topic)

@@ -1847,8 +1847,14 @@ type GroupStatus struct {
 	CommitRoundTripMs *Histogram `protobuf:"bytes,21,opt,name=commit_round_trip_ms,json=commitRoundTripMs,proto3" json:"commit_round_trip_ms,omitempty"`
 	// From a record's Kafka timestamp to its delivery (end-to-end lag in time).
 	RecordAgeAtDeliveryMs *Histogram `protobuf:"bytes,22,opt,name=record_age_at_delivery_ms,json=recordAgeAtDeliveryMs,proto3" json:"record_age_at_delivery_ms,omitempty"`
-	unknownFields         protoimpl.UnknownFields
-	sizeCache             protoimpl.SizeCache
+	// Ack ids (of acks, nacks and deadline changes) refused: stale (the lease ended, the record
+	// was settled or committed, or its partition moved), unknown, or malformed or of another
+	// group.
+	AcksStale     int64 `protobuf:"varint,23,opt,name=acks_stale,json=acksStale,proto3" json:"acks_stale,omitempty"`
+	AcksUnknown   int64 `protobuf:"varint,24,opt,name=acks_unknown,json=acksUnknown,proto3" json:"acks_unknown,omitempty"`
+	AcksInvalid   int64 `protobuf:"varint,25,opt,name=acks_invalid,json=acksInvalid,proto3" json:"acks_invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupStatus) Reset() {
@@ -2033,6 +2039,27 @@ func (x *GroupStatus) GetRecordAgeAtDeliveryMs() *Histogram {
 		return x.RecordAgeAtDeliveryMs
 	}
 	return nil
+}
+
+func (x *GroupStatus) GetAcksStale() int64 {
+	if x != nil {
+		return x.AcksStale
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetAcksUnknown() int64 {
+	if x != nil {
+		return x.AcksUnknown
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetAcksInvalid() int64 {
+	if x != nil {
+		return x.AcksInvalid
+	}
+	return 0
 }
 
 // Durations in fixed buckets: counts[i] holds the values <= bounds_ms[i] and above the bound
@@ -2571,7 +2598,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
 	"\voutstanding\x18\x03 \x01(\v2\x14.ksidecar.v1.CreditsR\voutstanding\x12\x18\n" +
-	"\awaiting\x18\x04 \x01(\bR\awaiting\"\x9f\a\n" +
+	"\awaiting\x18\x04 \x01(\bR\awaiting\"\x84\b\n" +
 	"\vGroupStatus\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06static\x18\x02 \x01(\bR\x06static\x12\x1a\n" +
@@ -2597,7 +2624,11 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x0ecommits_failed\x18\x13 \x01(\x03R\rcommitsFailed\x12C\n" +
 	"\x12delivery_to_ack_ms\x18\x14 \x01(\v2\x16.ksidecar.v1.HistogramR\x0fdeliveryToAckMs\x12G\n" +
 	"\x14commit_round_trip_ms\x18\x15 \x01(\v2\x16.ksidecar.v1.HistogramR\x11commitRoundTripMs\x12P\n" +
-	"\x19record_age_at_delivery_ms\x18\x16 \x01(\v2\x16.ksidecar.v1.HistogramR\x15recordAgeAtDeliveryMs\"m\n" +
+	"\x19record_age_at_delivery_ms\x18\x16 \x01(\v2\x16.ksidecar.v1.HistogramR\x15recordAgeAtDeliveryMs\x12\x1d\n" +
+	"\n" +
+	"acks_stale\x18\x17 \x01(\x03R\tacksStale\x12!\n" +
+	"\facks_unknown\x18\x18 \x01(\x03R\vacksUnknown\x12!\n" +
+	"\facks_invalid\x18\x19 \x01(\x03R\vacksInvalid\"m\n" +
 	"\tHistogram\x12\x1b\n" +
 	"\tbounds_ms\x18\x01 \x03(\x03R\bboundsMs\x12\x16\n" +
 	"\x06counts\x18\x02 \x03(\x03R\x06counts\x12\x15\n" +
