@@ -23,6 +23,7 @@ static atomic_uint_fast64_t http_reqs[HM_N][HTTP_CODES];
 static atomic_uint_fast64_t grpc_reqs[KS_METRICS_GRPC_SLOTS][GRPC_CODES];
 static _Atomic(const char *) grpc_paths[KS_METRICS_GRPC_SLOTS];
 static atomic_uint_fast64_t series_dropped;
+static atomic_uint_fast64_t streams_cut;
 static int64_t start_ms; /* written once, before main */
 
 static const char *const grpc_code_names[GRPC_CODES] = {
@@ -55,6 +56,11 @@ void ks_metrics_grpc_request(unsigned slot, const char *path, int code)
     if (path && !atomic_load_explicit(&grpc_paths[slot], memory_order_relaxed))
         atomic_store(&grpc_paths[slot], path); /* always the same static text for a slot */
     atomic_fetch_add_explicit(&grpc_reqs[slot][code], 1, memory_order_relaxed);
+}
+
+void ks_metrics_stream_cut(void)
+{
+    atomic_fetch_add_explicit(&streams_cut, 1, memory_order_relaxed);
 }
 
 /* ---- the writer ---- */
@@ -415,6 +421,10 @@ void ks_metrics_render(ks_jbuf_t *b, const ks_group_status_t *const *groups, siz
     render_fields(&o, groups, n);
     render_subs(&o, groups, n);
     render_requests(&o);
+    family(&o, "ksidecar_streams_cut_total", "counter",
+           "streams (gRPC Subscribe, HTTP) cut off for taking no message within their stall time");
+    sample(&o, "ksidecar_streams_cut_total", NULL,
+           (int64_t)atomic_load_explicit(&streams_cut, memory_order_relaxed));
     family(&o, "ksidecar_groups", "gauge",
            "groups running in this process (that the caller may see)");
     sample(&o, "ksidecar_groups", NULL, (int64_t)n);

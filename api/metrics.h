@@ -22,6 +22,10 @@ void ks_metrics_http_request(const char *method, unsigned status);
 #define KS_METRICS_GRPC_SLOTS 32
 void ks_metrics_grpc_request(unsigned slot, const char *path, int code);
 
+/* Counts one stream cut off for taking no message within its stall time. Lock-free; any
+ * thread. */
+void ks_metrics_stream_cut(void);
+
 /* Writes the exposition of groups[0..n) (borrowed snapshots, the ones the caller may see)
  * into b: kafka_exporter's consumer group families, the ksidecar_ families generated from
  * proxy/status_fields.h, and the process's own (requests, groups, start time, build).

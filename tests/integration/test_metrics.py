@@ -15,6 +15,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from conftest import create_topic, fetch_all, free_port, produce, unique, wait_for, watermarks
 from grpc_support import health_pb2, health_pb2_grpc, write_tokens_json
+from test_http_stream import stalled_stream
 
 PROMTOOL = os.environ.get("KSIDECAR_TEST_PROMTOOL") or shutil.which("promtool") or str(
     pathlib.Path(os.environ.get("KSIDECAR_CACHE", pathlib.Path.home() / ".cache" / "ksidecar"))
@@ -264,4 +265,20 @@ def test_a_token_sees_only_its_groups(bootstrap, sidecars, tmp_path):
     s, _ = samples(text)
     assert {dict(k[1]).get("group") for k in s} - {None} == {ga, gb}
     assert val(s, "ksidecar_groups") == 2
+    assert sc.stop() == 0
+
+
+def test_a_stream_cut_off_is_counted(bootstrap, sidecars):
+    topic, g = unique("tmcut"), unique("gmcut")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 3000, size=10000)
+    sc = sidecars(["--http.stream_stall_ms=1000"])
+    assert val(scrape(sc), "ksidecar_streams_cut_total") == 0
+    s = stalled_stream(sc, g, topic)
+    # While it is open it is a stream of the group (its name never a label) ...
+    wait_for(lambda: val(scrape(sc), "ksidecar_streams", group=g) == 1, 30, 0.3, "one stream")
+    # ... and, reading no more, it is cut off and counted once.
+    wait_for(lambda: val(scrape(sc), "ksidecar_streams_cut_total") == 1, 60, 0.5, "one cut")
+    assert "cut off" in sc.logs()
+    s.close()
     assert sc.stop() == 0
