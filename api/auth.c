@@ -8,6 +8,8 @@
 #include <jansson.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
+#include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,34 +29,56 @@ typedef struct scope {
 struct ks_principal {
     bool is_subject; /* keyed by a certificate subject, not a token hash */
     unsigned char hash[32];
-    char *subject;     /* is_subject: the RFC 4514 subject DN */
-    bool legacy;       /* from a legacy line: group scopes only */
-    scope_t scopes[3]; /* indexed by ks_scope_t */
-    char id[24];       /* "token#N" / "subject#N" */
+    char *subject;             /* is_subject: the RFC 4514 subject DN */
+    bool legacy;               /* from a legacy line: group scopes only */
+    scope_t scopes[3];         /* indexed by ks_scope_t */
+    char id[24];               /* "token#N" / "subject#N" */
+    const struct table *table; /* the table it came from */
 };
 
-struct ks_auth {
+/* One reading of the tokens file. */
+typedef struct table {
     ks_principal_t **ents;
     size_t cnt;
+    struct table *older; /* the table it replaced */
+} table_t;
+
+/* A reload swaps cur; readers load it without a lock. Replaced tables are kept until
+ * ks_auth_free: requests and streams still hold principals of theirs, and a reload costs
+ * only the file's size once. */
+struct ks_auth {
+    _Atomic(table_t *) cur;
+    pthread_mutex_t reload_lock; /* one reload at a time */
 };
 
 static const char *const scope_names[] = {"groups", "consume", "produce"};
+
+static void table_free(table_t *a)
+{
+    while (a) {
+        table_t *older = a->older;
+        for (size_t i = 0; i < a->cnt; i++) {
+            ks_principal_t *p = a->ents[i];
+            for (int s = 0; s < 3; s++) {
+                for (size_t j = 0; j < p->scopes[s].cnt; j++)
+                    free(p->scopes[s].patterns[j]);
+                free(p->scopes[s].patterns);
+            }
+            free(p->subject);
+            free(p);
+        }
+        free(a->ents);
+        free(a);
+        a = older;
+    }
+}
 
 void ks_auth_free(ks_auth_t *a)
 {
     if (!a)
         return;
-    for (size_t i = 0; i < a->cnt; i++) {
-        ks_principal_t *p = a->ents[i];
-        for (int s = 0; s < 3; s++) {
-            for (size_t j = 0; j < p->scopes[s].cnt; j++)
-                free(p->scopes[s].patterns[j]);
-            free(p->scopes[s].patterns);
-        }
-        free(p->subject);
-        free(p);
-    }
-    free(a->ents);
+    table_free(atomic_load(&a->cur));
+    pthread_mutex_destroy(&a->reload_lock);
     free(a);
 }
 
@@ -86,7 +110,7 @@ static void scope_add(scope_t *s, const char *pattern)
     s->patterns[s->cnt++] = ks_xstrdup(pattern);
 }
 
-static ks_principal_t *add_entry(ks_auth_t *a, bool is_subject)
+static ks_principal_t *add_entry(table_t *a, bool is_subject)
 {
     ks_principal_t *p = calloc(1, sizeof(*p));
     ks_principal_t **n = realloc(a->ents, (a->cnt + 1) * sizeof(*n));
@@ -95,12 +119,13 @@ static ks_principal_t *add_entry(ks_auth_t *a, bool is_subject)
     a->ents = n;
     a->ents[a->cnt++] = p;
     p->is_subject = is_subject;
+    p->table = a;
     snprintf(p->id, sizeof(p->id), "%s#%zu", is_subject ? "subject" : "token", a->cnt);
     return p;
 }
 
 /* The legacy form: "<sha256 hex> <group patterns>" lines. */
-static int parse_lines(ks_auth_t *a, char *text, const char *origin, char *err, size_t errsize)
+static int parse_lines(table_t *a, char *text, const char *origin, char *err, size_t errsize)
 {
     int lineno = 0;
     char *save_line = NULL;
@@ -133,7 +158,7 @@ static int parse_lines(ks_auth_t *a, char *text, const char *origin, char *err, 
 }
 
 /* One entry of the JSON form. Returns 0 or -1 with err. */
-static int parse_entry(ks_auth_t *a, json_t *e, size_t i, const char *origin, char *err,
+static int parse_entry(table_t *a, json_t *e, size_t i, const char *origin, char *err,
                        size_t errsize)
 {
     if (!json_is_object(e)) {
@@ -188,7 +213,7 @@ static int parse_entry(ks_auth_t *a, json_t *e, size_t i, const char *origin, ch
     return 0;
 }
 
-static int parse_json(ks_auth_t *a, const char *text, const char *origin, char *err, size_t errsize)
+static int parse_json(table_t *a, const char *text, const char *origin, char *err, size_t errsize)
 {
     json_error_t jerr;
     json_t *root = json_loads(text, 0, &jerr);
@@ -215,9 +240,10 @@ out:
     return rc;
 }
 
-ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize)
+/* Reads a tokens file's text into a new table, or NULL with err. */
+static table_t *table_parse(const char *text, const char *origin, char *err, size_t errsize)
 {
-    ks_auth_t *a = calloc(1, sizeof(*a));
+    table_t *a = calloc(1, sizeof(*a));
     char *copy = ks_xstrdup(text);
     if (!a)
         abort();
@@ -242,11 +268,36 @@ ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t
                 origin, a->cnt);
     return a;
 fail:
-    ks_auth_free(a);
+    table_free(a);
     return NULL;
 }
 
-ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize)
+/* The table in force. */
+static const table_t *cur_table(const ks_auth_t *a)
+{
+    return atomic_load(&a->cur);
+}
+
+/* The holder of table t (NULL: NULL). */
+static ks_auth_t *auth_new(table_t *t)
+{
+    if (!t)
+        return NULL;
+    ks_auth_t *a = calloc(1, sizeof(*a));
+    if (!a)
+        abort();
+    atomic_init(&a->cur, t);
+    pthread_mutex_init(&a->reload_lock, NULL);
+    return a;
+}
+
+ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize)
+{
+    return auth_new(table_parse(text, origin, err, errsize));
+}
+
+/* The tokens file at path as a table, or NULL with err naming the file and the problem. */
+static table_t *table_load(const char *path, char *err, size_t errsize)
 {
     errno = 0;
     char *text = ks_read_file(path);
@@ -255,9 +306,42 @@ ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize)
                  errno ? strerror(errno) : "cannot read it");
         return NULL;
     }
-    ks_auth_t *a = ks_auth_parse(text, path, err, errsize);
+    table_t *t = table_parse(text, path, err, errsize);
     free(text);
-    return a;
+    return t;
+}
+
+ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize)
+{
+    return auth_new(table_load(path, err, errsize));
+}
+
+int ks_auth_reload(ks_auth_t *a, const char *path, char *err, size_t errsize)
+{
+    table_t *t = table_load(path, err, errsize);
+    if (!t)
+        return -1;
+    pthread_mutex_lock(&a->reload_lock);
+    t->older = atomic_load(&a->cur);
+    atomic_store(&a->cur, t);
+    pthread_mutex_unlock(&a->reload_lock);
+    return 0;
+}
+
+const ks_principal_t *ks_auth_current(const ks_auth_t *a, const ks_principal_t *who)
+{
+    if (!a || !who)
+        return who;
+    const table_t *t = cur_table(a);
+    if (who->table == t)
+        return who;
+    for (size_t i = 0; i < t->cnt; i++) {
+        const ks_principal_t *p = t->ents[i];
+        if (p->is_subject == who->is_subject &&
+            (p->is_subject ? !strcmp(p->subject, who->subject) : !memcmp(p->hash, who->hash, 32)))
+            return p;
+    }
+    return NULL;
 }
 
 ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
@@ -266,10 +350,11 @@ ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, cons
     *who = NULL;
     if (!a)
         return KS_OK;
+    const table_t *t = cur_table(a);
     if (!authorization && subject && *subject) {
-        for (size_t i = 0; i < a->cnt; i++)
-            if (a->ents[i]->is_subject && !strcmp(a->ents[i]->subject, subject)) {
-                *who = a->ents[i];
+        for (size_t i = 0; i < t->cnt; i++)
+            if (t->ents[i]->is_subject && !strcmp(t->ents[i]->subject, subject)) {
+                *who = t->ents[i];
                 return KS_OK;
             }
     }
@@ -289,9 +374,9 @@ ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, cons
     unsigned int hl = 0;
     EVP_Digest(tok, strlen(tok), h, &hl, EVP_sha256(), NULL);
     /* Compare with every token, in constant time each, whatever matched. */
-    for (size_t i = 0; i < a->cnt; i++)
-        if (!a->ents[i]->is_subject && CRYPTO_memcmp(h, a->ents[i]->hash, 32) == 0)
-            *who = a->ents[i];
+    for (size_t i = 0; i < t->cnt; i++)
+        if (!t->ents[i]->is_subject && CRYPTO_memcmp(h, t->ents[i]->hash, 32) == 0)
+            *who = t->ents[i];
     if (!*who) {
         snprintf(err, errsize, "the bearer token is not valid");
         return KS_E_UNAUTH;

@@ -33,7 +33,19 @@ ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize);
 /* Same, from text (origin names it in messages). */
 ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize);
 
+/* Frees a and every table it has held. After every edge and stream has gone. */
 void ks_auth_free(ks_auth_t *a);
+
+/* Reads the tokens file at path again and, when it is good, makes it the one in force for
+ * every request from now on (a swap readers see without a lock). A bad file changes
+ * nothing: returns -1 with err naming the file and the problem. Principals handed out
+ * before stay valid until ks_auth_free. Any thread. */
+int ks_auth_reload(ks_auth_t *a, const char *path, char *err, size_t errsize);
+
+/* who as the tokens file in force now knows it: who itself, the entry of the same token or
+ * subject in a reloaded file (with that file's scopes), or NULL when the reload removed it.
+ * who (and a == NULL) as it is when there is no auth. Any thread. */
+const ks_principal_t *ks_auth_current(const ks_auth_t *a, const ks_principal_t *who);
 
 /* Finds who is calling: the bearer token of an "Authorization" value ("Bearer <token>";
  * NULL if absent) when one is sent, else the entry for the verified client certificate's

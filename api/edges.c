@@ -3,6 +3,7 @@
 
 #include "grpc_api.h"
 #include "http_api.h"
+#include "push.h"
 
 static bool http_wanted(const ks_config_t *cfg)
 {
@@ -11,7 +12,7 @@ static bool http_wanted(const ks_config_t *cfg)
 
 static void *http_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_http_start(env->eng, env->cfg, env->auth, env->hub, err, errsize);
+    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, err, errsize);
 }
 
 static int http_port(const void *e)
@@ -45,7 +46,7 @@ static bool grpc_wanted(const ks_config_t *cfg)
 
 static void *grpc_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_grpc_start(env->eng, env->cfg, env->auth, env->hub, err, errsize);
+    return ks_grpc_start(env->eng, env->cfg, env->auth, env->tls, env->hub, err, errsize);
 }
 
 static int grpc_port(const void *e)
@@ -67,7 +68,37 @@ const ks_edge_kind_t ks_edge_grpc = {
     .stop = grpc_stop,
 };
 
-const ks_edge_kind_t *const ks_edges[] = {&ks_edge_http, &ks_edge_grpc};
+static void *push_start(const ks_edge_env_t *env, char *err, size_t errsize)
+{
+    return ks_push_start(env->eng, env->cfg, env->hub, err, errsize);
+}
+
+static int push_port(const void *e)
+{
+    (void)e;
+    return 0; /* it listens nowhere: it sends */
+}
+
+static void push_quiesce(void *e)
+{
+    ks_push_quiesce(e);
+}
+
+static void push_stop(void *e)
+{
+    ks_push_stop(e);
+}
+
+const ks_edge_kind_t ks_edge_push = {
+    .name = "push",
+    .wanted = ks_push_wanted,
+    .start = push_start,
+    .port = push_port,
+    .quiesce = push_quiesce,
+    .stop = push_stop,
+};
+
+const ks_edge_kind_t *const ks_edges[] = {&ks_edge_http, &ks_edge_grpc, &ks_edge_push};
 const size_t ks_edge_cnt = sizeof(ks_edges) / sizeof(ks_edges[0]);
 _Static_assert(sizeof(ks_edges) / sizeof(ks_edges[0]) <= KS_EDGE_MAX, "raise KS_EDGE_MAX");
 

@@ -10,12 +10,14 @@
 #include "config.h"
 #include "engine.h"
 #include "substream.h"
+#include "tls.h"
 
 /* What every edge is started with, all borrowed for its life. */
 typedef struct ks_edge_env {
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth; /* NULL: no bearer tokens */
+    ks_tls_t *tls;         /* NULL: plaintext; reloaded by main */
     ks_subhub_t *hub;      /* every subscriber stream, and the stall sweep */
 } ks_edge_env_t;
 
@@ -44,6 +46,6 @@ extern const size_t ks_edge_cnt;
 /* The running edge of kind k in edges[] (ks_edges' order), or NULL. */
 void *ks_edge_find(void *const *edges, const ks_edge_kind_t *k);
 
-extern const ks_edge_kind_t ks_edge_http, ks_edge_grpc;
+extern const ks_edge_kind_t ks_edge_http, ks_edge_grpc, ks_edge_push;
 
 #endif

@@ -8,14 +8,16 @@
 #include "config.h"
 #include "engine.h"
 #include "substream.h"
+#include "tls.h"
 
 typedef struct ks_grpc ks_grpc_t;
 
-/* Listens on cfg->grpc_listen (TLS when cfg has a certificate) and serves from
- * cfg->grpc_threads completion-queue threads. eng, cfg, auth (NULL: no auth) and hub (where
- * Subscribe streams are cut off when they stall) are borrowed. Returns NULL with err. */
+/* Listens on cfg->grpc_listen (TLS with tls's files, each new handshake with the reading in
+ * force) and serves from cfg->grpc_threads completion-queue threads. eng, cfg, auth (NULL: no
+ * auth), tls (NULL: plaintext) and hub (where Subscribe streams are cut off when they stall)
+ * are borrowed. Returns NULL with err. */
 ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_subhub_t *hub, char *err, size_t errsize);
+                         ks_tls_t *tls, ks_subhub_t *hub, char *err, size_t errsize);
 
 int ks_grpc_port(const ks_grpc_t *g);
 

@@ -120,6 +120,9 @@ struct ks_grpc {
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth;
+    ks_tls_t *tls;            /* NULL: plaintext */
+    pthread_mutex_t tls_lock; /* guards tls_gen */
+    uint64_t tls_gen;         /* the reading the last handshake's config came from */
     grpc_server *server;
     grpc_completion_queue *cq;
     int port;
@@ -245,6 +248,8 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
 /* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
 Ksidecar__V1__AckStatus ack_status_of(ks_status_t st);
+/* The same for one result, with where a waited ack's commit stands (COMMITTED, ...). */
+Ksidecar__V1__AckStatus ack_result_status(const ks_ack_result_t *r);
 /* Reads a varint at *p. False when it runs past end or past 64 bits. */
 bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* SubscribeRequest{ack} read in place into one block of ids (ks_strv_pack's shape), or
@@ -264,10 +269,11 @@ unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream);
+                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
+                       bool wait_commit, int32_t commit_timeout_ms);
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 char **ids, size_t n, bool stream);
+                 bool dead_letter, char **ids, size_t n, bool stream);
 /* Finishes the call: the request is not a valid `what` message. */
 void bad_message(call_t *c, const char *what);
 /* The row for a method path (len bytes), or NULL. */

@@ -177,6 +177,19 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
     call_reply(c, res, n, x);
 }
 
+/* A settle's context: the call (its reference is the caller's), its ids (taken). */
+static settle_ctx_t *settle_ctx_new(call_t *c, char **ids, size_t n, bool stream)
+{
+    settle_ctx_t *x = calloc(1, sizeof(*x));
+    if (!x)
+        abort();
+    x->c = c;
+    x->stream = stream;
+    x->n = n;
+    x->ids = ids;
+    return x;
+}
+
 static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     call_reply(opaque, groups, n, NULL);
@@ -195,15 +208,10 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 /* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, char **ids, size_t n, bool stream)
+                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
+                       bool wait_commit, int32_t commit_timeout_ms)
 {
-    settle_ctx_t *x = calloc(1, sizeof(*x));
-    if (!x)
-        abort();
-    x->c = c;
-    x->stream = stream;
-    x->n = n;
-    x->ids = ids;
+    settle_ctx_t *x = settle_ctx_new(c, ids, n, stream), *later = NULL;
     char err[512];
     ks_status_t st =
         ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
@@ -217,12 +225,27 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
                         .u.settle = {.op = op,
                                      .ms = ms,
                                      .reason = reason,
+                                     .dead_letter = dead_letter,
                                      .ack_ids = (const char *const *)x->ids,
                                      .n = n,
+                                     .wait_commit = wait_commit,
+                                     .commit_timeout_ms = commit_timeout_ms,
                                      .cb = on_settled,
                                      .opaque = x}};
+    if (stream && wait_commit) {
+        /* The stream's second answer, where each accepted ack's commit stands, is sent as
+         * another AckResults with the same ids; it holds its own reference on c. */
+        later = settle_ctx_new(c, ks_strv_pack((const char *const *)ids, n), n, true);
+        cmd.u.settle.confirm_cb = on_settled;
+        cmd.u.settle.confirm_opaque = later;
+        call_ref(c);
+    }
     if (grpc_submit(c, &cmd)) {
         settle_ctx_free(x);
+        if (later) {
+            settle_ctx_free(later);
+            call_unref(c);
+        }
         return false;
     }
     return true;
@@ -230,10 +253,10 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
 
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 char **ids, size_t n, bool stream)
+                 bool dead_letter, char **ids, size_t n, bool stream)
 {
-    return grpc_settle_owned(c, group, op, ms, reason, ks_strv_pack((const char *const *)ids, n), n,
-                             stream);
+    return grpc_settle_owned(c, group, op, ms, reason, dead_letter,
+                             ks_strv_pack((const char *const *)ids, n), n, stream, false, 0);
 }
 
 /* ---- reply encoders ----
@@ -265,8 +288,9 @@ static void encode_settled(call_t *c, const reply_t *r)
     for (size_t i = 0; i < n; i++) {
         ksidecar__v1__ack_result__init(&rs[i]);
         rs[i].ack_id = x->ids[i];
-        rs[i].status = ack_status_of(res[i].status);
+        rs[i].status = ack_result_status(&res[i]);
         rs[i].message = (char *)(uintptr_t)res[i].reason;
+        rs[i].committed_offset = res[i].commit ? res[i].committed_offset : 0;
         rp[i] = &rs[i];
     }
     ks_edge_ack_summary_t sum;
@@ -439,21 +463,23 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
 static void decode_ack(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__AckRequest *r = (Ksidecar__V1__AckRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_ACK, 0, NULL, r->ack_ids, r->n_ack_ids, false);
+    grpc_settle_owned(c, r->group, KS_SETTLE_ACK, 0, NULL, false,
+                      ks_strv_pack((const char *const *)r->ack_ids, r->n_ack_ids), r->n_ack_ids,
+                      false, r->wait_commit, r->commit_timeout_ms);
 }
 
 static void decode_nack(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__NackRequest *r = (Ksidecar__V1__NackRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->ack_ids, r->n_ack_ids,
-                false);
+    grpc_settle(c, r->group, KS_SETTLE_NACK, r->delay_ms, r->reason, r->dead_letter, r->ack_ids,
+                r->n_ack_ids, false);
 }
 
 static void decode_modify(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__ModifyAckDeadlineRequest *r = (Ksidecar__V1__ModifyAckDeadlineRequest *)m;
-    grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, r->ack_ids, r->n_ack_ids,
-                false);
+    grpc_settle(c, r->group, KS_SETTLE_EXTEND, r->deadline_ms, NULL, false, r->ack_ids,
+                r->n_ack_ids, false);
 }
 
 /* The status command for group (NULL: every group). */

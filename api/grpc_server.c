@@ -208,16 +208,38 @@ size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const 
 
 /* ---- setup and shutdown ---- */
 
-static char *read_file(const char *path, char *err, size_t errsize, const char *key)
+/* grpc core asks before each new handshake: a config from a newer reading of the TLS files,
+ * or "unchanged". Connections already open keep the certificate they began with.
+ * @locality grpc core's threads */
+static grpc_ssl_certificate_config_reload_status tls_fetch(void *arg,
+                                                           grpc_ssl_server_certificate_config **cfg)
 {
-    char *buf = ks_read_file(path);
-    if (!buf)
-        snprintf(err, errsize, "config key '%s': cannot read %s", key, path);
-    return buf;
+    ks_grpc_t *s = arg;
+    ks_tls_pem_t *p = ks_tls_get(s->tls);
+    grpc_ssl_certificate_config_reload_status st = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_UNCHANGED;
+    pthread_mutex_lock(&s->tls_lock);
+    if (p->gen != s->tls_gen) {
+        grpc_ssl_pem_key_cert_pair pair = {p->key, p->cert};
+        /* grpc core asserts a root set in a fetched config even when no client certificate
+         * is asked for; then its own certificate stands in, and is never used. */
+        *cfg = grpc_ssl_server_certificate_config_create(p->ca ? p->ca : p->cert, &pair,
+                                                         1); /* copies them */
+        if (*cfg) {
+            s->tls_gen = p->gen;
+            st = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_NEW;
+            if (p->gen > 1)
+                ks_info(LOGC, "new handshakes use the reloaded TLS files");
+        } else {
+            st = GRPC_SSL_CERTIFICATE_CONFIG_RELOAD_FAIL;
+        }
+    }
+    pthread_mutex_unlock(&s->tls_lock);
+    ks_tls_put(s->tls, p);
+    return st;
 }
 
 ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_subhub_t *hub, char *err, size_t errsize)
+                         ks_tls_t *tls, ks_subhub_t *hub, char *err, size_t errsize)
 {
     grpc_init();
     ks_grpc_t *s = calloc(1, sizeof(*s));
@@ -226,6 +248,8 @@ ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     s->eng = eng;
     s->cfg = cfg;
     s->auth = auth;
+    s->tls = tls;
+    pthread_mutex_init(&s->tls_lock, NULL);
     atomic_init(&s->stopping, false);
     s->hub = hub;
     pthread_mutex_init(&s->lock, NULL);
@@ -244,27 +268,14 @@ ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     grpc_server_register_completion_queue(s->server, s->cq, NULL);
 
     grpc_server_credentials *creds;
-    if (*cfg->tls_cert_file) {
-        char *cert = read_file(cfg->tls_cert_file, err, errsize, "tls.cert_file");
-        char *key = cert ? read_file(cfg->tls_key_file, err, errsize, "tls.key_file") : NULL;
-        char *ca = NULL;
-        if (key && *cfg->tls_client_ca_file)
-            ca = read_file(cfg->tls_client_ca_file, err, errsize, "tls.client_ca_file");
-        if (!cert || !key || (*cfg->tls_client_ca_file && !ca)) {
-            free(cert);
-            free(key);
-            free(ca);
-            goto fail;
-        }
-        grpc_ssl_pem_key_cert_pair pair = {key, cert};
-        creds = grpc_ssl_server_credentials_create_ex(
-            ca, &pair, 1,
-            ca ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
-               : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
-            NULL);
-        free(cert);
-        free(key);
-        free(ca);
+    if (tls) {
+        grpc_ssl_server_credentials_options *o =
+            grpc_ssl_server_credentials_create_options_using_config_fetcher(
+                *cfg->tls_client_ca_file
+                    ? GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY
+                    : GRPC_SSL_DONT_REQUEST_CLIENT_CERTIFICATE,
+                tls_fetch, s);
+        creds = grpc_ssl_server_credentials_create_with_options(o); /* takes o */
     } else {
         creds = grpc_insecure_server_credentials_create();
     }
@@ -286,7 +297,7 @@ ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
         pthread_create(&s->threads[i], NULL, cq_main, s);
     pthread_create(&s->health_thread, NULL, health_main, s);
     ks_info(LOGC, "listening on %s (port %d%s)", cfg->grpc_listen, s->port,
-            *cfg->tls_cert_file ? (*cfg->tls_client_ca_file ? ", mTLS" : ", TLS") : "");
+            tls ? (*cfg->tls_client_ca_file ? ", mTLS" : ", TLS") : "");
     return s;
 
 fail:
@@ -297,6 +308,7 @@ fail:
         ;
     grpc_completion_queue_destroy(s->cq);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->tls_lock);
     free(s);
     grpc_shutdown();
     return NULL;
@@ -335,6 +347,7 @@ void ks_grpc_stop(ks_grpc_t *s)
     free(s->threads);
     free(s->peers);
     pthread_mutex_destroy(&s->lock);
+    pthread_mutex_destroy(&s->tls_lock);
     free(s);
     grpc_shutdown();
 }

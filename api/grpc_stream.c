@@ -203,7 +203,8 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
                               .unset = grpc_fetch_unset(0, o->deadline_ms),
                               .max_batch = STREAM_BATCH_MAX,
                               .max_bytes = msg_max_record_bytes(s->cfg),
-                              .ordered_batches = o->ordered_batches};
+                              .ordered_batches = o->ordered_batches,
+                              .who = c->who};
     if ((st = ks_substream_check(&c->ss, &so, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);
         return;
@@ -244,7 +245,7 @@ void stream_next(call_t *c, grpc_slice sl)
     const char *group = ks_substream_group(&c->ss);
     char **ids = grpc_fast_ack_ids(sl, &n);
     if (ids) {
-        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, ids, n, true);
+        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, false, ids, n, true, false, 0);
         return;
     }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
@@ -258,16 +259,19 @@ void stream_next(call_t *c, grpc_slice sl)
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK:
         if (r->ack->n_ack_ids)
-            grpc_settle(c, group, KS_SETTLE_ACK, 0, NULL, r->ack->ack_ids, r->ack->n_ack_ids, true);
+            grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, false,
+                              ks_strv_pack((const char *const *)r->ack->ack_ids, r->ack->n_ack_ids),
+                              r->ack->n_ack_ids, true, r->ack->wait_commit,
+                              r->ack->commit_timeout_ms);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_NACK:
         if (r->nack->n_ack_ids)
             grpc_settle(c, group, KS_SETTLE_NACK, r->nack->delay_ms, r->nack->reason,
-                        r->nack->ack_ids, r->nack->n_ack_ids, true);
+                        r->nack->dead_letter, r->nack->ack_ids, r->nack->n_ack_ids, true);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_MODIFY_DEADLINE:
         if (r->modify_deadline->n_ack_ids)
-            grpc_settle(c, group, KS_SETTLE_EXTEND, r->modify_deadline->deadline_ms, NULL,
+            grpc_settle(c, group, KS_SETTLE_EXTEND, r->modify_deadline->deadline_ms, NULL, false,
                         r->modify_deadline->ack_ids, r->modify_deadline->n_ack_ids, true);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS: {

@@ -220,19 +220,39 @@ Ksidecar__V1__AckStatus ack_status_of(ks_status_t st)
     }
 }
 
+Ksidecar__V1__AckStatus ack_result_status(const ks_ack_result_t *r)
+{
+    switch (r->commit) {
+    case KS_COMMIT_COMMITTED:
+        return KSIDECAR__V1__ACK_STATUS__COMMITTED;
+    case KS_COMMIT_LOST:
+        return KSIDECAR__V1__ACK_STATUS__LOST_TO_REBALANCE;
+    case KS_COMMIT_FAILED:
+        return KSIDECAR__V1__ACK_STATUS__COMMIT_FAILED;
+    case KS_COMMIT_ACCEPTED:
+    case KS_COMMIT_NONE:
+        break;
+    }
+    return ack_status_of(r->status);
+}
+
 /* Encodes SubscribeResponse{ack_results} straight to the wire format, like
  * encode_records: a stream acking every record gets one result per record, and
  * protobuf-c's generic pack of the nested messages cost ~700 instructions each. On a
  * stream an accepted ack needs no words: its status says it. */
 static const char *ack_result_msg(const ks_ack_result_t *r)
 {
-    return r->status == KS_OK || !r->reason ? "" : r->reason;
+    bool says = r->status != KS_OK || r->commit == KS_COMMIT_LOST || r->commit == KS_COMMIT_FAILED;
+    return says && r->reason ? r->reason : "";
 }
 
+/* A waited ack's second result carries the commit point (AckResult.committed_offset; a 0
+ * left out, as proto3 does). */
 static size_t ack_result_size(size_t al, const ks_ack_result_t *r, size_t ml)
 {
-    int st = ack_status_of(r->status);
-    return ld_size(al) + (st ? 1 + vlen((uint64_t)st) : 0) + (ml ? ld_size(ml) : 0);
+    int st = ack_result_status(r);
+    return ld_size(al) + (st ? 1 + vlen((uint64_t)st) : 0) + (ml ? ld_size(ml) : 0) +
+           (r->commit && r->committed_offset ? 1 + vlen((uint64_t)r->committed_offset) : 0);
 }
 
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res)
@@ -249,7 +269,7 @@ grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_
     for (size_t i = 0; i < x->n; i++) {
         const char *msg = ack_result_msg(&res[i]);
         size_t al = strlen(x->ids[i]), ml = strlen(msg);
-        int st = ack_status_of(res[i].status);
+        int st = ack_result_status(&res[i]);
         *p++ = 1 << 3 | 2; /* AckResults.results */
         p = vput(p, ack_result_size(al, &res[i], ml));
         p = ld_put(p, 1, x->ids[i], al);
@@ -259,6 +279,10 @@ grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_
         }
         if (ml)
             p = ld_put(p, 3, msg, ml);
+        if (res[i].commit && res[i].committed_offset) {
+            *p++ = 4 << 3;
+            p = vput(p, (uint64_t)res[i].committed_offset);
+        }
     }
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);

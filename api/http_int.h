@@ -58,7 +58,9 @@ struct ks_http {
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth;
-    char *tls_cert, *tls_key, *tls_ca; /* PEM; libmicrohttpd borrows them while it runs */
+    ks_tls_t *tls;           /* NULL: plain HTTP */
+    ks_tls_pem_t *tls_first; /* the reading at start: its CA is libmicrohttpd's, while it runs */
+    bool mtls;               /* clients must present a certificate (tls.client_ca_file) */
     int port, health_port;
     atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
     ks_subhub_t *hub;      /* the streams' core (NULL: no streams) */
@@ -131,6 +133,9 @@ typedef struct req {
     char ready_msg[384];       /* why not ready (the first reason); "" when ready */
     const ks_principal_t *who; /* who called; NULL without auth */
     ks_settle_op_t op;
+    bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
+    int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
+    bool errors_only;      /* acks?results=errors: only the results that are not OK */
     value_fmt_t fmt;
     /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
      * engine hears whether the reply went out (its leases start) or not (its records go
@@ -177,6 +182,13 @@ void http_wake(req_t *r);
 /* With mTLS, true if the client's certificate verified against the client CA (always
  * true without mTLS). */
 bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn);
+
+/* http_tls.c: fills opts (room for 3) with the TLS options of the daemon (the certificate
+ * callback, the client CA) and returns how many. Each handshake takes the reading of tls in
+ * force. One HTTP edge with TLS per process (the callback has no user pointer). */
+size_t http_tls_options(ks_http_t *h, ks_tls_t *tls, struct MHD_OptionItem *opts);
+/* Frees what http_tls_options made; after the daemon stopped. */
+void http_tls_release(ks_http_t *h);
 
 /* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or no
  * certificate). */

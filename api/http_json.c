@@ -298,14 +298,31 @@ enum MHD_Result http_reply_ack(req_t *r)
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 128 + r->ack_cnt * 96);
     ks_jbuf_lit(&jb, "{\"results\":[");
+    bool first = true;
     for (size_t i = 0; i < r->ack_cnt; i++) {
         ks_ack_result_t *a = &r->acks[i];
-        ks_jbuf_lit(&jb, i ? ",{\"ack_id\":" : "{\"ack_id\":");
+        /* results=errors: a client acking thousands of ids at once reads only the refused
+         * ones (and a waited ack not known committed), each with its place in the request. */
+        if (r->errors_only && a->status == KS_OK &&
+            (a->commit == KS_COMMIT_NONE || a->commit == KS_COMMIT_COMMITTED))
+            continue;
+        ks_jbuf_lit(&jb, first ? "{\"ack_id\":" : ",{\"ack_id\":");
+        first = false;
         put_str(&jb, r->ack_ids[i]);
+        if (r->errors_only) {
+            ks_jbuf_lit(&jb, ",\"index\":");
+            ks_jbuf_int(&jb, (int64_t)i);
+        }
         ks_jbuf_lit(&jb, ",\"status\":\"");
-        ks_jbuf_lit(&jb, ks_status_name(a->status));
+        /* A waited ack says where its commit stands instead of OK. */
+        const char *commit = ks_commit_wait_name(a->commit);
+        ks_jbuf_lit(&jb, commit ? commit : ks_status_name(a->status));
         ks_jbuf_lit(&jb, "\",\"message\":");
         put_str(&jb, a->reason);
+        if (commit) {
+            ks_jbuf_lit(&jb, ",\"committed_offset\":");
+            ks_jbuf_int(&jb, a->committed_offset);
+        }
         ks_jbuf_lit(&jb, "}");
     }
     ks_edge_ack_summary_t sum;

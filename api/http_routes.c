@@ -34,6 +34,8 @@ static void on_fetch(ks_batch_t *b, void *opaque)
 static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
 {
     req_t *r = opaque;
+    if (r->long_poll) /* a wait for the commit, counted as a long-poll */
+        atomic_fetch_sub(&r->h->long_polls, 1);
     r->acks = res;
     http_wake(r);
 }
@@ -78,9 +80,25 @@ enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
 {
     char err[512];
     ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
-    if (st)
+    if (st) {
+        if (r->long_poll)
+            atomic_fetch_sub(&h->long_polls, 1);
+        r->long_poll = false;
         return http_send_error(r->conn, st, "%s", err);
+    }
     return http_park(r) ? http_reply(r) : MHD_YES;
+}
+
+/* A request that parks until something happens (a long-poll fetch, a wait for the
+ * commit) takes one of http.max_long_polls; the engine's callback gives it back. */
+static bool long_poll_claim(ks_http_t *h, req_t *r)
+{
+    if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
+        atomic_fetch_sub(&h->long_polls, 1);
+        return false;
+    }
+    r->long_poll = true;
+    return true;
 }
 
 static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -269,27 +287,15 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
         ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
         goto out;
     }
-    if (cmd.u.fetch.opts.wait_ms > 0) {
-        if (atomic_fetch_add(&h->long_polls, 1) >= h->cfg->http_max_long_polls) {
-            atomic_fetch_sub(&h->long_polls, 1);
-            ret = http_send_error(r->conn, KS_E_BUSY,
-                                  "%d fetches are waiting already (http.max_long_polls); retry "
-                                  "later or with wait_ms=0",
-                                  h->cfg->http_max_long_polls);
-            goto out;
-        }
-        r->long_poll = true;
-    }
-    snprintf(r->group, sizeof(r->group), "%s", group);
-    if ((st = http_submit(h, r, &cmd, err, sizeof(err)))) {
-        if (r->long_poll)
-            atomic_fetch_sub(&h->long_polls, 1);
-        r->long_poll = false;
-        ret = http_send_error(r->conn, st, "%s", err);
+    if (cmd.u.fetch.opts.wait_ms > 0 && !long_poll_claim(h, r)) {
+        ret = http_send_error(r->conn, KS_E_BUSY,
+                              "%d fetches are waiting already (http.max_long_polls); retry "
+                              "later or with wait_ms=0",
+                              h->cfg->http_max_long_polls);
         goto out;
     }
-    if (http_park(r))
-        ret = http_reply(r);
+    snprintf(r->group, sizeof(r->group), "%s", group);
+    ret = http_submit_park(h, r, &cmd);
 out:
     http_query_free(&a);
     return ret;
@@ -367,7 +373,7 @@ static bool http_fast_ack_ids(req_t *r)
 
 /* Hands the ids in r to the engine and parks the request for the answer. */
 static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
-                                     int64_t ms, const char *reason)
+                                     int64_t ms, const char *reason, bool dead_letter)
 {
     char err[512];
     r->op = op;
@@ -379,17 +385,25 @@ static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, 
                         .u.settle = {.op = op,
                                      .ms = ms,
                                      .reason = reason,
+                                     .dead_letter = dead_letter,
                                      .ack_ids = (const char *const *)r->ack_ids,
                                      .n = r->ack_cnt,
+                                     .wait_commit = r->wait_commit,
+                                     .commit_timeout_ms = r->commit_timeout_ms,
                                      .cb = on_ack,
                                      .opaque = r}};
+    if (r->wait_commit && !long_poll_claim(h, r))
+        return http_send_error(r->conn, KS_E_BUSY,
+                               "%d requests are waiting already (http.max_long_polls); retry "
+                               "later or without wait=commit",
+                               h->cfg->http_max_long_polls);
     return http_submit_park(h, r, &cmd);
 }
 
 static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
     if (!r->too_big && r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
-        return submit_settle(h, r, group, op, 0, NULL);
+        return submit_settle(h, r, group, op, 0, NULL, false);
     enum MHD_Result ret = MHD_NO;
     /* No NUL allowed: an ack id read as a C string must be the whole string. */
     json_t *root = http_body_json(h, r, "{\"ack_ids\":[\"...\"]}", 0, &ret);
@@ -398,7 +412,8 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
     json_t *ids = json_object_get(root, "ack_ids");
     if (!json_is_object(root) || !json_is_array(ids)) {
         ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
-                              op == KS_SETTLE_NACK     ? ",\"delay_ms\":0,\"reason\":\"...\""
+                              op == KS_SETTLE_NACK
+                                  ? ",\"delay_ms\":0,\"reason\":\"...\",\"dead_letter\":false"
                               : op == KS_SETTLE_EXTEND ? ",\"deadline_ms\":30000"
                                                        : "");
         goto out;
@@ -408,6 +423,7 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
     json_t *v;
     json_int_t ms = 0;
     const char *reason = NULL;
+    bool dead_letter = false;
     json_object_foreach(root, k, v)
     {
         if (!strcmp(k, "ack_ids"))
@@ -416,13 +432,15 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
             ms = json_integer_value(v);
         else if (op == KS_SETTLE_NACK && !strcmp(k, "reason") && json_is_string(v))
             reason = json_string_value(v);
+        else if (op == KS_SETTLE_NACK && !strcmp(k, "dead_letter") && json_is_boolean(v))
+            dead_letter = json_is_true(v);
         else if (op == KS_SETTLE_EXTEND && !strcmp(k, "deadline_ms") && json_is_integer(v))
             ms = json_integer_value(v);
         else {
             ret = http_send_error(
                 r->conn, KS_E_INVALID,
                 "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)", k,
-                op == KS_SETTLE_NACK     ? ", delay_ms: integer, reason: string"
+                op == KS_SETTLE_NACK ? ", delay_ms: integer, reason: string, dead_letter: boolean"
                 : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
                                          : "");
             goto out;
@@ -445,7 +463,7 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
         r->ack_ids[i] = strdup(json_string_value(it));
         r->ack_cnt = i + 1;
     }
-    ret = submit_settle(h, r, group, op, ms, reason);
+    ret = submit_settle(h, r, group, op, ms, reason, dead_letter);
 out:
     json_decref(root);
     return ret;
@@ -639,8 +657,67 @@ static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, c
     return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
 }
 
+/* The acks route's query: wait=commit and its timeout_ms, results=all|errors. */
+typedef struct ack_query {
+    const char *wait, *timeout_ms, *results, *unknown;
+} ack_query_t;
+
+static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const char *key,
+                                       const char *value)
+{
+    ack_query_t *q = cls;
+    if (!strcmp(key, "wait"))
+        q->wait = value ? value : "";
+    else if (!strcmp(key, "timeout_ms"))
+        q->timeout_ms = value ? value : "";
+    else if (!strcmp(key, "results"))
+        q->results = value ? value : "";
+    else if (!q->unknown)
+        q->unknown = key;
+    return MHD_YES;
+}
+
+/* Reads ?wait=commit[&timeout_ms=N][&results=all|errors] into r; the range of N is the
+ * validator's. False: r was answered with what is wrong. */
+static bool ack_query_read(req_t *r, enum MHD_Result *ret)
+{
+    ack_query_t q = {0};
+    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_ack_arg, &q);
+    long ms = 0;
+    if (q.unknown)
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "unknown query parameter \"%s\" (known: wait, timeout_ms, results)",
+                               q.unknown);
+    else if (q.results && strcmp(q.results, "all") && strcmp(q.results, "errors"))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "results must be all (a result per ack id, the default) or errors "
+                               "(only the refused ones, with their index), got \"%s\"",
+                               q.results);
+    else if (q.wait && strcmp(q.wait, "commit"))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "wait must be commit (answer once the acks are committed), got "
+                               "\"%s\"",
+                               q.wait);
+    else if (q.timeout_ms && !q.wait)
+        *ret = http_send_error(r->conn, KS_E_INVALID, "timeout_ms applies only with wait=commit");
+    else if (q.timeout_ms && http_parse_int(q.timeout_ms, 1, INT_MAX, &ms))
+        *ret = http_send_error(r->conn, KS_E_INVALID,
+                               "timeout_ms must be a positive integer (milliseconds), got \"%s\"",
+                               q.timeout_ms);
+    else {
+        r->wait_commit = q.wait != NULL;
+        r->commit_timeout_ms = (int)ms;
+        r->errors_only = q.results && !strcmp(q.results, "errors");
+        return true;
+    }
+    return false;
+}
+
 static enum MHD_Result decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
+    enum MHD_Result ret;
+    if (r->route->op == KS_SETTLE_ACK && !ack_query_read(r, &ret))
+        return ret;
     return http_settle(h, r, group, r->route->op);
 }
 

@@ -69,55 +69,6 @@ bool http_park(req_t *r)
     return done;
 }
 
-/* The connection's TLS session when mTLS is on, else NULL. */
-static gnutls_session_t mtls_session(ks_http_t *h, struct MHD_Connection *conn)
-{
-    if (!h->tls_ca)
-        return NULL;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    return ci ? (gnutls_session_t)ci->tls_session : NULL;
-}
-
-/* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or
- * no certificate). client_cert_ok has verified it by the time this runs. */
-const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size)
-{
-    gnutls_session_t tls = mtls_session(h, conn);
-    if (!tls)
-        return NULL;
-    unsigned int n = 0;
-    const gnutls_datum_t *certs = gnutls_certificate_get_peers(tls, &n);
-    gnutls_x509_crt_t crt;
-    if (!certs || n == 0 || gnutls_x509_crt_init(&crt) < 0)
-        return NULL;
-    const char *out = NULL;
-    gnutls_datum_t dn = {NULL, 0};
-    if (gnutls_x509_crt_import(crt, &certs[0], GNUTLS_X509_FMT_DER) == 0 &&
-        gnutls_x509_crt_get_dn3(crt, &dn, 0) == 0 && dn.size < size) {
-        memcpy(buf, dn.data, dn.size);
-        buf[dn.size] = '\0';
-        out = buf;
-    }
-    gnutls_free(dn.data);
-    gnutls_x509_crt_deinit(crt);
-    return out;
-}
-
-/* With mTLS, the client's certificate must have verified against the client CA. */
-bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn)
-{
-    if (!h->tls_ca)
-        return true;
-    gnutls_session_t tls = mtls_session(h, conn);
-    if (!tls)
-        return false;
-    unsigned int n = 0, status = 0;
-    if (!gnutls_certificate_get_peers(tls, &n) || n == 0)
-        return false;
-    return gnutls_certificate_verify_peers2(tls, &status) == 0 && status == 0;
-}
-
 /* The connection's deadline record (its socket context), or NULL. */
 static conn_t *conn_of(struct MHD_Connection *conn)
 {
@@ -506,14 +457,12 @@ static void http_free(ks_http_t *h)
     pthread_cond_destroy(&h->sweep_cond);
     pthread_mutex_destroy(&h->conns_lock);
     pthread_mutex_destroy(&h->streams_lock);
-    free(h->tls_cert);
-    free(h->tls_key);
-    free(h->tls_ca);
+    http_tls_release(h);
     free(h);
 }
 
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_subhub_t *hub, char *err, size_t errsize)
+                         ks_tls_t *tls, ks_subhub_t *hub, char *err, size_t errsize)
 {
     struct sockaddr_in sa, hsa;
     if (parse_listen("http.listen", cfg->http_listen, &sa, err, errsize) < 0)
@@ -548,28 +497,14 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     }
     unsigned int flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL_LINUX_ONLY |
                          MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    struct MHD_OptionItem tls[4];
-    memset(tls, 0, sizeof(tls));
+    struct MHD_OptionItem tls_opts[4];
+    memset(tls_opts, 0, sizeof(tls_opts));
     size_t nt = 0;
-    if (*cfg->tls_cert_file) {
-        h->tls_cert = ks_read_file(cfg->tls_cert_file);
-        h->tls_key = ks_read_file(cfg->tls_key_file);
-        if (*cfg->tls_client_ca_file)
-            h->tls_ca = ks_read_file(cfg->tls_client_ca_file);
-        if (!h->tls_cert || !h->tls_key || (*cfg->tls_client_ca_file && !h->tls_ca)) {
-            snprintf(err, errsize,
-                     "cannot read the TLS files (tls.cert_file, tls.key_file, "
-                     "tls.client_ca_file)");
-            http_free(h);
-            return NULL;
-        }
+    if (tls) {
         flags |= MHD_USE_TLS;
-        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
-        tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
-        if (h->tls_ca)
-            tls[nt++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_ca};
+        nt = http_tls_options(h, tls, tls_opts);
     }
-    tls[nt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    tls_opts[nt] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
     /* One epoll thread serves every connection (measured against a thread per connection
      * in tests/bench/http_conns.py); each gets CONN_MEMORY and the deadlines above. */
     h->d = MHD_start_daemon(
@@ -579,7 +514,7 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)IDLE_TIMEOUT_S, MHD_OPTION_CONNECTION_LIMIT,
         max_conns, MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)cfg->http_max_conns_per_client,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONN_MEMORY, MHD_OPTION_LISTENING_ADDRESS_REUSE,
-        (unsigned)1, MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
+        (unsigned)1, MHD_OPTION_ARRAY, tls_opts, MHD_OPTION_END);
     if (!h->d) {
         snprintf(err, errsize, "cannot listen for HTTP on %s: %s", cfg->http_listen,
                  strerror(errno));
@@ -621,8 +556,8 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
         return NULL;
     }
     h->sweep_started = true;
-    ks_info(LOGC, "listening on %s://%s:%d%s", h->tls_cert ? "https" : "http",
-            inet_ntoa(sa.sin_addr), h->port, h->tls_ca ? " (client certificates required)" : "");
+    ks_info(LOGC, "listening on %s://%s:%d%s", h->tls ? "https" : "http", inet_ntoa(sa.sin_addr),
+            h->port, h->mtls ? " (client certificates required)" : "");
     return h;
 }
 

@@ -491,7 +491,8 @@ enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, co
                               .subscriber = a.subscriber,
                               .unset = KS_FETCH_UNSET_MAX, /* a stream's batches are its own */
                               .max_batch = STREAM_BATCH_MAX,
-                              .ordered_batches = a.ordered};
+                              .ordered_batches = a.ordered,
+                              .who = r->who};
     if (!credit_arg(r, "max_in_flight", a.max_in_flight, &so.credit_records, &ret) ||
         !credit_arg(r, "max_in_flight_bytes", a.max_in_flight_bytes, &so.credit_bytes, &ret) ||
         !http_opt_int(r, "deadline_ms", a.deadline_ms, &so.deadline_ms, KS_FETCH_UNSET_DEADLINE,

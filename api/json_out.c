@@ -32,33 +32,17 @@ void ks_jbuf_free(ks_jbuf_t *b)
     b->len = b->cap = 0;
 }
 
-/* Room for n more bytes and a NUL. */
-static char *reserve(ks_jbuf_t *b, size_t n)
+char *ks_jbuf_grow(ks_jbuf_t *b, size_t n)
 {
-    if (b->len + n + 1 > b->cap) {
-        size_t ncap = b->cap ? b->cap : 64;
-        while (b->len + n + 1 > ncap)
-            ncap *= 2;
-        char *np = realloc(b->p, ncap);
-        if (!np)
-            abort();
-        b->p = np;
-        b->cap = ncap;
-    }
+    size_t ncap = b->cap ? b->cap : 64;
+    while (b->len + n + 1 > ncap)
+        ncap *= 2;
+    char *np = realloc(b->p, ncap);
+    if (!np)
+        abort();
+    b->p = np;
+    b->cap = ncap;
     return b->p + b->len;
-}
-
-void ks_jbuf_raw(ks_jbuf_t *b, const char *s, size_t n)
-{
-    char *d = reserve(b, n);
-    memcpy(d, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-void ks_jbuf_lit(ks_jbuf_t *b, const char *s)
-{
-    ks_jbuf_raw(b, s, strlen(s));
 }
 
 void ks_jbuf_int(ks_jbuf_t *b, int64_t v)
@@ -119,21 +103,39 @@ static inline bool plain(unsigned char c)
     return c >= 0x20 && c < 0x80 && c != '"' && c != '\\';
 }
 
+/* The length of the run of plain bytes at s[0..n), eight at a time: a word is plain when no
+ * byte is below 0x20, at or above 0x80, '"' or '\\' (each test exact for the word as a
+ * whole: (v - 0x01..) & ~v & 0x80.. is non-zero iff some byte of v is zero). */
+static size_t plain_run(const char *s, size_t n)
+{
+    const uint64_t ones = 0x0101010101010101ull, high = 0x8080808080808080ull;
+    size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+        uint64_t x, q, e;
+        memcpy(&x, s + j, 8);
+        q = x ^ (ones * '"');
+        e = x ^ (ones * '\\');
+        if ((((x - ones * 0x20) & ~x) | ((q - ones) & ~q) | ((e - ones) & ~e) | x) & high)
+            break;
+    }
+    while (j < n && plain((unsigned char)s[j]))
+        j++;
+    return j;
+}
+
 bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
 {
     /* ASCII without quotes, backslashes or controls is copied as is; it is the common case,
      * so the UTF-8 check only runs when a byte above 0x7F shows up. */
     bool checked = false;
     size_t start = b->len;
-    char *d = reserve(b, n + 2);
+    char *d = ks_jbuf_reserve(b, n + 2);
     size_t at = b->len;
     d[0] = '"';
     at++;
     for (size_t i = 0; i < n; i++) {
         /* The run of plain bytes from i is copied in one go. */
-        size_t j = i;
-        while (j < n && plain((unsigned char)s[j]))
-            j++;
+        size_t j = i + plain_run(s + i, n - i);
         if (j > i) {
             memcpy(b->p + at, s + i, j - i);
             at += j - i;
@@ -156,7 +158,7 @@ bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
         }
         /* An escape takes up to 6 bytes for 1: make room for the worst case of the rest. */
         b->len = at;
-        reserve(b, 6 + (n - i) + 1);
+        ks_jbuf_reserve(b, 6 + (n - i) + 1);
         at = b->len;
         /* c is a control character, '"' or '\\': a two-character escape where JSON has
          * one, else \u00XX. */
@@ -177,7 +179,7 @@ bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
 void ks_jbuf_b64(ks_jbuf_t *b, const void *data, size_t n)
 {
     size_t out = 4 * ((n + 2) / 3);
-    char *d = reserve(b, out + 2);
+    char *d = ks_jbuf_reserve(b, out + 2);
     d[0] = '"';
     int w = EVP_EncodeBlock((unsigned char *)d + 1, data, (int)n);
     d[1 + w] = '"';

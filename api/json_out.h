@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 typedef struct ks_jbuf {
     char *p; /* NUL-terminated while len < cap */
@@ -17,8 +18,29 @@ void ks_jbuf_init(ks_jbuf_t *b, size_t cap);
 char *ks_jbuf_take(ks_jbuf_t *b, size_t *len);
 void ks_jbuf_free(ks_jbuf_t *b);
 
-void ks_jbuf_raw(ks_jbuf_t *b, const char *s, size_t n);
-void ks_jbuf_lit(ks_jbuf_t *b, const char *s); /* s written as is (no quoting) */
+/* Makes room for n more bytes and a NUL (the slow path of ks_jbuf_reserve). */
+char *ks_jbuf_grow(ks_jbuf_t *b, size_t n);
+
+/* Where n more bytes (and a NUL) go. Inline, with ks_jbuf_raw and ks_jbuf_lit: they run
+ * several times per record, and a literal's strlen folds away here. */
+static inline char *ks_jbuf_reserve(ks_jbuf_t *b, size_t n)
+{
+    return b->len + n + 1 > b->cap ? ks_jbuf_grow(b, n) : b->p + b->len;
+}
+
+static inline void ks_jbuf_raw(ks_jbuf_t *b, const char *s, size_t n)
+{
+    memcpy(ks_jbuf_reserve(b, n), s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+/* s written as is (no quoting). */
+static inline void ks_jbuf_lit(ks_jbuf_t *b, const char *s)
+{
+    ks_jbuf_raw(b, s, strlen(s));
+}
+
 void ks_jbuf_int(ks_jbuf_t *b, int64_t v);
 
 /* True if s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points above

@@ -24,6 +24,7 @@ struct ks_subhub {
     atomic_uint next_id;
     atomic_bool stopping;
     pthread_t sweeper;
+    _Atomic(const ks_auth_t *) auth; /* NULL: no tokens to check streams against */
 };
 
 /* ---- the engine's door ---- */
@@ -363,6 +364,7 @@ void ks_substream_start(ks_substream_t *ss, const ks_substream_open_t *o, const 
     ss->max_bytes = o->max_bytes;
     ss->ordered_batches = o->ordered_batches;
     pthread_mutex_lock(&ss->lock);
+    ss->who = o->who;
     ss->opened = true;
     pthread_mutex_unlock(&ss->lock);
     hub_add(ss->hub, ss);
@@ -491,6 +493,71 @@ const ks_config_t *ks_subhub_cfg(const ks_subhub_t *h)
     return h->cfg;
 }
 
+void ks_subhub_watch_auth(ks_subhub_t *h, const ks_auth_t *auth)
+{
+    atomic_store(&h->auth, auth);
+}
+
+/* Whether the stream's caller may still use it under the tokens file in force; on a reload
+ * that kept it, ss->who moves to its new entry. Returns KS_OK, or the error with msg.
+ * Locked by caller. */
+static ks_status_t still_allowed_locked(ks_substream_t *ss, const ks_auth_t *auth, char *msg,
+                                        size_t size)
+{
+    const ks_principal_t *cur = ks_auth_current(auth, ss->who);
+    if (cur == ss->who)
+        return KS_OK;
+    if (!cur) {
+        snprintf(msg, size, "%s was removed from the tokens file (auth.tokens_file): stream ended",
+                 ks_auth_principal_id(ss->who));
+        return KS_E_UNAUTH;
+    }
+    ss->who = cur;
+    const char *g = ss->group;
+    char why[400];
+    if (ks_auth_allow(auth, cur, KS_SCOPE_GROUPS, &g, 1, why, sizeof(why)) != KS_OK ||
+        ks_auth_allow(auth, cur, KS_SCOPE_CONSUME, (const char *const *)ss->topics, ss->topic_cnt,
+                      why, sizeof(why)) != KS_OK) {
+        snprintf(msg, size,
+                 "the reloaded tokens file (auth.tokens_file) narrowed the scopes: %.300s", why);
+        return KS_E_PERMISSION;
+    }
+    return KS_OK;
+}
+
+/* Ends the streams whose caller the tokens file no longer allows: leases back counting no
+ * attempt, then the transport sends the error. @locality the sweep thread */
+static void sweep_revoked(ks_subhub_t *h, const ks_auth_t *auth)
+{
+    ks_substream_t *todo[64]; /* more wait for the next pass */
+    ks_status_t st[64];
+    char msg[64][512];
+    size_t n = 0;
+    pthread_mutex_lock(&h->lock);
+    for (ks_substream_t *ss = h->head; ss && n < 64; ss = ss->hub_next) {
+        pthread_mutex_lock(&ss->lock);
+        bool end = ss->opened && !ss->stopped && ss->who &&
+                   (st[n] = still_allowed_locked(ss, auth, msg[n], sizeof(msg[n]))) != KS_OK;
+        if (end) {
+            ss->stopped = true;
+            ss->unread = true;
+        }
+        pthread_mutex_unlock(&ss->lock); /* no op is called under it */
+        if (end) {
+            ss->ops->ref(ss->t); /* under the hub's lock: the stream cannot leave meanwhile */
+            todo[n++] = ss;
+        }
+    }
+    pthread_mutex_unlock(&h->lock);
+    for (size_t i = 0; i < n; i++) {
+        ks_substream_t *ss = todo[i];
+        ks_warn(LOGC, "stream %s of group %s: %s", ss->sub, ss->group, msg[i]);
+        release_subscriber(ss, true);
+        ss->ops->finish(ss->t, st[i], msg[i]);
+        ss->ops->unref(ss->t);
+    }
+}
+
 /* Cuts off the streams whose transport has had a send in flight for its stall time: their
  * leases go back first, counting no attempt, then the transport cuts the connection.
  * @locality the sweep thread */
@@ -498,6 +565,9 @@ static void sweep(ks_subhub_t *h, int64_t now)
 {
     ks_substream_t *todo[256];
     size_t n = 0;
+    const ks_auth_t *auth = atomic_load(&h->auth);
+    if (auth)
+        sweep_revoked(h, auth);
     pthread_mutex_lock(&h->lock);
     for (ks_substream_t *ss = h->head; ss && n < 256; ss = ss->hub_next) {
         pthread_mutex_lock(&ss->lock);
@@ -548,6 +618,7 @@ ks_subhub_t *ks_subhub_new(ks_engine_t *eng, const ks_config_t *cfg)
     pthread_mutex_init(&h->lock, NULL);
     atomic_init(&h->next_id, 1);
     atomic_init(&h->stopping, false);
+    atomic_init(&h->auth, NULL);
     if (pthread_create(&h->sweeper, NULL, sweep_main, h)) {
         pthread_mutex_destroy(&h->lock);
         free(h);

@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "auth.h"
 #include "cmd.h"
 #include "config.h"
 #include "engine.h"
@@ -80,11 +81,12 @@ typedef struct ks_substream_open {
     const char *subscriber; /* "" or NULL: the transport's default name */
     int64_t credit_records; /* 0: the server's default */
     int64_t credit_bytes;
-    int deadline_ms;      /* 0: the server's default */
-    unsigned unset;       /* KS_FETCH_UNSET_* bits (cmd.h) */
-    int max_batch;        /* most records in one message */
-    int64_t max_bytes;    /* most key+value bytes in one message (0: no bound) */
-    bool ordered_batches; /* the client processes a chain's records in the order received */
+    int deadline_ms;           /* 0: the server's default */
+    unsigned unset;            /* KS_FETCH_UNSET_* bits (cmd.h) */
+    int max_batch;             /* most records in one message */
+    int64_t max_bytes;         /* most key+value bytes in one message (0: no bound) */
+    bool ordered_batches;      /* the client processes a chain's records in the order received */
+    const ks_principal_t *who; /* the caller (NULL: no auth); checked again after a reload */
 } ks_substream_open_t;
 
 /* The limits a transport holds its stream to (config keys of its own). */
@@ -129,7 +131,8 @@ struct ks_substream {
     ks_substream_item_t *arrived;
     size_t arrived_h, arrived_n, arrived_cap;
     bool drain_posted;
-    ks_tp_t *snap; /* the assignment the stream was last told */
+    const ks_principal_t *who; /* the caller, as the tokens file in force knows it */
+    ks_tp_t *snap;             /* the assignment the stream was last told */
     size_t snap_cnt;
     ks_substream_t *hub_next, *hub_prev; /* guarded by the hub's lock */
 };
@@ -137,6 +140,11 @@ struct ks_substream {
 /* Every live stream of every transport, and the thread that cuts off stalled ones (every
  * 250 ms). Returns NULL when the thread cannot start. Made once, by main. */
 ks_subhub_t *ks_subhub_new(ks_engine_t *eng, const ks_config_t *cfg);
+/* From now on the sweep also checks each stream's caller against the tokens file in force
+ * (auth reloads it): a stream whose token or subject was removed ends UNAUTHENTICATED, one
+ * whose scopes no longer cover its group or topics PERMISSION_DENIED; its leases go back
+ * counting no attempt. auth must outlive the hub. Call before any stream opens. */
+void ks_subhub_watch_auth(ks_subhub_t *h, const ks_auth_t *auth);
 /* Stops the sweep thread and frees the hub; every stream must have closed. */
 void ks_subhub_free(ks_subhub_t *h);
 /* The config the hub was made with. Any thread. */

@@ -14,7 +14,9 @@
 #include "engine.h"
 #include "auth.h"
 #include "edges.h"
+#include "file_watch.h"
 #include "log.h"
+#include "sd_notify.h"
 #include "substream.h"
 
 extern char **environ;
@@ -72,6 +74,75 @@ static void raise_nofile_limit(void)
     }
     ks_info("main", "open-files limit raised from %llu to %llu", (unsigned long long)was,
             (unsigned long long)want);
+}
+
+/* Tells systemd (Type=notify) of a state change; outside systemd it does nothing. */
+static void notify(const char *state)
+{
+    if (ks_sd_notify(state) < 0)
+        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
+                strerror(errno));
+}
+
+/* How often the credential files are looked at for a change (besides SIGHUP). */
+#define CRED_CHECK_MS 2000
+
+/* The files read again without a restart. */
+typedef enum { CRED_TOKENS, CRED_CERT, CRED_KEY, CRED_CA, CRED_CNT } cred_file_t;
+
+/* Reads the tokens file (auth) and the TLS files (tls) again, NULL for what is not to be
+ * read; a bad one is refused with a log line naming the problem, and the one in force
+ * stays. why says what asked for it. */
+static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t *tls,
+                               const char *why)
+{
+    char err[1024];
+    if (tls) {
+        if (ks_tls_reload(tls, err, sizeof(err)) < 0)
+            ks_err("main", "%s: the new TLS files are refused, the previous ones stay: %s", why,
+                   err);
+        else
+            ks_info("main", "%s: TLS files reloaded (tls.cert_file %s)", why, cfg->tls_cert_file);
+    }
+    if (auth) {
+        if (ks_auth_reload(auth, cfg->auth_tokens_file, err, sizeof(err)) < 0)
+            ks_err("main", "%s: the new tokens file is refused, the previous one stays: %s", why,
+                   err);
+        else
+            ks_info("main", "%s: tokens file %s reloaded", why, cfg->auth_tokens_file);
+    }
+}
+
+/* Waits for SIGTERM or SIGINT and returns it; meanwhile reloads the credentials on SIGHUP
+ * and when one of their files changes. */
+static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t *tls,
+                               const sigset_t *sigs)
+{
+    ks_file_watch_t w[CRED_CNT];
+    ks_file_watch_init(&w[CRED_TOKENS], auth ? cfg->auth_tokens_file : NULL);
+    ks_file_watch_init(&w[CRED_CERT], cfg->tls_cert_file);
+    ks_file_watch_init(&w[CRED_KEY], cfg->tls_key_file);
+    ks_file_watch_init(&w[CRED_CA], cfg->tls_client_ca_file);
+    for (;;) {
+        struct timespec tick = {CRED_CHECK_MS / 1000, (CRED_CHECK_MS % 1000) * 1000000L};
+        int sig = sigtimedwait(sigs, NULL, &tick);
+        if (sig == SIGHUP) {
+            for (int i = 0; i < CRED_CNT; i++)
+                ks_file_watch_changed(&w[i]); /* what SIGHUP reloads is not reloaded again */
+            notify("RELOADING=1");
+            reload_credentials(cfg, auth, tls, "SIGHUP");
+            notify("READY=1");
+        } else if (sig > 0) {
+            return sig;
+        } else {
+            bool tokens = ks_file_watch_changed(&w[CRED_TOKENS]), certs = false;
+            for (int i = CRED_CERT; i < CRED_CNT; i++)
+                certs |= ks_file_watch_changed(&w[i]);
+            if (tokens || certs)
+                reload_credentials(cfg, tokens ? auth : NULL, certs ? tls : NULL,
+                                   "a credential file changed");
+        }
+    }
 }
 
 /* Shutdown of the edges: each stops taking new work, then each closes, last started first. */
@@ -135,10 +206,12 @@ int main(int argc, char **argv)
      * default disposition back first, so `kill -INT` stops a backgrounded ksidecar. */
     signal(SIGINT, SIG_DFL);
     signal(SIGTERM, SIG_DFL);
+    signal(SIGHUP, SIG_DFL);
     sigset_t sigs;
     sigemptyset(&sigs);
     sigaddset(&sigs, SIGTERM);
     sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGHUP);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
 
@@ -146,6 +219,7 @@ int main(int argc, char **argv)
     ks_dev_t *dev = NULL;
     ks_engine_t *eng = NULL;
     ks_auth_t *auth = NULL;
+    ks_tls_t *tls = NULL;
     ks_subhub_t *hub = NULL;
     void *edges[KS_EDGE_MAX] = {0};
     if (cfg.dev) {
@@ -159,6 +233,8 @@ int main(int argc, char **argv)
     }
     if (*cfg.auth_tokens_file && !(auth = ks_auth_load(cfg.auth_tokens_file, err, sizeof(err))))
         goto out_fail;
+    if (*cfg.tls_cert_file && !(tls = ks_tls_load(&cfg, err, sizeof(err))))
+        goto out_fail;
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
@@ -168,7 +244,9 @@ int main(int argc, char **argv)
         snprintf(err, sizeof(err), "cannot start the stream sweep thread");
         goto out_fail;
     }
-    ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .hub = hub};
+    if (auth)
+        ks_subhub_watch_auth(hub, auth);
+    ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .tls = tls, .hub = hub};
     for (size_t i = 0; i < ks_edge_cnt; i++)
         if (ks_edges[i]->wanted(&cfg) && !(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
             goto out_fail;
@@ -177,8 +255,13 @@ int main(int argc, char **argv)
     if (cfg.dev && http)
         print_dev_banner(&cfg, ks_edge_http.port(http), grpc ? ks_edge_grpc.port(grpc) : 0);
 
-    int sig = 0;
-    sigwait(&sigs, &sig);
+    /* Ready for systemd once the edges listen: /healthz and /readyz then answer, and say
+     * whether Kafka does. Waiting for Kafka here would make systemd fail the start (and
+     * restart it in a loop) through a Kafka outage. */
+    notify("READY=1\nSTATUS=listening");
+
+    int sig = serve_until_stopped(&cfg, auth, tls, &sigs);
+    notify("STOPPING=1");
     ks_info("main", "%s: stopping (grace %d ms)", sig == SIGTERM ? "SIGTERM" : "SIGINT",
             cfg.shutdown_grace_ms);
 
@@ -192,6 +275,7 @@ int main(int argc, char **argv)
         ks_engine_destroy(eng);
     ks_dev_stop(dev);
     ks_auth_free(auth);
+    ks_tls_free(tls);
     ks_info("main", "stopped");
     ks_config_free(&cfg);
     return rc;
@@ -206,6 +290,7 @@ out_fail:
     }
     ks_dev_stop(dev);
     ks_auth_free(auth);
+    ks_tls_free(tls);
     ks_config_free(&cfg);
     return 1;
 }

@@ -269,6 +269,8 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
                  req->u.settle.n);
         return KS_E_INVALID;
     }
+    if (op != KS_SETTLE_NACK)
+        req->u.settle.dead_letter = false;
     if (op == KS_SETTLE_NACK && (ms < 0 || ms > cfg->nack_max_delay_ms)) {
         snprintf(err, errsize, "delay_ms must be from 0 to %d (nack.max_delay_ms), got %lld",
                  cfg->nack_max_delay_ms, (long long)ms);
@@ -279,6 +281,18 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
                  cfg->lease_max_deadline_ms, (long long)ms);
         return KS_E_INVALID;
     }
+    if (req->u.settle.wait_commit && op != KS_SETTLE_ACK) {
+        snprintf(err, errsize, "waiting for the commit applies to acks only");
+        return KS_E_INVALID;
+    }
+    int32_t wms = req->u.settle.commit_timeout_ms;
+    if (wms < 0 || wms > KS_CMD_COMMIT_WAIT_MAX_MS) {
+        snprintf(err, errsize, "the commit wait (timeout_ms) must be from 1 to %d ms, got %d",
+                 KS_CMD_COMMIT_WAIT_MAX_MS, (int)wms);
+        return KS_E_INVALID;
+    }
+    if (req->u.settle.wait_commit && wms == 0)
+        req->u.settle.commit_timeout_ms = KS_CMD_COMMIT_WAIT_DEFAULT_MS;
     return KS_OK;
 }
 

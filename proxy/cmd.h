@@ -47,10 +47,18 @@ typedef struct ks_cmd_req {
             ks_settle_op_t op;
             int64_t ms;         /* NACK: the redelivery delay; EXTEND: the new deadline from now */
             const char *reason; /* NACK: kept for the dead-letter headers; "" is none (NULL) */
+            bool dead_letter;   /* NACK: dead-letter at once, whatever the attempt count */
             const char *const *ack_ids;
             size_t n;
+            bool wait_commit;          /* ACK: answer once confirmed commits cover the acks */
+            int32_t commit_timeout_ms; /* wait_commit: at most this long; 0 is the default */
             ks_ack_cb *cb;
+            /* wait_commit on a stream: cb answers at once, as without a wait, and confirm_cb
+             * exactly once more, later, with where each accepted ack's commit stands (a
+             * result not accepted keeps its status). NULL: cb answers once, after the wait. */
+            ks_ack_cb *confirm_cb;
             void *opaque;
+            void *confirm_opaque;
         } settle;
         struct {
             ks_status_cb *cb;
@@ -106,6 +114,12 @@ typedef struct ks_cmd_req {
 #define KS_FETCH_UNSET_MAX      0x1 /* min(KS_CMD_DEFAULT_MAX, fetch.max_records) records */
 #define KS_FETCH_UNSET_WAIT     0x2 /* fetch.default_wait_ms */
 #define KS_FETCH_UNSET_DEADLINE 0x4 /* lease.deadline_ms */
+
+/* A settle's wait for its commit: the default and the most (commit_timeout_ms), and the
+ * settles that may wait at once in one group (more are refused, RESOURCE_EXHAUSTED). */
+#define KS_CMD_COMMIT_WAIT_DEFAULT_MS 5000
+#define KS_CMD_COMMIT_WAIT_MAX_MS     60000
+#define KS_CMD_COMMIT_WAITERS_MAX     1024
 
 /* The records a fetch that names no max asks for (at most fetch.max_records). */
 #define KS_CMD_DEFAULT_MAX 100

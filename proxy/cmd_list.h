@@ -16,8 +16,9 @@
  * handler. */
 /* FETCH: long-poll up to max records of the topics, waiting up to wait_ms for the first;
  *   starts the group on first use and extends its subscription with new topics.
- * SETTLE: acks, nacks (ms: redelivery delay; reason kept for the dead-letter headers) or
- *   extends leases (ms: the new deadline from now).
+ * SETTLE: acks, nacks (ms: redelivery delay; reason kept for the dead-letter headers;
+ *   dead_letter: to the dead-letter topic at once) or extends leases (ms: the new deadline
+ *   from now).
  * STATUS: one group's (NOT_FOUND if it does not run here), or every group's.
  * SEEK: moves one assigned partition's fetch position, or (all_partitions) every assigned
  *   partition's of the topic; their leases become stale and their windows start again there.

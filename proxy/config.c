@@ -95,6 +95,9 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
 #define EXPLICIT_DLT       0x2
 #define EXPLICIT_ATTEMPTS  0x4
 #define EXPLICIT_IN_FLIGHT 0x8
+#define EXPLICIT_PUSH_CONC 0x10
+#define EXPLICIT_PUSH_TIME 0x20
+#define EXPLICIT_PUSH_BAT  0x40
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
  * order the keys came in. */
@@ -109,6 +112,12 @@ static void propagate_defaults(ks_config_t *cfg)
             g->max_attempts = d->max_attempts;
         if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
             g->max_in_flight_per_key = d->max_in_flight_per_key;
+        if (!(g->explicit_mask & EXPLICIT_PUSH_CONC))
+            g->push_concurrency = d->push_concurrency;
+        if (!(g->explicit_mask & EXPLICIT_PUSH_TIME))
+            g->push_timeout_ms = d->push_timeout_ms;
+        if (!(g->explicit_mask & EXPLICIT_PUSH_BAT))
+            g->push_batch = d->push_batch;
         if (!(g->explicit_mask & EXPLICIT_DLT) &&
             strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
             free(g->dead_letter_topic);
@@ -335,6 +344,63 @@ static int static_err(char *err, size_t errsize, size_t i, const char *what)
     return -1;
 }
 
+/* An integer field of a push object within [lo, hi], or -1 when it is not one. */
+static int push_int(json_t *v, int lo, int hi)
+{
+    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
+        return -1;
+    return (int)json_integer_value(v);
+}
+
+/* Reads static group i's "push" object into g. Returns 0, or -1 with err naming the field. */
+static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t errsize)
+{
+    if (!json_is_object(o))
+        return static_err(err, errsize, i, "push must be an object with a url");
+    const char *k;
+    json_t *v;
+    json_object_foreach(o, k, v)
+    {
+        const char *s = json_string_value(v);
+        int n = 0;
+        if (!strcmp(k, "url") && s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) &&
+            strlen(s) > 8 && !strpbrk(s, " \r\n\t")) {
+            free(g->push_url);
+            g->push_url = ks_xstrdup(s);
+        } else if (!strcmp(k, "concurrency") && (n = push_int(v, 1, 10000)) > 0) {
+            g->push_concurrency = n;
+            g->explicit_mask |= EXPLICIT_PUSH_CONC;
+        } else if (!strcmp(k, "timeout_ms") && (n = push_int(v, 100, 3600000)) > 0) {
+            g->push_timeout_ms = n;
+            g->explicit_mask |= EXPLICIT_PUSH_TIME;
+        } else if (!strcmp(k, "batch") && (n = push_int(v, 1, 10000)) > 0) {
+            g->push_batch = n;
+            g->explicit_mask |= EXPLICIT_PUSH_BAT;
+        } else if (!strcmp(k, "bearer_token") && s && !strpbrk(s, "\r\n")) {
+            free(g->push_bearer_token);
+            g->push_bearer_token = ks_xstrdup(s);
+        } else if (!strcmp(k, "ca_file") && s) {
+            free(g->push_ca_file);
+            g->push_ca_file = ks_xstrdup(s);
+        } else if (!strcmp(k, "insecure") && json_is_boolean(v)) {
+            g->push_insecure = json_is_true(v);
+        } else if (!strcmp(k, "cloudevents") && json_is_boolean(v)) {
+            g->push_cloudevents = json_is_true(v);
+        } else {
+            char what[400];
+            snprintf(what, sizeof(what),
+                     "bad or unknown push field \"%s\" (url: http:// or https:// URL, concurrency: "
+                     "1-10000, timeout_ms: 100-3600000, batch: 1-10000, bearer_token: string, "
+                     "ca_file: path, insecure: boolean, cloudevents: boolean)",
+                     k);
+            return static_err(err, errsize, i, what);
+        }
+    }
+    if (!*g->push_url)
+        return static_err(err, errsize, i, "push needs a url (http:// or https://)");
+    return 0;
+}
+
 /* Replaces the static groups with those of arr, a JSON array of objects. */
 static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize)
 {
@@ -354,6 +420,12 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         g->max_attempts = cfg->group_defaults.max_attempts;
         g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
+        g->push_url = ks_xstrdup("");
+        g->push_concurrency = cfg->group_defaults.push_concurrency;
+        g->push_timeout_ms = cfg->group_defaults.push_timeout_ms;
+        g->push_batch = cfg->group_defaults.push_batch;
+        g->push_bearer_token = ks_xstrdup("");
+        g->push_ca_file = ks_xstrdup("");
         if (!json_is_object(o)) {
             rc = static_err(err, errsize, i, "expected an object");
             break;
@@ -398,13 +470,16 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 100000) {
                 g->max_in_flight_per_key = (int)json_integer_value(v);
                 g->explicit_mask |= EXPLICIT_IN_FLIGHT;
+            } else if (!strcmp(k, "push")) {
+                rc = parse_push(g, v, i, err, errsize);
             } else {
                 char what[400];
-                snprintf(what, sizeof(what),
-                         "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
-                         "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000)",
-                         k);
+                snprintf(
+                    what, sizeof(what),
+                    "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
+                    "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
+                    "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000, push: object)",
+                    k);
                 rc = static_err(err, errsize, i, what);
             }
             if (rc)

@@ -22,7 +22,16 @@ typedef struct ks_group_conf {
     char *dead_letter_topic;   /* empty: none, retries never stop */
     int max_attempts;          /* deliveries before dead-lettering (with a dead-letter topic) */
     int max_in_flight_per_key; /* records of one chain an ordered-batches subscriber may hold */
-    unsigned explicit_mask;    /* static groups: fields set on the group itself, not inherited */
+    /* Push delivery (api/push.c): a static group with a url gets its records POSTed there. */
+    char *push_url;          /* http:// or https://; empty: no push */
+    int push_concurrency;    /* requests in flight */
+    int push_timeout_ms;     /* one request's whole time */
+    int push_batch;          /* records in one request (1: the value is the body) */
+    char *push_bearer_token; /* sent as Authorization: Bearer; empty: none */
+    char *push_ca_file;      /* PEM CA for an https url; empty: the system's */
+    bool push_insecure;      /* https without checking the app's certificate */
+    bool push_cloudevents;   /* batch 1: also CloudEvents binary-mode ce-* headers */
+    unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
 } ks_group_conf_t;
 
 typedef struct ks_config {

@@ -94,13 +94,23 @@ const key_t_ config_keys[] = {
      "topic for records that reach group.max_attempts (empty: retry forever)"},
     {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
      "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
+    {"group.push.concurrency", T_INT, OFF(group_defaults.push_concurrency), 1, 10000,
+     "push delivery: requests in flight to a group's push url at once"},
+    {"group.push.timeout_ms", T_INT, OFF(group_defaults.push_timeout_ms), 100, 3600000,
+     "push delivery: a request not answered within this is a failure, and its records are "
+     "nacked"},
+    {"group.push.batch", T_INT, OFF(group_defaults.push_batch), 1, 10000,
+     "push delivery: records in one request (1: the record's value is the body; more: a JSON "
+     "array of records)"},
     {"group.idle_close_ms", T_INT, OFF(idle_close_ms), 0, 86400000,
      "a dynamic group with no activity this long commits and leaves (0: never)"},
     {"group.revoke_grace_ms", T_INT, OFF(revoke_grace_ms), 0, 600000,
      "how long a revoked partition's leases may still be acked"},
     {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\",\"max_in_flight_per_key\"}] (JSON text as a flag)"},
+     "\"max_attempts\",\"max_in_flight_per_key\",\"push\"}] (JSON text as a flag); push is "
+     "{\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
+     "\"insecure\",\"cloudevents\"}, see docs/push.md"},
     {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
      "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
     {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
@@ -209,6 +219,12 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
     cfg->group_defaults.max_in_flight_per_key = 500;
+    cfg->group_defaults.push_url = ks_xstrdup("");
+    cfg->group_defaults.push_concurrency = 16;
+    cfg->group_defaults.push_timeout_ms = 30000;
+    cfg->group_defaults.push_batch = 1;
+    cfg->group_defaults.push_bearer_token = ks_xstrdup("");
+    cfg->group_defaults.push_ca_file = ks_xstrdup("");
     cfg->dev_topic = ks_xstrdup("demo");
     cfg->dev_partitions = 3;
     cfg->dev_rate = 3;
@@ -219,6 +235,9 @@ void group_conf_free(ks_group_conf_t *g)
     free(g->name);
     free_list(g->topics, g->topic_cnt);
     free(g->dead_letter_topic);
+    free(g->push_url);
+    free(g->push_bearer_token);
+    free(g->push_ca_file);
     memset(g, 0, sizeof(*g));
 }
 
@@ -348,6 +367,15 @@ char *ks_config_dump(const ks_config_t *cfg)
                               "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
                               "dead_letter_topic", g->dead_letter_topic, "max_attempts",
                               g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key));
+                if (*g->push_url)
+                    json_object_set_new(
+                        json_array_get(v, j), "push",
+                        json_pack("{s:o,s:i,s:i,s:i,s:s,s:o,s:b,s:b}", "url", dump_str(g->push_url),
+                                  "concurrency", g->push_concurrency, "timeout_ms",
+                                  g->push_timeout_ms, "batch", g->push_batch, "bearer_token",
+                                  *g->push_bearer_token ? "********" : "", "ca_file",
+                                  dump_str(g->push_ca_file), "insecure", g->push_insecure,
+                                  "cloudevents", g->push_cloudevents));
             }
             break;
         }

@@ -180,10 +180,12 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
                 p->committed = -1; /* retried on the next tick */
                 ks_commit_track_failed(&p->ct);
                 g->st_commits_failed++;
+                cwait_failed(g, p, tp->offset, err);
             } else if (p && sync && l->cnt == 1) {
                 /* A sync commit reports an error only when every partition failed, so
                  * only a one-partition one confirms here; offset_commit_cb does the rest. */
                 commit_confirmed(g, p, tp);
+                cwait_confirmed(g, p);
             }
         }
         if (err) {
@@ -225,6 +227,7 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             continue;
         if (!err && !tp->err) {
             commit_confirmed(g, p, tp);
+            cwait_confirmed(g, p);
             continue;
         }
         if (!err)
@@ -232,6 +235,7 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                     rd_kafka_err2str(tp->err));
         ks_commit_track_failed(&p->ct);
         g->st_commits_failed++;
+        cwait_failed(g, p, tp->offset, err ? err : tp->err);
         p->committed = -1;
         p->meta_dirty = true;
     }

@@ -160,6 +160,8 @@ static void arm_timer(ks_group_t *g, int64_t now)
         next = g->drain_until_ms;
     if (g->rv_parts && g->rv_until_ms < next)
         next = g->rv_until_ms;
+    if (g->cwait_head && cwait_next_due(g) < next)
+        next = cwait_next_due(g);
     if (next < now + 1)
         next = now + 1;
     if (next == g->timer_due_ms)
@@ -181,6 +183,7 @@ static void close_consumer(ks_group_t *g)
         ks_warn(g->log_name, "leaving the group: %s", rd_kafka_err2str(err));
     while (g->part_cnt)
         part_remove(g, g->parts[0]);
+    cwait_expire(g, ks_now_ms(), true); /* none should be left: every partition went */
     if (g->dlq_rk)
         rd_kafka_flush(g->dlq_rk, 5000);
 }
@@ -234,6 +237,8 @@ void *loop_main(void *arg)
             subs_reap(g, now);
             g->next_commit_ms = now + g->cfg->commit_interval_ms;
         }
+        if (g->cwait_head)
+            cwait_expire(g, now, false);
         if (g->life == GROUP_DRAINING && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
             if (total_leased(g))
                 ks_warn(g->log_name,

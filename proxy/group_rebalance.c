@@ -51,6 +51,7 @@ void part_remove(ks_group_t *g, part_t *p)
             break;
         }
     }
+    cwait_part_gone(g, p, false); /* after its final commit, if it made one */
     /* Leases of a revoked partition are gone: give their subscribers the credits back. */
     size_t leased = drop_leases(g, p);
     if (p->state != KS_PS_REVOKING)

@@ -87,46 +87,54 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
 {
     const ks_ack_ref_t id = c->refs[i]; /* parsed on the caller's thread */
     if (!id.ok)
-        return (ks_ack_result_t){KS_E_INVALID, "malformed ack id"};
+        return (ks_ack_result_t){.status = KS_E_INVALID, "malformed ack id"};
     if (id.group_hash != g->group_hash)
-        return (ks_ack_result_t){KS_E_INVALID, "ack id belongs to another group"};
+        return (ks_ack_result_t){.status = KS_E_INVALID, "ack id belongs to another group"};
     if (id.instance != g->instance)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: it was issued by an earlier ksidecar "
-                                             "process; the record will be redelivered"};
+        return (ks_ack_result_t){.status = KS_E_STALE,
+                                 "stale ack id: it was issued by an earlier ksidecar "
+                                 "process; the record will be redelivered"};
     part_t *p = part_find(g, id.topic, id.partition);
     if (!p)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition is no longer "
-                                             "assigned to this process"};
+        return (ks_ack_result_t){.status = KS_E_STALE,
+                                 "stale ack id: its partition is no longer "
+                                 "assigned to this process"};
     if (p->epoch != id.epoch)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: its partition was reassigned "
-                                             "since delivery (epoch changed)"};
+        return (ks_ack_result_t){.status = KS_E_STALE,
+                                 "stale ack id: its partition was reassigned "
+                                 "since delivery (epoch changed)"};
     ks_win_entry_t *e = ks_ack_window_get(&p->win, id.offset);
     if (!e) {
         /* Committed past: which of the record's ids was acked is no longer known, so this
          * one may be stale, and an OK could claim an ack that never happened. */
         if (ks_ack_window_ack(&p->win, id.offset) == KS_ACK_DUPLICATE)
-            return (ks_ack_result_t){KS_E_STALE, "already committed: the record was acked "
-                                                 "(under this ack id or a newer one) and its "
-                                                 "offset committed; nothing to redo"};
-        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+            return (ks_ack_result_t){.status = KS_E_STALE,
+                                     "already committed: the record was acked "
+                                     "(under this ack id or a newer one) and its "
+                                     "offset committed; nothing to redo"};
+        return (ks_ack_result_t){.status = KS_E_NOT_FOUND,
+                                 "unknown ack id: no delivered record has it"};
     }
     if ((e->flags & KS_WIN_F_TAKEN_BACK) && e->state != KS_REC_LEASED && id.attempt == e->attempts)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the record was taken back before it "
-                                             "was processed (an earlier record of its ordering "
-                                             "chain came back) and will be delivered again"};
+        return (ks_ack_result_t){.status = KS_E_STALE,
+                                 "stale ack id: the record was taken back before it "
+                                 "was processed (an earlier record of its ordering "
+                                 "chain came back) and will be delivered again"};
     if (e->attempts == 0)
-        return (ks_ack_result_t){KS_E_NOT_FOUND, "unknown ack id: no delivered record has it"};
+        return (ks_ack_result_t){.status = KS_E_NOT_FOUND,
+                                 "unknown ack id: no delivered record has it"};
     if (e->attempts != id.attempt)
-        return (ks_ack_result_t){KS_E_STALE, "stale ack id: the lease ended and the record was "
-                                             "delivered again; use the newer ack id"};
+        return (ks_ack_result_t){.status = KS_E_STALE,
+                                 "stale ack id: the lease ended and the record was "
+                                 "delivered again; use the newer ack id"};
     if (e->state == KS_REC_ACKED)
-        return (ks_ack_result_t){c->req.u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
+        return (ks_ack_result_t){.status = c->req.u.settle.op == KS_SETTLE_ACK ? KS_OK : KS_E_STALE,
                                  "already acked"};
 
     switch (c->req.u.settle.op) {
     case KS_SETTLE_ACK:
         if (e->state == KS_REC_DEAD_LETTERING)
-            return (ks_ack_result_t){KS_E_STALE, "the record is being dead-lettered"};
+            return (ks_ack_result_t){.status = KS_E_STALE, "the record is being dead-lettered"};
         if (e->state == KS_REC_LEASED) {
             ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             unlease(g, p, e);
@@ -136,11 +144,12 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
         g->st_acked++;
         p->ct.acks++;
         part_check_bound(g, p);
-        return (ks_ack_result_t){KS_OK, "acked"};
+        return (ks_ack_result_t){.status = KS_OK, "acked"};
     case KS_SETTLE_NACK: {
         if (e->state != KS_REC_LEASED)
-            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
-                                                 "or nacked) and the record will be redelivered"};
+            return (ks_ack_result_t){.status = KS_E_STALE,
+                                     "not leased: the lease already ended (expired "
+                                     "or nacked) and the record will be redelivered"};
         unlease(g, p, e);
         chain_back(g, p, e, now);
         ks_key_sched_narrow(&p->sched, e);
@@ -149,24 +158,40 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             free(e->reason);
             e->reason = ks_xstrdup(c->req.u.settle.reason);
         }
-        if (*g->gconf->dead_letter_topic && ks_win_attempts_counted(e) >= g->gconf->max_attempts) {
+        /* A terminal reject takes the exhausted record's path, whatever its attempts. */
+        bool reject = c->req.u.settle.dead_letter;
+        if (*g->gconf->dead_letter_topic &&
+            (reject || ks_win_attempts_counted(e) >= g->gconf->max_attempts)) {
             (void)ks_rec_move(e, KS_REC_READY);
             dead_letter(g, p, e);
-            return (ks_ack_result_t){KS_OK, "nacked; max_attempts reached: dead-lettered"};
+            return (ks_ack_result_t){.status = KS_OK,
+                                     reject ? "rejected: dead-lettered"
+                                            : "nacked; max_attempts reached: dead-lettered"};
         }
+        if (reject) /* nowhere to put it: retried as a nack, so nothing is lost */
+            ks_warn(g->log_name,
+                    "%s[%d]@%lld: poison record (nack with dead_letter) but the group has no "
+                    "dead-letter topic (group.dead_letter_topic): it will be redelivered; "
+                    "reason: %s",
+                    p->topic, p->partition, (long long)e->offset, e->reason ? e->reason : "none");
         if (ks_lease_release(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) == 1)
             ks_key_sched_requeue(&p->sched, &p->win, e);
-        return (ks_ack_result_t){KS_OK, c->req.u.settle.ms > 0
-                                            ? "nacked; redelivery after the delay"
-                                            : "nacked; redelivery now"};
+        if (reject)
+            return (ks_ack_result_t){.status = KS_OK,
+                                     "nacked; no dead-letter topic (group.dead_letter_topic) "
+                                     "to reject to: redelivery as for a nack"};
+        return (ks_ack_result_t){.status = KS_OK,
+                                 c->req.u.settle.ms > 0 ? "nacked; redelivery after the delay"
+                                                        : "nacked; redelivery now"};
     }
     case KS_SETTLE_EXTEND:
         if (ks_lease_extend(&g->leases, &p->win, p, e, now, c->req.u.settle.ms) < 0)
-            return (ks_ack_result_t){KS_E_STALE, "not leased: the lease already ended (expired "
-                                                 "or nacked) and the record will be redelivered"};
-        return (ks_ack_result_t){KS_OK, "deadline extended"};
+            return (ks_ack_result_t){.status = KS_E_STALE,
+                                     "not leased: the lease already ended (expired "
+                                     "or nacked) and the record will be redelivered"};
+        return (ks_ack_result_t){.status = KS_OK, "deadline extended"};
     }
-    return (ks_ack_result_t){KS_E_INTERNAL, "unknown operation"};
+    return (ks_ack_result_t){.status = KS_E_INTERNAL, "unknown operation"};
 }
 
 void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
@@ -174,13 +199,35 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     ks_ack_result_t *res = calloc(c->req.u.settle.n ? c->req.u.settle.n : 1, sizeof(*res));
     if (!res)
         abort();
-    for (size_t i = 0; i < c->req.u.settle.n; i++) {
-        res[i] = settle_one(g, c, i, now);
-        g->st_acks_stale += res[i].status == KS_E_STALE;
-        g->st_acks_unknown += res[i].status == KS_E_NOT_FOUND;
-        g->st_acks_invalid += res[i].status == KS_E_INVALID;
+    bool wait = c->req.u.settle.wait_commit;
+    if (wait && cwait_full(g) && !c->req.u.settle.confirm_cb) {
+        /* Refused before any is taken: nothing to redo but the request. */
+        for (size_t i = 0; i < c->req.u.settle.n; i++)
+            res[i] = (ks_ack_result_t){.status = KS_E_EXHAUSTED,
+                                       "too many acks of this group wait for "
+                                       "their commit already; retry later or "
+                                       "without waiting"};
+        wait = false;
+    } else {
+        for (size_t i = 0; i < c->req.u.settle.n; i++) {
+            res[i] = settle_one(g, c, i, now);
+            g->st_acks_stale += res[i].status == KS_E_STALE;
+            g->st_acks_unknown += res[i].status == KS_E_NOT_FOUND;
+            g->st_acks_invalid += res[i].status == KS_E_INVALID;
+        }
+        /* A stream's acks are taken whatever the waiters: its second answer then says
+         * ACCEPTED at once. */
+        wait = wait && !cwait_full(g);
     }
-    c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
+    if (c->req.u.settle.confirm_cb) {
+        /* A stream's wait: the results now, and where their commits stand later. */
+        ks_ack_result_t *now_res =
+            ks_xmemdup(res, (c->req.u.settle.n ? c->req.u.settle.n : 1) * sizeof(*res));
+        c->req.u.settle.cb(now_res, c->req.u.settle.n, c->req.u.settle.opaque);
+    }
+    if (wait && cwait_settle(g, c, res, now))
+        return; /* answered once its commits are confirmed */
+    cwait_answer_cmd(c, res);
     cmd_free(c);
 }
 
@@ -260,6 +307,7 @@ static ks_status_t seek_part(ks_group_t *g, part_t *p, const cmd_t *c, ks_seek_p
     ks_commit_meta_free(&p->restore);
     p->restore_ack_i = p->restore_att_i = 0;
     p->held_back = false;
+    cwait_part_gone(g, p, true);
     ks_commit_track_init(&p->ct, -1); /* a new position: nothing confirmed on it yet */
     p->epoch = ++g->next_epoch;
     if (p->state == KS_PS_PAUSED)

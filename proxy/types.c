@@ -107,3 +107,20 @@ void ks_group_status_free(ks_group_status_t *s)
     free(s->subs);
     free(s);
 }
+
+const char *ks_commit_wait_name(ks_commit_wait_t w)
+{
+    switch (w) {
+    case KS_COMMIT_ACCEPTED:
+        return "ACCEPTED";
+    case KS_COMMIT_COMMITTED:
+        return "COMMITTED";
+    case KS_COMMIT_LOST:
+        return "LOST_TO_REBALANCE";
+    case KS_COMMIT_FAILED:
+        return "COMMIT_FAILED";
+    case KS_COMMIT_NONE:
+        break;
+    }
+    return NULL;
+}

@@ -129,10 +129,25 @@ typedef enum {
     KS_SETTLE_EXTEND,  /* its lease now ends `ms` from now */
 } ks_settle_op_t;
 
+/* Where an accepted ack stands against the broker's commits, for a settle that waited for
+ * them (wait_commit); KS_COMMIT_NONE for any other. */
+typedef enum {
+    KS_COMMIT_NONE = 0,  /* not asked */
+    KS_COMMIT_ACCEPTED,  /* the wait ended first: no confirmed commit covers it yet */
+    KS_COMMIT_COMMITTED, /* a commit the broker confirmed is past its offset */
+    KS_COMMIT_LOST,      /* its partition went (revoke, seek) before that: it comes again */
+    KS_COMMIT_FAILED,    /* the commit that was to cover it failed (reason: the broker's) */
+} ks_commit_wait_t;
+
 typedef struct ks_ack_result {
     ks_status_t status;
-    const char *reason; /* static text */
+    const char *reason;       /* static text */
+    ks_commit_wait_t commit;  /* with wait_commit, for an accepted ack (status KS_OK) */
+    int64_t committed_offset; /* with commit: its partition's confirmed commit point, -1 none */
 } ks_ack_result_t;
+
+/* "ACCEPTED", "COMMITTED", "LOST_TO_REBALANCE", "COMMIT_FAILED"; NULL for KS_COMMIT_NONE. */
+const char *ks_commit_wait_name(ks_commit_wait_t w);
 
 /* Called once per accepted fetch, from a group loop thread. The callee owns batch. */
 typedef void(ks_fetch_cb)(ks_batch_t *batch, void *opaque);

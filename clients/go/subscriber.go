@@ -328,6 +328,8 @@ const (
 	opAck = iota
 	opNack
 	opExtend
+	opAckCommit    // an ack that waits for its commit: answered at once, then ...
+	opAckCommitted // ... again once committed (the second answer's in-flight entry)
 )
 
 // leaseBatch is the records of one received batch; live counts those neither settled
@@ -378,6 +380,7 @@ type stream struct {
 
 	mu      sync.Mutex // pending acks and nacks
 	acks    pendingList
+	cacks   pendingList // acks that wait for their commit
 	nacks   map[int64]*pendingList
 	closing bool
 	kick    chan struct{} // first pending id
@@ -502,6 +505,9 @@ func (st *stream) queue(op int, id string, delayMs int64, fut *AckResult) {
 	if op == opAck {
 		st.acks.add(id, fut)
 		n = len(st.acks.ids)
+	} else if op == opAckCommit {
+		st.cacks.add(id, fut)
+		n = len(st.cacks.ids)
 	} else {
 		if st.nacks == nil {
 			st.nacks = map[int64]*pendingList{}
@@ -568,10 +574,14 @@ func (st *stream) flush() {
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
 	st.mu.Lock()
-	acks, nacks := st.acks, st.nacks
-	st.acks, st.nacks = pendingList{ids: make([]string, 0, min(st.s.cfg.AckBatchSize, 4096))}, nil
+	acks, cacks, nacks := st.acks, st.cacks, st.nacks
+	st.acks, st.cacks, st.nacks = pendingList{ids: make([]string, 0, min(st.s.cfg.AckBatchSize, 4096))}, pendingList{}, nil
 	st.mu.Unlock()
 	st.sendChunks(opAck, acks, func(ids []string) any { return ackRequest(ids) })
+	st.sendChunks(opAckCommit, cacks, func(ids []string) any {
+		return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{
+			Ack: &kspb.AckIds{AckIds: ids, WaitCommit: true}}}
+	})
 	for delay, p := range nacks {
 		st.sendChunks(opNack, *p, func(ids []string) any {
 			return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Nack{
@@ -630,7 +640,30 @@ func (st *stream) onResults(rs []ackResult) {
 	} else {
 		st.in = append(st.in[:idx], st.in[idx+1:]...)
 	}
+	if e.op == opAckCommit {
+		// The answer at once: a refused ack resolves now; the others wait for the second
+		// answer, which comes with the same ids in the same order.
+		var later []*AckResult
+		if e.futs != nil {
+			later = make([]*AckResult, len(rs))
+			for i := range rs {
+				if rs[i].status == AckAccepted {
+					later[i], e.futs[i] = e.futs[i], nil
+				}
+			}
+		}
+		st.in = append(st.in, inflight{op: opAckCommitted, first: e.first, n: e.n, futs: later})
+	}
 	st.imu.Unlock()
+	if e.op == opAckCommitted {
+		for i := range rs {
+			if e.futs != nil && e.futs[i] != nil {
+				e.futs[i].off = rs[i].committed
+				e.futs[i].resolve(rs[i].status, string(rs[i].msg))
+			}
+		}
+		return
+	}
 	if e.op == opNack {
 		st.d.nackResults(rs)
 	}
@@ -657,7 +690,8 @@ func (st *stream) onResults(rs []ackResult) {
 		st.s.stale.add(stale, string(firstStale.msg))
 	}
 	if bad > 0 {
-		what := map[int]string{opAck: "acks", opNack: "nacks", opExtend: "lease extensions"}[e.op]
+		what := map[int]string{opAck: "acks", opAckCommit: "acks", opNack: "nacks",
+			opExtend: "lease extensions"}[e.op]
 		lvl := slog.LevelWarn
 		if e.op == opExtend {
 			lvl = slog.LevelDebug // a lease that moved on is not extended: nothing to do
@@ -788,8 +822,8 @@ func (st *stream) die(why string) {
 	defer st.sendMu.Unlock()
 	st.mu.Lock()
 	st.closing = true
-	acks, nacks := st.acks, st.nacks
-	st.acks, st.nacks = pendingList{}, nil
+	acks, cacks, nacks := st.acks, st.cacks, st.nacks
+	st.acks, st.cacks, st.nacks = pendingList{}, pendingList{}, nil
 	st.mu.Unlock()
 	n := 0
 	resolve := func(futs []*AckResult, k int, msg string) {
@@ -802,6 +836,7 @@ func (st *stream) die(why string) {
 	}
 	const unsent = "its stream ended before the ack was sent; the record is delivered again"
 	resolve(acks.futs, len(acks.ids), unsent)
+	resolve(cacks.futs, len(cacks.ids), unsent)
 	for _, p := range nacks {
 		resolve(p.futs, len(p.ids), unsent)
 	}
@@ -810,7 +845,10 @@ func (st *stream) die(why string) {
 	st.in = nil
 	st.imu.Unlock()
 	for _, e := range in {
-		if e.op != opExtend {
+		if e.op == opAckCommitted {
+			// Taken already; whether a commit covers it is not known.
+			resolve(e.futs, 0, "its stream ended before the commit was confirmed; the record may be delivered again")
+		} else if e.op != opExtend {
 			resolve(e.futs, e.n, "its stream ended before the result came; the record may be delivered again")
 		}
 	}

@@ -145,6 +145,61 @@ func TestEveryRecordOnceAndCommitted(t *testing.T) {
 	}
 }
 
+// AckWithCommit resolves only once a commit the broker confirmed covers the record, and
+// says where that commit stands; a plain AckWithResult stays ACCEPTED with no offset.
+func TestAckWithCommitResolvesOnceCommitted(t *testing.T) {
+	const parts, n = 2, 400
+	tp, _, _, group, sub := setup(t, parts, n, 0, 0, ksidecar.SubscriberConfig{})
+	type held struct {
+		m   *ksidecar.Message
+		res *ksidecar.AckResult
+	}
+	var mu sync.Mutex
+	var waited, plain []held
+	stop := receive(t, sub, func(_ context.Context, m *ksidecar.Message) {
+		mu.Lock()
+		defer mu.Unlock()
+		if m.Offset%2 == 0 {
+			waited = append(waited, held{m, m.AckWithCommit()})
+		} else {
+			plain = append(plain, held{m, m.AckWithResult()})
+		}
+	})
+	waitFor(t, fmt.Sprintf("%d records", n), 90*time.Second, func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(waited)+len(plain) >= n
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	mu.Lock()
+	defer mu.Unlock()
+	for _, h := range waited {
+		st, err := h.res.Get(ctx)
+		if err != nil || st != ksidecar.AckCommitted || h.res.CommittedOffset() <= h.m.Offset {
+			t.Fatalf("%d@%d: %v %v (%s) at %d, want COMMITTED past it", h.m.Partition,
+				h.m.Offset, st, err, h.res.Reason(), h.res.CommittedOffset())
+		}
+	}
+	// The broker has each partition at least where the answers said.
+	now := committed(t, tp, group, parts)
+	for _, h := range waited {
+		if now[h.m.Partition] < h.res.CommittedOffset() {
+			t.Fatalf("partition %d committed %d, an answer said %d", h.m.Partition,
+				now[h.m.Partition], h.res.CommittedOffset())
+		}
+	}
+	for _, h := range plain {
+		if st, err := h.res.Get(ctx); err != nil || st != ksidecar.AckAccepted || h.res.CommittedOffset() != 0 {
+			t.Fatalf("plain ack: %v %v offset %d, want ACCEPTED and 0", st, err, h.res.CommittedOffset())
+		}
+	}
+	if err := stop(); err != nil {
+		t.Fatalf("Receive: %v", err)
+	}
+	t.Logf("%d acks COMMITTED, %d ACCEPTED", len(waited), len(plain))
+}
+
 // A handler slower than the lease deadline: its leases are extended, so nothing is
 // redelivered and its late acks are ACCEPTED (an expired lease's ack is STALE).
 func TestSlowHandlerIsExtendedNotRedelivered(t *testing.T) {

@@ -248,9 +248,10 @@ func decodeHeader(b []byte) (Header, error) {
 
 // ackResult is one AckResult; id points into the response's buffer.
 type ackResult struct {
-	id     []byte
-	status AckStatus
-	msg    []byte
+	id        []byte
+	status    AckStatus
+	msg       []byte
+	committed int64 // AckResult.committed_offset
 }
 
 // decodeAckResults reads AckResults' bytes into out (reused between calls).
@@ -279,6 +280,8 @@ func decodeAckResults(body []byte, out []ackResult) ([]ackResult, error) {
 				ar.status = AckStatus(v)
 			case 3:
 				ar.msg = val
+			case 4:
+				ar.committed = int64(v)
 			}
 		}
 		out = append(out, ar)

@@ -4,6 +4,21 @@ import type { ChannelCredentials, ChannelOptions } from '@grpc/grpc-js';
 
 export type AckStatus = 'ACCEPTED' | 'STALE' | 'INVALID' | 'NOT_FOUND';
 
+/** Only for acks that wait for their commit (ackWithResult({waitCommit: true})). */
+export type CommitStatus = AckStatus | 'COMMITTED' | 'LOST_TO_REBALANCE' | 'COMMIT_FAILED';
+
+export interface CommitResult {
+  status: CommitStatus;
+  /** The partition's commit point the broker confirmed (the next offset it delivers from), -1 none; 0 when unknown. */
+  committedOffset: number;
+  message: string;
+}
+
+export interface AckOptions {
+  /** Resolve once a commit the broker confirmed covers the record (or why not). */
+  waitCommit: true;
+}
+
 export interface TlsOptions {
   /** CA certificates to trust (Buffer, PEM text or a file path); the system's when left out. */
   rootCerts?: Buffer | string;
@@ -84,6 +99,7 @@ export class Message {
   ack(): void;
   nack(delayMs?: number, reason?: string): void;
   ackWithResult(): Promise<AckStatus>;
+  ackWithResult(opts: AckOptions): Promise<CommitResult>;
   nackWithResult(delayMs?: number, reason?: string): Promise<AckStatus>;
 }
 

@@ -1,6 +1,6 @@
 /* group_int.h: a group's state and the functions its files share, private to the group files
  * (group.c, group_loop.c, group_intake.c, group_deliver.c, group_settle.c, group_commit.c,
- * group_rebalance.c, dead_letter.c, group_status.c). */
+ * group_rebalance.c, group_confirm.c, dead_letter.c, group_status.c). */
 #ifndef KS_GROUP_INT_H
 #define KS_GROUP_INT_H
 
@@ -108,6 +108,9 @@ typedef struct part {
     int64_t cp_seen, cp_moved_ms;
 } part_t;
 
+/* A settle waiting for its commits (group_confirm.c). */
+typedef struct cwait cwait_t;
+
 /* A subscriber, named by its client: a stream of any transport (gRPC Subscribe, through
  * api/substream.c, which numbers its name) or a pull session (HTTP long-poll, unary Fetch). */
 typedef struct sub {
@@ -208,6 +211,8 @@ struct ks_group {
     bool ever_assigned;   /* an assignment callback has run: see ks_group_destroy */
     ks_rejoin_guard_t rj; /* no commits during a cooperative rejoin (librdkafka#4059) */
     int64_t max_poll_ms;  /* max.poll.interval.ms: the broker's bound on a rebalance */
+    cwait_t *cwait_head;  /* settles waiting for their commits, any order */
+    size_t cwait_cnt;     /* at most KS_CMD_COMMIT_WAITERS_MAX */
     /* accepted acks no confirmed commit covered when a partition moved */
     int64_t st_acks_lost_to_move;
     int64_t st_commits_sent, st_commits_confirmed, st_commits_failed; /* per partition */
@@ -297,6 +302,27 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only);
 void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
                       rd_kafka_topic_partition_list_t *offsets, void *opaque);
 void restore_committed(ks_group_t *g, rd_kafka_topic_partition_list_t *parts);
+
+/* group_confirm.c */
+/* c, an ACK settle with wait_commit, and its results: unless none was accepted (false: answer
+ * at once), c and res are kept until a confirmed commit covers each accepted ack, its
+ * partition goes, a commit fails or the wait ends; then the callback gets res, each accepted
+ * one with its commit state and point, and c is freed. */
+bool cwait_settle(ks_group_t *g, cmd_t *c, ks_ack_result_t *res, int64_t now);
+/* True when no more settles may wait (KS_CMD_COMMIT_WAITERS_MAX). */
+bool cwait_full(const ks_group_t *g);
+/* Gives a settle's results to whoever waits for them: confirm_cb when set, else cb. */
+void cwait_answer_cmd(cmd_t *c, ks_ack_result_t *res);
+/* p's confirmed commit point moved. */
+void cwait_confirmed(ks_group_t *g, const part_t *p);
+/* p's commit of offset failed with err: the acks below it that wait are told. */
+void cwait_failed(ks_group_t *g, const part_t *p, int64_t offset, rd_kafka_resp_err_t err);
+/* p goes (revoke, loss, shutdown) or is seeked: its waiting acks are lost to it. */
+void cwait_part_gone(ks_group_t *g, const part_t *p, bool seek);
+/* Answers the waiters whose wait ended by now (every one if all), still ACCEPTED. */
+void cwait_expire(ks_group_t *g, int64_t now, bool all);
+/* The earliest end of a wait, INT64_MAX if none. */
+int64_t cwait_next_due(const ks_group_t *g);
 
 /* dead_letter.c */
 void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);

@@ -21,6 +21,7 @@ BUILD = ROOT / "build"
 KSIDECAR, KSTOOL, KSBENCH = (pathlib.Path(os.environ.get(var, BUILD / name)) for var, name in (
     ("KSIDECAR_TEST_BIN", "ksidecar"), ("KSIDECAR_TEST_KSTOOL", "kstool"),
     ("KSIDECAR_TEST_KSBENCH", "ksbench")))
+PUSH_APP = BUILD / "push_app"
 BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
 COMMANDS = []
 
@@ -185,6 +186,41 @@ def memory_by_partitions(counts, per_part, secs, binary, keep, extra=(), batch_b
     return rows
 
 
+def push_run(topic, n, nparts, batch, concurrency):
+    """Push delivery of topic's n records to push_app (200 at once, keep-alive): the rate from
+    the app's first record to its last, and ksidecar's peak RSS. Fails when the app did not get
+    exactly n records or the group did not commit every partition to its end."""
+    import json
+    import urllib.request
+    port = free_port()
+    app = subprocess.Popen([str(PUSH_APP), str(port)], stdout=subprocess.PIPE, text=True)
+    COMMANDS.append(f"{PUSH_APP} {port}")
+    try:
+        assert app.stdout.readline().startswith("listening"), "push_app did not start"
+        g = uniq(f"push{batch}")
+        grp = {"name": g, "topics": [topic],
+               "push": {"url": f"http://127.0.0.1:{port}/in", "batch": batch,
+                        "concurrency": concurrency}}
+        sc = started_sidecar(["--groups.static=" + json.dumps([grp])], None)
+
+        def stats():
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/stats", timeout=30) as r:
+                return json.loads(r.read())
+        deadline = time.time() + 1800
+        while stats()["records"] < n and time.time() < deadline:
+            time.sleep(0.2)
+        check_committed(g, topic, nparts)
+        rss = sc.stop()
+        st = stats()
+        if st["records"] != n:
+            raise SystemExit(f"FAIL: push batch {batch}: the app got {st['records']} records of {n}")
+        secs = max(st["last_us"] - st["first_us"], 1) / 1e6
+        return n / secs, rss
+    finally:
+        app.send_signal(signal.SIGTERM)
+        app.wait(timeout=30)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--smoke", action="store_true", help="small sizes: check that it all works")
@@ -227,8 +263,9 @@ def main():
     # Three rounds of native, gRPC, HTTP long-poll and HTTP stream, each on a new group over
     # the same records; the table shows each mode's median, so one noisy run on a shared
     # machine does not decide.
-    rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": []}
-    rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0}
+    rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": [], "push1": [],
+             "push500": []}
+    rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0, "push1": 0.0, "push500": 0.0}
     for _ in range(1 if s else a.rounds):
         for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
             g = uniq("native")
@@ -253,10 +290,17 @@ def main():
             rss[mode] = max(rss[mode], sc.stop())
             assert int(r["distinct"]) == n_tp and int(r["duplicates"]) == 0, r
             rates[mode].append(float(r["rate"]))
+        # Push to an app that answers at once: one record a request with 64 in flight, and
+        # batches of 500 (the default concurrency, 16).
+        for mode, batch, conc in (("push1", 1, 64), ("push500", 500, 16)):
+            rate, peak = push_run(t, n_tp, 8, batch, conc)
+            rates[mode].append(rate)
+            rss[mode] = max(rss[mode], peak)
         print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
               f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
-              f"HTTP {rates['http'][-1]:,.0f}, HTTP stream {rates['stream'][-1]:,.0f} rec/s",
-              flush=True)
+              f"HTTP {rates['http'][-1]:,.0f}, HTTP stream {rates['stream'][-1]:,.0f}, "
+              f"push {rates['push1'][-1]:,.0f} (batch 1), {rates['push500'][-1]:,.0f} "
+              "(batch 500) rec/s", flush=True)
     med = {k: statistics.median(v) for k, v in rates.items()}
     runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
     rows.append(("1. throughput", "native librdkafka consumer, local queue unbounded (baseline)",
@@ -277,6 +321,12 @@ def main():
     rows.append(("1. throughput", "ksidecar HTTP NDJSON stream, batched acks",
                  f"{med['stream']:,.0f} rec/s", verdict(med["stream"] / med["native"], 0.6),
                  f"{runs['stream']}; peak RSS {rss['stream']:.0f} MB"))
+    rows.append(("1. throughput", "ksidecar push, batch 1, 64 requests in flight (app answers 200 at "
+                 "once)", f"{med['push1']:,.0f} rec/s", f"{med['push1'] / med['native']:.3f}x",
+                 f"{runs['push1']}; peak RSS {rss['push1']:.0f} MB"))
+    rows.append(("1. throughput", "ksidecar push, batches of 500, 16 in flight",
+                 f"{med['push500']:,.0f} rec/s", verdict(med["push500"] / med["native"], 0.3),
+                 f"{runs['push500']}; peak RSS {rss['push500']:.0f} MB"))
     if a.throughput_only:
         print("\n".join(f"| {a_} | {b} | {c} | {d} | {e} |" for a_, b, c, d, e in rows))
         print("\n".join(["commands:"] + COMMANDS))

@@ -819,7 +819,7 @@ static void run_http(void)
     snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group, topic,
              fetch_max);
     char ackpath[300];
-    snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks", group);
+    snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks?results=errors", group);
     long n = 0;
     double t0 = 0;
     ackbuf_t ab = {0};

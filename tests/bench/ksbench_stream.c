@@ -118,7 +118,7 @@ void run_stream(void)
     char path[512], ackpath[300];
     snprintf(path, sizeof(path), "/v1/groups/%s/stream?topic=%s&max_in_flight=%d", group, topic,
              credits);
-    snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks", group);
+    snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks?results=errors", group);
     http_send(sfd, "GET", path, NULL, 0);
     buf_t raw = {0}, body = {0};
     chunks_t ch = {0};

@@ -21,7 +21,7 @@ cache="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
 export KSIDECAR_TEST_BIN="$PWD/build-tsan/ksidecar" KSIDECAR_TEST_KSTOOL="$PWD/build-tsan/kstool"
 KSIDECAR_TEST_GRPCURL="$(command -v grpcurl || echo "$cache/bin/grpcurl")"
 export KSIDECAR_TEST_GRPCURL
-tests=(tests/integration/test_grpc.py tests/integration/test_http_api.py)
+tests=(tests/integration/test_grpc.py tests/integration/test_http_api.py tests/integration/test_rotation.py)
 if [ -n "${KSIDECAR_TEST_BOOTSTRAP:-}" ]; then
   python3 -m pytest -q -p no:cacheprovider "${tests[@]}" "$@"
 else

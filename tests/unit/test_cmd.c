@@ -393,7 +393,16 @@ static void test_validate_plain_form(void **state)
                        .group = "g",
                        .u.settle = {.op = KS_SETTLE_NACK, .reason = "", .ack_ids = ids, .n = 1}};
     assert_int_equal(ks_cmd_validate(&cfg, &st, err, sizeof(err)), KS_OK);
-    assert_null(st.u.settle.reason); /* "" is no reason */
+    assert_null(st.u.settle.reason);   /* "" is no reason */
+    st.u.settle.op = KS_SETTLE_EXTEND; /* dead_letter means nothing but on a nack */
+    st.u.settle.ms = 1000;
+    st.u.settle.dead_letter = true;
+    assert_int_equal(ks_cmd_validate(&cfg, &st, err, sizeof(err)), KS_OK);
+    assert_false(st.u.settle.dead_letter);
+    st.u.settle.op = KS_SETTLE_NACK;
+    st.u.settle.dead_letter = true;
+    assert_int_equal(ks_cmd_validate(&cfg, &st, err, sizeof(err)), KS_OK);
+    assert_true(st.u.settle.dead_letter);
 }
 
 int main(void)

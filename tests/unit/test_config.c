@@ -637,6 +637,51 @@ static void test_group_defaults_keys(void **state)
     ks_config_free(&cfg);
 }
 
+/* group.push.*: defaults and ranges; a static group's push object inherits what it does not
+ * set, whatever the order of the keys, and a bad field is named. */
+static void test_push(void **state)
+{
+    (void)state;
+    ks_config_t cfg;
+    char err[512];
+    ks_config_defaults(&cfg);
+    assert_string_equal(cfg.group_defaults.push_url, "");
+    assert_int_equal(cfg.group_defaults.push_concurrency, 16);
+    assert_int_equal(cfg.group_defaults.push_timeout_ms, 30000);
+    assert_int_equal(cfg.group_defaults.push_batch, 1);
+    assert_int_equal(ks_config_set(&cfg, "group.push.concurrency", "0", err, sizeof(err)), -1);
+    assert_contains(err, "'group.push.concurrency'");
+    assert_int_equal(ks_config_set(&cfg, "group.push.batch", "10001", err, sizeof(err)), -1);
+    assert_int_equal(ks_config_set(&cfg, "group.push.timeout_ms", "99", err, sizeof(err)), -1);
+    assert_int_equal(load(&cfg,
+                          "{\"groups\":{\"static\":["
+                          "  {\"name\":\"g1\",\"topics\":[\"a\"],"
+                          "   \"push\":{\"url\":\"http://app:8080/in\",\"batch\":50}},"
+                          "  {\"name\":\"g2\",\"topics\":[\"a\"]}]},"
+                          " \"group\":{\"push\":{\"concurrency\":64,\"batch\":9}}}",
+                          err, sizeof(err)),
+                     0);
+    assert_string_equal(cfg.static_groups[0].push_url, "http://app:8080/in");
+    assert_int_equal(cfg.static_groups[0].push_concurrency, 64);
+    assert_int_equal(cfg.static_groups[0].push_batch, 50);
+    assert_int_equal(cfg.static_groups[0].push_timeout_ms, 30000);
+    assert_false(cfg.static_groups[0].push_cloudevents);
+    assert_string_equal(cfg.static_groups[1].push_url, "");
+    assert_int_equal(load(&cfg,
+                          "{\"groups\":{\"static\":[{\"name\":\"g\",\"topics\":[\"a\"],"
+                          "\"push\":{\"url\":\"ftp://x/y\"}}]}}",
+                          err, sizeof(err)),
+                     -1);
+    assert_contains(err, "push field \"url\"");
+    assert_int_equal(load(&cfg,
+                          "{\"groups\":{\"static\":[{\"name\":\"g\",\"topics\":[\"a\"],"
+                          "\"push\":{\"batch\":2}}]}}",
+                          err, sizeof(err)),
+                     -1);
+    assert_contains(err, "push needs a url");
+    ks_config_free(&cfg);
+}
+
 static void test_ordering_max_in_flight_per_key(void **state)
 {
     ks_config_t cfg;
@@ -1315,6 +1360,7 @@ int main(void)
         cmocka_unit_test(test_set_groups_allowed_trailing_blanks),
         cmocka_unit_test(test_group_defaults_keys),
         cmocka_unit_test(test_ordering_max_in_flight_per_key),
+        cmocka_unit_test(test_push),
         cmocka_unit_test(test_static_groups),
         cmocka_unit_test(test_static_groups_inherit_defaults_order_independent),
         cmocka_unit_test(test_apply_env),

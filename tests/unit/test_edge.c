@@ -110,16 +110,19 @@ static void test_ack_summary(void **state)
     (void)state;
     ks_edge_ack_summary_t s;
     /* Some accepted: the request succeeds, whatever the rest say. */
-    ks_ack_result_t mixed[] = {
-        {KS_E_STALE, "stale"}, {KS_OK, "ok"}, {KS_E_NOT_FOUND, "gone"}, {KS_OK, "ok"}};
+    ks_ack_result_t mixed[] = {{.status = KS_E_STALE, .reason = "stale"},
+                               {.status = KS_OK, .reason = "ok"},
+                               {.status = KS_E_NOT_FOUND, .reason = "gone"},
+                               {.status = KS_OK, .reason = "ok"}};
     ks_edge_ack_summarize(mixed, 4, &s);
     assert_int_equal(s.accepted, 2);
     assert_int_equal(s.rejected, 2);
     assert_int_equal(s.status, KS_OK);
     assert_null(s.message);
     /* Every id rejected: the request fails with the first rejection's status and reason. */
-    ks_ack_result_t none[] = {
-        {KS_E_NOT_FOUND, "unknown ack id"}, {KS_E_STALE, "stale epoch"}, {KS_E_INVALID, "bad"}};
+    ks_ack_result_t none[] = {{.status = KS_E_NOT_FOUND, .reason = "unknown ack id"},
+                              {.status = KS_E_STALE, .reason = "stale epoch"},
+                              {.status = KS_E_INVALID, .reason = "bad"}};
     ks_edge_ack_summarize(none, 3, &s);
     assert_int_equal(s.accepted, 0);
     assert_int_equal(s.rejected, 3);

@@ -51,9 +51,24 @@ static void test_six_byte_length_prefixes_are_refused_as_protobuf_c_does(void **
     assert_int_equal(both(outer, sizeof(outer)), 0);
 }
 
+static void test_a_nack_with_dead_letter_is_left_to_protobuf_c(void **state)
+{
+    /* NackIds{ack_ids: "x", reason: "p", dead_letter: true}: not the ack shape. */
+    static const uint8_t nack[] = {0x1a, 0x08, 0x0a, 0x01, 'x', 0x1a, 0x01, 'p', 0x20, 0x01};
+    assert_int_equal(both(nack, sizeof(nack)), 0);
+    Ksidecar__V1__SubscribeRequest *r =
+        ksidecar__v1__subscribe_request__unpack(NULL, sizeof(nack), nack);
+    assert_non_null(r);
+    assert_int_equal(r->kind_case, KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_NACK);
+    assert_true(r->nack->dead_letter);
+    assert_string_equal(r->nack->reason, "p");
+    ksidecar__v1__subscribe_request__free_unpacked(r, NULL);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_nack_with_dead_letter_is_left_to_protobuf_c),
         cmocka_unit_test(test_usual_acks_take_the_fast_path),
         cmocka_unit_test(test_six_byte_length_prefixes_are_refused_as_protobuf_c_does),
     };

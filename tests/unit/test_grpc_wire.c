@@ -215,9 +215,11 @@ static void check_ack_results(const char *const *ids, const ks_ack_result_t *res
     for (size_t i = 0; i < n; i++) {
         ksidecar__v1__ack_result__init(&rs[i]);
         rs[i].ack_id = (char *)(uintptr_t)ids[i];
-        rs[i].status = ack_status_of(res[i].status);
-        rs[i].message =
-            (char *)(uintptr_t)(res[i].status == KS_OK || !res[i].reason ? "" : res[i].reason);
+        rs[i].status = ack_result_status(&res[i]);
+        bool says = res[i].status != KS_OK || res[i].commit == KS_COMMIT_LOST ||
+                    res[i].commit == KS_COMMIT_FAILED;
+        rs[i].message = (char *)(uintptr_t)(says && res[i].reason ? res[i].reason : "");
+        rs[i].committed_offset = res[i].commit ? res[i].committed_offset : 0;
         rp[i] = &rs[i];
     }
     Ksidecar__V1__AckResults ar = KSIDECAR__V1__ACK_RESULTS__INIT;
@@ -259,12 +261,12 @@ static void test_ack_results(void **state)
 {
     static const char *const ids[] = {"a18bea1b5d43ce1e18-1-0-0-1-demo", "", "x", "y", "z", "w"};
     static const ks_ack_result_t res[] = {
-        {KS_OK, NULL},
-        {KS_E_INVALID, "not an ack id"},
-        {KS_E_NOT_FOUND, NULL},
-        {KS_E_STALE, "the partition moved"},
-        {KS_OK, "accepted, said nothing"},
-        {KS_E_UNAVAILABLE, "the group is closing"},
+        {.status = KS_OK, .reason = NULL},
+        {.status = KS_E_INVALID, .reason = "not an ack id"},
+        {.status = KS_E_NOT_FOUND, .reason = NULL},
+        {.status = KS_E_STALE, .reason = "the partition moved"},
+        {.status = KS_OK, .reason = "accepted, said nothing"},
+        {.status = KS_E_UNAVAILABLE, .reason = "the group is closing"},
     };
     check_ack_results(ids, res, 6);
     check_ack_results(ids, res, 1);
@@ -282,6 +284,27 @@ static void test_ack_results(void **state)
         mres[i] = res[i % 6];
     }
     check_ack_results(many, mres, n);
+    /* A stream's second answer to acks that waited for their commit: the commit state as the
+     * status, the commit point (-1, none yet: ten bytes), the reason of a lost one. */
+    static const ks_ack_result_t waited[] = {
+        {.status = KS_OK,
+         .reason = "committed",
+         .commit = KS_COMMIT_COMMITTED,
+         .committed_offset = 300},
+        {.status = KS_OK, .reason = NULL, .commit = KS_COMMIT_ACCEPTED, .committed_offset = -1},
+        {.status = KS_OK,
+         .reason = "revoked first",
+         .commit = KS_COMMIT_LOST,
+         .committed_offset = 7},
+        {.status = KS_OK,
+         .reason = "broker said no",
+         .commit = KS_COMMIT_FAILED,
+         .committed_offset = 0},
+        {.status = KS_E_STALE, .reason = "stale", .commit = KS_COMMIT_NONE},
+        {.status = KS_OK, .commit = KS_COMMIT_ACCEPTED, .committed_offset = 0},
+    };
+    check_ack_results(ids + 2, waited, 4);
+    check_ack_results(ids, waited, 6);
     free(many);
     free(mres);
     free(longid);

@@ -50,6 +50,41 @@ static void test_escapes(void **state)
     round_trip(q, sizeof(q));
 }
 
+/* Every byte that is not written as it is, at every place in and across 8-byte words (the
+ * escaper tests eight bytes at a time): the output escapes it exactly where it is. */
+static void test_each_special_byte_at_each_place(void **state)
+{
+    (void)state;
+    static const unsigned char special[] = {0x00, 0x01, 0x1f, '"', '\\', 0x7f, 0xc3, 0xe2};
+    for (size_t k = 0; k < sizeof(special); k++) {
+        for (size_t at = 0; at < 20; at++) {
+            char s[21];
+            memset(s, 'a', sizeof(s));
+            size_t n = sizeof(s);
+            s[at] = (char)special[k];
+            if (special[k] == 0xc3) /* a two-byte UTF-8 sequence: é */
+                s[at + 1] = (char)0xa9;
+            else if (special[k] == 0xe2) /* the start of three bytes alone: invalid */
+                n = at + 1;
+            if (special[k] == 0xe2) {
+                ks_jbuf_t b;
+                ks_jbuf_init(&b, 8);
+                assert_false(ks_jbuf_str(&b, s, n));
+                assert_int_equal(b.len, 0);
+                ks_jbuf_free(&b);
+                continue;
+            }
+            round_trip(s, n);
+        }
+    }
+    /* A plain 0x20 and 0x7e at word edges stay plain: the output is the input quoted. */
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 8);
+    assert_true(ks_jbuf_str(&b, " ~~~~~~~ ~~~~~~~~ ", 18));
+    assert_string_equal(b.p, "\" ~~~~~~~ ~~~~~~~~ \"");
+    ks_jbuf_free(&b);
+}
+
 static void test_invalid_utf8_writes_nothing(void **state)
 {
     static const char *bad[] = {
@@ -161,6 +196,7 @@ int main(void)
         cmocka_unit_test(test_escapes),
         cmocka_unit_test(test_invalid_utf8_writes_nothing),
         cmocka_unit_test(test_utf8_agrees_with_jansson),
+        cmocka_unit_test(test_each_special_byte_at_each_place),
         cmocka_unit_test(test_ints_and_base64),
         cmocka_unit_test(test_base64_decode),
     };

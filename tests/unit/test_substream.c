@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -165,6 +166,7 @@ static fake_t fk;
 static ks_substream_t ss;
 
 static const char *const topics[] = {"orders", "billing"};
+static const ks_principal_t *open_who; /* the caller setup_stream opens as */
 
 /* A fresh door, transport and hub (numbering subscribers from first_id). */
 static void setup_hub(unsigned first_id)
@@ -197,7 +199,8 @@ static void setup_stream(int queue_messages, int64_t credits)
                              .deadline_ms = 0,
                              .unset = KS_FETCH_UNSET_MAX | KS_FETCH_UNSET_DEADLINE,
                              .max_batch = 50,
-                             .max_bytes = 4096};
+                             .max_bytes = 4096,
+                             .who = open_who};
     char err[256];
     assert_int_equal(ks_substream_check(&ss, &o, err, sizeof(err)), KS_OK);
     ks_substream_start(&ss, &o, "stream");
@@ -513,6 +516,80 @@ static void test_default_name(void **state)
     teardown_stream();
 }
 
+/* sha256("s3cret") and sha256("other") */
+#define H_S3CRET          "1ec1c26b50d5d3c58d9583181af8076655fe00756bf7285940ba3670f99fcba0"
+#define H_OTHER           "d9298a10d1b0735837dc4bd85dac641b0f3cef27a47e5d53a54f2f3f5b2fcffa"
+#define ENTRY(h, consume) "{\"sha256\":\"" h "\",\"groups\":[\"g*\"],\"consume\":[" consume "]}"
+
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* A reload of the tokens file: the stream of a token it keeps carries on; of one whose
+ * scopes no longer cover its topics ends PERMISSION_DENIED; of one it removed ends
+ * UNAUTHENTICATED, its leases back uncounted; a bad file changes nothing. */
+static void test_reload_revokes_removed_tokens(void **state)
+{
+    (void)state;
+    char path[64], err[512];
+    snprintf(path, sizeof(path), "/tmp/ks_test_substream_%d.json", (int)getpid());
+    write_text(path, "{\"tokens\":[" ENTRY(H_S3CRET, "\"*\"") "," ENTRY(H_OTHER, "\"*\"") "]}");
+    ks_auth_t *auth = ks_auth_load(path, err, sizeof(err));
+    assert_non_null(auth);
+    assert_int_equal(ks_auth_identify(auth, "Bearer s3cret", NULL, &open_who, err, sizeof(err)),
+                     KS_OK);
+    setup_stream(4, 0);
+    open_who = NULL;
+    ks_subhub_watch_auth(&hub, auth);
+    sweep(&hub, 1000);
+    assert_int_equal(fk.finished, KS_OK);
+
+    /* Kept, with the same scopes: carries on, now known by its new entry. */
+    write_text(path, "{\"tokens\":[" ENTRY(H_OTHER, "\"*\"") "," ENTRY(H_S3CRET, "\"*\"") "]}");
+    assert_int_equal(ks_auth_reload(auth, path, err, sizeof(err)), 0);
+    sweep(&hub, 1000);
+    assert_int_equal(fk.finished, KS_OK);
+    assert_string_equal(ks_auth_principal_id(ss.who), "token#2");
+
+    /* A broken file is refused; the one in force stays. */
+    write_text(path, "{\"tokens\":[{\"sha256\":\"zz\"}]}");
+    assert_int_equal(ks_auth_reload(auth, path, err, sizeof(err)), -1);
+    assert_non_null(strstr(err, "tokens[0].sha256"));
+    sweep(&hub, 1000);
+    assert_int_equal(fk.finished, KS_OK);
+
+    /* Removed: the stream ends UNAUTHENTICATED naming it, its leases back uncounted. */
+    write_text(path, "{\"tokens\":[" ENTRY(H_OTHER, "\"*\"") "]}");
+    assert_int_equal(ks_auth_reload(auth, path, err, sizeof(err)), 0);
+    sweep(&hub, 1000);
+    assert_int_equal(fk.finished, KS_E_UNAUTH);
+    assert_non_null(strstr(fk.finish_msg, "token#2 was removed from the tokens file"));
+    assert_int_equal(count_type(KS_CMD_RELEASE_UNREAD), 1);
+    fk.finished = KS_OK;
+    sweep(&hub, 1000); /* once */
+    assert_int_equal(fk.finished, KS_OK);
+    teardown_stream();
+
+    /* Kept with a consume scope that no longer covers the stream's topics. */
+    assert_int_equal(ks_auth_identify(auth, "Bearer other", NULL, &open_who, err, sizeof(err)),
+                     KS_OK);
+    setup_stream(4, 0);
+    open_who = NULL;
+    ks_subhub_watch_auth(&hub, auth);
+    write_text(path, "{\"tokens\":[" ENTRY(H_OTHER, "\"orders\"") "]}");
+    assert_int_equal(ks_auth_reload(auth, path, err, sizeof(err)), 0);
+    sweep(&hub, 1000);
+    assert_int_equal(fk.finished, KS_E_PERMISSION);
+    assert_non_null(strstr(fk.finish_msg, "\"billing\" (consume scope)"));
+    teardown_stream();
+    ks_auth_free(auth);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -529,6 +606,7 @@ int main(void)
         cmocka_unit_test(test_inline_drain_holds_the_transport),
         cmocka_unit_test(test_defer_keeps_arrival_order),
         cmocka_unit_test(test_default_name),
+        cmocka_unit_test(test_reload_revokes_removed_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -31,6 +31,11 @@ const (
 	AckStatus_INVALID                AckStatus = 2 // malformed, or of another group
 	AckStatus_NOT_FOUND              AckStatus = 3 // no delivered record has it
 	AckStatus_STALE                  AckStatus = 4 // revoked, reassigned, redelivered since, or from an earlier process
+	// Only for an ack that asked to wait for its commit (AckRequest.wait_commit); ACCEPTED
+	// then means the wait ended first, with committed_offset the commit point reached.
+	AckStatus_COMMITTED         AckStatus = 5 // a commit the broker confirmed is past the record
+	AckStatus_LOST_TO_REBALANCE AckStatus = 6 // its partition was revoked first: the next owner delivers it again
+	AckStatus_COMMIT_FAILED     AckStatus = 7 // the commit that was to cover it failed (message: the broker's error)
 )
 
 // Enum value maps for AckStatus.
@@ -41,6 +46,9 @@ var (
 		2: "INVALID",
 		3: "NOT_FOUND",
 		4: "STALE",
+		5: "COMMITTED",
+		6: "LOST_TO_REBALANCE",
+		7: "COMMIT_FAILED",
 	}
 	AckStatus_value = map[string]int32{
 		"ACK_STATUS_UNSPECIFIED": 0,
@@ -48,6 +56,9 @@ var (
 		"INVALID":                2,
 		"NOT_FOUND":              3,
 		"STALE":                  4,
+		"COMMITTED":              5,
+		"LOST_TO_REBALANCE":      6,
+		"COMMIT_FAILED":          7,
 	}
 )
 
@@ -462,10 +473,17 @@ func (x *Open) GetOrderedBatches() bool {
 }
 
 type AckIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AckIds        []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	AckIds []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	// The stream answers these acks twice: at once (ACCEPTED, or why not), and again once a
+	// commit the broker confirmed is past each accepted one (COMMITTED), the partition moved
+	// first (LOST_TO_REBALANCE), the commit failed (COMMIT_FAILED), or commit_timeout_ms ended
+	// (ACCEPTED, with committed_offset the commit point reached); the second AckResults has
+	// the same ids in the same order.
+	WaitCommit      bool  `protobuf:"varint,2,opt,name=wait_commit,json=waitCommit,proto3" json:"wait_commit,omitempty"`
+	CommitTimeoutMs int32 `protobuf:"varint,3,opt,name=commit_timeout_ms,json=commitTimeoutMs,proto3" json:"commit_timeout_ms,omitempty"` // 1..60000; 0 means 5000
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AckIds) Reset() {
@@ -505,11 +523,28 @@ func (x *AckIds) GetAckIds() []string {
 	return nil
 }
 
+func (x *AckIds) GetWaitCommit() bool {
+	if x != nil {
+		return x.WaitCommit
+	}
+	return false
+}
+
+func (x *AckIds) GetCommitTimeoutMs() int32 {
+	if x != nil {
+		return x.CommitTimeoutMs
+	}
+	return 0
+}
+
 type NackIds struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AckIds        []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
-	DelayMs       int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
-	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AckIds  []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	DelayMs int64                  `protobuf:"varint,2,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
+	Reason  string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// Dead-letter at once, with reason in ksidecar.last_error, whatever the attempt count.
+	// Without a dead-letter topic the record is redelivered as after a plain nack, and logged.
+	DeadLetter    bool `protobuf:"varint,4,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -563,6 +598,13 @@ func (x *NackIds) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *NackIds) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
 }
 
 type ExtendIds struct {
@@ -888,12 +930,15 @@ func (x *Revocation) GetPartitions() []*TopicPartition {
 }
 
 type AckResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	AckId         string                 `protobuf:"bytes,1,opt,name=ack_id,json=ackId,proto3" json:"ack_id,omitempty"`
-	Status        AckStatus              `protobuf:"varint,2,opt,name=status,proto3,enum=ksidecar.v1.AckStatus" json:"status,omitempty"`
-	Message       string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	AckId   string                 `protobuf:"bytes,1,opt,name=ack_id,json=ackId,proto3" json:"ack_id,omitempty"`
+	Status  AckStatus              `protobuf:"varint,2,opt,name=status,proto3,enum=ksidecar.v1.AckStatus" json:"status,omitempty"`
+	Message string                 `protobuf:"bytes,3,opt,name=message,proto3" json:"message,omitempty"`
+	// With wait_commit, for an accepted ack: the partition's last commit the broker
+	// confirmed (the next offset it delivers from), -1 if none; 0 otherwise.
+	CommittedOffset int64 `protobuf:"varint,4,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AckResult) Reset() {
@@ -945,6 +990,13 @@ func (x *AckResult) GetMessage() string {
 		return x.Message
 	}
 	return ""
+}
+
+func (x *AckResult) GetCommittedOffset() int64 {
+	if x != nil {
+		return x.CommittedOffset
+	}
+	return 0
 }
 
 type AckResults struct {
@@ -1242,11 +1294,15 @@ func (x *FetchResponse) GetRecords() []*Record {
 }
 
 type AckRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	AckIds        []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	AckIds []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	// Answer once a commit the broker confirmed is past each accepted ack (COMMITTED), or
+	// when commit_timeout_ms ends first (ACCEPTED), or the partition moved (LOST_TO_REBALANCE).
+	WaitCommit      bool  `protobuf:"varint,3,opt,name=wait_commit,json=waitCommit,proto3" json:"wait_commit,omitempty"`
+	CommitTimeoutMs int32 `protobuf:"varint,4,opt,name=commit_timeout_ms,json=commitTimeoutMs,proto3" json:"commit_timeout_ms,omitempty"` // 1..60000; 0 means 5000
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *AckRequest) Reset() {
@@ -1293,12 +1349,27 @@ func (x *AckRequest) GetAckIds() []string {
 	return nil
 }
 
+func (x *AckRequest) GetWaitCommit() bool {
+	if x != nil {
+		return x.WaitCommit
+	}
+	return false
+}
+
+func (x *AckRequest) GetCommitTimeoutMs() int32 {
+	if x != nil {
+		return x.CommitTimeoutMs
+	}
+	return 0
+}
+
 type NackRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
 	AckIds        []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
 	DelayMs       int64                  `protobuf:"varint,3,opt,name=delay_ms,json=delayMs,proto3" json:"delay_ms,omitempty"`
 	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	DeadLetter    bool                   `protobuf:"varint,5,opt,name=dead_letter,json=deadLetter,proto3" json:"dead_letter,omitempty"` // as NackIds.dead_letter
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1359,6 +1430,13 @@ func (x *NackRequest) GetReason() string {
 		return x.Reason
 	}
 	return ""
+}
+
+func (x *NackRequest) GetDeadLetter() bool {
+	if x != nil {
+		return x.DeadLetter
+	}
+	return false
 }
 
 type ModifyAckDeadlineRequest struct {
@@ -2490,13 +2568,18 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"subscriber\x18\x05 \x01(\tR\n" +
 	"subscriber\x12'\n" +
-	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"!\n" +
+	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"n\n" +
 	"\x06AckIds\x12\x17\n" +
-	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\"U\n" +
+	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
+	"\vwait_commit\x18\x02 \x01(\bR\n" +
+	"waitCommit\x12*\n" +
+	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\"v\n" +
 	"\aNackIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
-	"\x06reason\x18\x03 \x01(\tR\x06reason\"E\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x04 \x01(\bR\n" +
+	"deadLetter\"E\n" +
 	"\tExtendIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vdeadline_ms\x18\x02 \x01(\x03R\n" +
@@ -2520,11 +2603,12 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"Revocation\x12;\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1b.ksidecar.v1.TopicPartitionR\n" +
-	"partitions\"l\n" +
+	"partitions\"\x97\x01\n" +
 	"\tAckResult\x12\x15\n" +
 	"\x06ack_id\x18\x01 \x01(\tR\x05ackId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.ksidecar.v1.AckStatusR\x06status\x12\x18\n" +
-	"\amessage\x18\x03 \x01(\tR\amessage\">\n" +
+	"\amessage\x18\x03 \x01(\tR\amessage\x12)\n" +
+	"\x10committed_offset\x18\x04 \x01(\x03R\x0fcommittedOffset\">\n" +
 	"\n" +
 	"AckResults\x120\n" +
 	"\aresults\x18\x01 \x03(\v2\x16.ksidecar.v1.AckResultR\aresults\"\xff\x01\n" +
@@ -2551,16 +2635,21 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"subscriber\x12'\n" +
 	"\x0fordered_batches\x18\a \x01(\bR\x0eorderedBatches\">\n" +
 	"\rFetchResponse\x12-\n" +
-	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\";\n" +
+	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\"\x88\x01\n" +
 	"\n" +
 	"AckRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
-	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\"o\n" +
+	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x1f\n" +
+	"\vwait_commit\x18\x03 \x01(\bR\n" +
+	"waitCommit\x12*\n" +
+	"\x11commit_timeout_ms\x18\x04 \x01(\x05R\x0fcommitTimeoutMs\"\x90\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x03 \x01(\x03R\adelayMs\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"j\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x1f\n" +
+	"\vdead_letter\x18\x05 \x01(\bR\n" +
+	"deadLetter\"j\n" +
 	"\x18ModifyAckDeadlineRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x1f\n" +
@@ -2657,13 +2746,16 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x06target\"I\n" +
 	"\fSeekResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
-	"\fstale_leases\x18\x02 \x01(\x03R\vstaleLeases*\\\n" +
+	"\fstale_leases\x18\x02 \x01(\x03R\vstaleLeases*\x95\x01\n" +
 	"\tAckStatus\x12\x1a\n" +
 	"\x16ACK_STATUS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACCEPTED\x10\x01\x12\v\n" +
 	"\aINVALID\x10\x02\x12\r\n" +
 	"\tNOT_FOUND\x10\x03\x12\t\n" +
-	"\x05STALE\x10\x042\xb6\x04\n" +
+	"\x05STALE\x10\x04\x12\r\n" +
+	"\tCOMMITTED\x10\x05\x12\x15\n" +
+	"\x11LOST_TO_REBALANCE\x10\x06\x12\x11\n" +
+	"\rCOMMIT_FAILED\x10\a2\xb6\x04\n" +
 	"\bConsumer\x12N\n" +
 	"\tSubscribe\x12\x1d.ksidecar.v1.SubscribeRequest\x1a\x1e.ksidecar.v1.SubscribeResponse(\x010\x01\x12>\n" +
 	"\x05Fetch\x12\x19.ksidecar.v1.FetchRequest\x1a\x1a.ksidecar.v1.FetchResponse\x128\n" +

@@ -2,7 +2,7 @@
 //   npm run typecheck   (tsc --noEmit -p tsconfig.json; tests/clients/node.sh runs it)
 import * as ksidecar from '..';
 import {
-  AckStatus, ConnectionOptions, Header, KsidecarAuthError, KsidecarClosedError,
+  AckOptions, AckStatus, CommitResult, CommitStatus, ConnectionOptions, Header, KsidecarAuthError, KsidecarClosedError,
   KsidecarConfigError, KsidecarConnectError, KsidecarError, KsidecarPermissionError,
   KsidecarProduceError, KsidecarRequestError, KsidecarTimeoutError, Message, PublishOptions,
   Publisher, PublisherOptions, Subscriber, SubscriberOptions, SubscriberStats, TlsOptions,
@@ -43,6 +43,10 @@ async function consume(target: string): Promise<SubscriberStats> {
   for await (const msg of sub) {
     const status: AckStatus = await msg.nackWithResult(1000, 'later');
     console.log(status, sub.stats.outstandingMessages);
+    const wait: AckOptions = { waitCommit: true };
+    const done: CommitResult = await msg.ackWithResult(wait);
+    const how: CommitStatus = done.status;
+    console.log(how, done.committedOffset, done.message);
     break;
   }
   return sub.close(5000);

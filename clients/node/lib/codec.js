@@ -141,6 +141,8 @@ function encodeIds(kind, ids, num, reason) {
 
 /** SubscribeRequest{ack}. */
 const encodeAck = (ids) => encodeIds(2, ids, 0, null);
+/** SubscribeRequest{ack} with wait_commit (AckIds field 2) set. */
+const encodeAckCommit = (ids) => encodeIds(2, ids, 1, null);
 /** SubscribeRequest{nack}. */
 const encodeNack = (ids, delayMs, reason) => encodeIds(3, ids, delayMs, reason);
 /** SubscribeRequest{modify_deadline}. */
@@ -148,7 +150,8 @@ const encodeExtend = (ids, deadlineMs) => encodeIds(4, ids, deadlineMs, null);
 
 // ---- decoding ----
 
-const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE'];
+const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE',
+  'COMMITTED', 'LOST_TO_REBALANCE', 'COMMIT_FAILED'];
 
 class Reader {
   constructor(buf) {
@@ -376,6 +379,11 @@ class AckResultList {
     this.statuses = [];
     this.ids = []; // start, end of each id
     this.messages = null; // set only when some result has one
+    this.committed = null; // committed_offset of each, set only when some result has one
+  }
+
+  committedOffset(i) {
+    return (this.committed && this.committed[i]) || 0;
   }
 
   id(i) {
@@ -413,6 +421,7 @@ function decodeAckResults(r, end) {
     let idEnd = 0;
     let status = 0;
     let message = '';
+    let committed = 0;
     while (r.pos < e) {
       const t = r.varint();
       if (t === 0x0a) {
@@ -424,9 +433,11 @@ function decodeAckResults(r, end) {
         const se = r.end(r.varint());
         message = r.buf.toString('utf8', r.pos, se);
         r.pos = se;
-      } else r.skip(t & 7);
+      } else if (t === 0x20) committed = r.varint();
+      else r.skip(t & 7);
     }
     if (message) (out.messages || (out.messages = []))[out.length] = message;
+    if (committed) (out.committed || (out.committed = []))[out.length] = committed;
     out.statuses.push(STATUS[status] || `ACK_STATUS_${status}`);
     out.ids.push(idStart, idEnd);
     out.length++;
@@ -491,6 +502,7 @@ module.exports = {
   encodeOpen,
   encodeCreditsRequest,
   encodeAck,
+  encodeAckCommit,
   encodeNack,
   encodeExtend,
   decodeResponse,

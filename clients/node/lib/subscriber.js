@@ -115,9 +115,16 @@ class Message {
     this._sub._settle(this, NACK, delayMs, reason, null);
   }
 
-  /** Acks it; resolves with 'ACCEPTED', 'STALE', 'INVALID' or 'NOT_FOUND'. */
-  ackWithResult() {
-    return new Promise((resolve, reject) => this._sub._settle(this, ACK, 0, '', [resolve, reject]));
+  /**
+   * Acks it; resolves with 'ACCEPTED', 'STALE', 'INVALID' or 'NOT_FOUND'. With
+   * {waitCommit: true} it resolves, once a commit the broker confirmed covers the record,
+   * with {status: 'COMMITTED', committedOffset, message}; or 'LOST_TO_REBALANCE',
+   * 'COMMIT_FAILED', or 'ACCEPTED' when ksidecar's wait (5 s) ended first (taken, not known
+   * durable), or a refusal. Such acks go in their own messages.
+   */
+  ackWithResult(opts) {
+    const kind = opts && opts.waitCommit ? ACK_COMMIT : ACK;
+    return new Promise((resolve, reject) => this._sub._settle(this, kind, 0, '', [resolve, reject]));
   }
 
   /** nack() with a future, as ackWithResult(). */
@@ -157,7 +164,7 @@ class Pending {
   }
 
   resolveAll(status) {
-    if (this.waiters) for (const w of this.waiters) if (w) w[0](status);
+    if (this.waiters) for (const w of this.waiters) if (w) w[0](answerOf(this.kind, status));
     this.waiters = null;
   }
 
@@ -168,6 +175,16 @@ class Pending {
 }
 
 const EXTEND = 3;
+
+// What an ack's promise resolves with: its status, or for one that waits for its commit an
+// object with the status (the commit point unknown here).
+function answerOf(kind, status) {
+  return kind === ACK_COMMIT || kind === ACK_COMMITTED ? { status, committedOffset: 0, message: '' } : status;
+}
+// An ack that waits for its commit: answered at once, and again once committed (the second
+// answer's entry is ACK_COMMITTED, matched in _commitSent).
+const ACK_COMMIT = 4;
+const ACK_COMMITTED = 5;
 
 function checkOptions(o) {
   if (typeof o.group !== 'string' || !o.group)
@@ -227,6 +244,8 @@ class Subscriber extends EventEmitter {
     this._sent = [];
     this._sentHead = 0;
     this._pendingResults = 0;
+    this._cackQ = new Pending(ACK_COMMIT, 0, '');
+    this._commitSent = [];
     this._ackQ = new Pending(ACK, 0, '');
     this._nackQ = new Map();
     this._queued = 0;
@@ -376,7 +395,11 @@ class Subscriber extends EventEmitter {
     const unconfirmed = this._pendingResults;
     const unsent = this._queued;
     for (let i = this._sentHead; i < this._sent.length; i++) if (this._sent[i]) this._sent[i].resolveAll('STALE');
+    for (const c of this._commitSent) c.resolveAll('STALE');
+    this._commitSent = [];
     this._ackQ.resolveAll('STALE');
+    this._cackQ.resolveAll('STALE');
+    this._cackQ = new Pending(ACK_COMMIT, 0, '');
     for (const n of this._nackQ.values()) n.resolveAll('STALE');
     this._sent = [];
     this._sentHead = 0;
@@ -592,9 +615,24 @@ class Subscriber extends EventEmitter {
     return null;
   }
 
+  // The entry waiting for the second answer to acks that wait for their commit, if these
+  // results are it.
+  _matchCommit(results) {
+    const n = results.length;
+    const c = this._commitSent;
+    for (let i = 0; i < c.length; i++) {
+      const e = c[i];
+      if (e.msgs.length === n && results.idIs(0, e.msgs[0]) && results.idIs(n - 1, e.msgs[n - 1])) {
+        c.splice(i, 1);
+        return e;
+      }
+    }
+    return null;
+  }
+
   _onResults(results) {
     if (!results.length) return;
-    const e = this._matchSent(results);
+    const e = (this._commitSent.length && this._matchCommit(results)) || this._matchSent(results);
     if (!e) {
       this._warn(`${results.length} ack results (first ${results.id(0)}) match no request sent; ignored`);
       return;
@@ -607,6 +645,17 @@ class Subscriber extends EventEmitter {
           this._warn(`extending the lease of ${m.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
             `failed: ${st} ${results.message(i)}; it may be delivered again`);
       }
+    } else if (e.kind === ACK_COMMIT || e.kind === ACK_COMMITTED) {
+      this._pendingResults -= results.length;
+      const w = e.waiters;
+      const later = e.kind === ACK_COMMIT ? new Pending(ACK_COMMITTED, 0, '') : null;
+      for (let i = 0; i < results.length; i++) {
+        const st = results.statuses[i];
+        if (later && st === 'ACCEPTED') later.push(e.msgs[i], w && w[i]);
+        else if (w && w[i])
+          w[i][0]({ status: st, committedOffset: results.committedOffset(i), message: results.message(i) });
+      }
+      if (later && later.msgs.length) this._commitSent.push(later);
     } else {
       this._pendingResults -= results.length;
       if (e.kind === NACK) for (let i = 0; i < results.length; i++) if (e.msgs[i]._ch) this._disp.nackAnswered(e.msgs[i]);
@@ -626,13 +675,13 @@ class Subscriber extends EventEmitter {
       this.stats.staleLocal++;
       if (this._staleWarnedGen !== m._gen) {
         this._staleWarnedGen = m._gen;
-        this._warn(`${kind === ACK ? 'ack' : 'nack'} of ${m.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
+        this._warn(`${kind === NACK ? 'nack' : 'ack'} of ${m.ackId} (${m.topic}[${m.partition}]@${m.offset}) ` +
           `is STALE: its lease ended with ${this._closed || this._closing ? 'the closed' : 'an earlier'} ` +
           'stream, and ksidecar delivers the record again (further ones from that stream are not logged)');
       }
       const first = !m._settled;
       m._settled = true;
-      if (waiter) waiter[0]('STALE');
+      if (waiter) waiter[0](answerOf(kind, 'STALE'));
       if (first && m._ch) this._disp.settled(m, false);
       return;
     }
@@ -644,7 +693,10 @@ class Subscriber extends EventEmitter {
       this.stats.outstandingBytes -= m.size;
     }
     if (kind === ACK) this._ackQ.push(m, waiter);
-    else {
+    else if (kind === ACK_COMMIT) {
+      this._cackQ.push(m, waiter);
+      this._pendingResults++; // answered twice
+    } else {
       const k = `${delayMs}\0${reason}`;
       let n = this._nackQ.get(k);
       if (!n) this._nackQ.set(k, (n = new Pending(NACK, delayMs, reason)));
@@ -658,6 +710,7 @@ class Subscriber extends EventEmitter {
 
   _send(call, p) {
     const enc = p.kind === ACK ? codec.encodeAck(p.msgs)
+      : p.kind === ACK_COMMIT ? codec.encodeAckCommit(p.msgs)
       : p.kind === NACK ? codec.encodeNack(p.msgs, p.delayMs, p.reason)
         : codec.encodeExtend(p.msgs, this._o.ackDeadlineMs);
     this._sent.push(p);
@@ -672,13 +725,14 @@ class Subscriber extends EventEmitter {
     const call = this._call;
     if (!call || this._queued === 0) return;
     const max = this._o.flushIds;
-    const q = [this._ackQ, ...this._nackQ.values()];
+    const q = [this._ackQ, this._cackQ, ...this._nackQ.values()];
     this._ackQ = new Pending(ACK, 0, '');
+    this._cackQ = new Pending(ACK_COMMIT, 0, '');
     this._nackQ = new Map();
     this._queued = 0;
     for (const p of q) {
       if (!p.msgs.length) continue;
-      if (p.kind === ACK) this.stats.acksSent += p.msgs.length;
+      if (p.kind === ACK || p.kind === ACK_COMMIT) this.stats.acksSent += p.msgs.length;
       else this.stats.nacksSent += p.msgs.length;
       for (const c of p.chunks(max)) this._send(call, c);
     }
@@ -773,6 +827,7 @@ class Subscriber extends EventEmitter {
         `after ${timeoutMs} ms; those acks may or may not have been applied`)
       : null;
     if (err) for (let i = this._sentHead; i < this._sent.length; i++) if (this._sent[i]) this._sent[i].rejectAll(err);
+    if (err) for (const c of this._commitSent) c.rejectAll(err);
     const call = this._call;
     if (call) {
       // Half-close, so ksidecar ends the stream; cancel if it does not within 2 s.

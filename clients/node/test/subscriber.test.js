@@ -45,6 +45,29 @@ test('every record is delivered and acked once; committed offsets == end offsets
   await h.waitCommitted(group, topic, 4);
 });
 
+test('ackWithResult({waitCommit: true}) resolves once a confirmed commit covers the record', async (t) => {
+  const N = 300;
+  const { sc, topic, group } = await h.fixture(t, 'wc', 2, N);
+  const sub = new Subscriber(sc.target, { group, topics: [topic], logger: quiet });
+  const waited = [];
+  const plain = [];
+  for await (const msg of sub) {
+    if (msg.offset % 2 === 0) waited.push([msg.partition, msg.offset, msg.ackWithResult({ waitCommit: true })]);
+    else plain.push(msg.ackWithResult());
+    if (waited.length + plain.length === N) break;
+  }
+  const got = await Promise.all(waited.map((w) => w[2]));
+  const now = h.committed(group, topic, 2);
+  got.forEach((r, i) => {
+    const [p, off] = waited[i];
+    assert.strictEqual(r.status, 'COMMITTED', JSON.stringify(r));
+    assert.ok(r.committedOffset > off, `${p}@${off}: ${JSON.stringify(r)}`);
+    assert.ok(now[p] >= r.committedOffset, `partition ${p} committed ${now[p]}, answer ${r.committedOffset}`);
+  });
+  assert.deepStrictEqual((await Promise.all(plain)).filter((s) => s !== 'ACCEPTED'), []);
+  await h.waitCommitted(group, topic, 2);
+});
+
 test('every record is delivered and acked once (event form)', async (t) => {
   const N = 3000;
   const { sc, topic, group } = await h.fixture(t, 'ev', 3, N);

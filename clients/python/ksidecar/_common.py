@@ -27,6 +27,9 @@ class AckStatus(enum.IntEnum):
     INVALID = 2    # malformed, or of another group
     NOT_FOUND = 3  # no delivered record has it
     STALE = 4      # revoked, redelivered since, from an earlier stream or process
+    COMMITTED = 5          # only for an ack that waited for its commit
+    LOST_TO_REBALANCE = 6  # the same: its partition moved before a commit covered it
+    COMMIT_FAILED = 7      # the same: the commit failed
 
 
 @dataclasses.dataclass(frozen=True)
@@ -34,10 +37,18 @@ class AckResult:
     ack_id: str
     status: AckStatus
     message: str = ""
+    # For an ack that waited for its commit: the partition's commit point the broker
+    # confirmed (the next offset it delivers from), -1 if none; 0 otherwise.
+    committed_offset: int = 0
 
     @property
     def ok(self):
-        return self.status == AckStatus.ACCEPTED
+        """ksidecar took the ack (ACCEPTED), and with wait_commit a commit covers it."""
+        return self.status in (AckStatus.ACCEPTED, AckStatus.COMMITTED)
+
+
+# The settlement of an ack that waits for its commit (Book.settle's nack argument).
+WAIT_COMMIT = "wait_commit"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -275,10 +286,15 @@ class Message:
         if self._take(True):
             self._batch.book.settle(self, (int(delay_ms), reason))
 
-    def ack_with_result(self):
+    def ack_with_result(self, wait_commit=False):
         """Acks and returns a concurrent.futures.Future of its AckResult (ACCEPTED once
-        ksidecar took it; STALE, INVALID or NOT_FOUND otherwise). Never raises."""
-        return self._settle_with_result(None)
+        ksidecar took it; STALE, INVALID or NOT_FOUND otherwise). Never raises.
+
+        wait_commit=True resolves only once a commit the broker confirmed covers the record
+        (COMMITTED, with committed_offset), or with LOST_TO_REBALANCE or COMMIT_FAILED, or
+        ACCEPTED when ksidecar's wait (5 s) ended first: the ack is then taken but not known
+        durable. Such acks go in their own messages."""
+        return self._settle_with_result(WAIT_COMMIT if wait_commit else None)
 
     def nack_with_result(self, delay_ms=0, reason=""):
         return self._settle_with_result((int(delay_ms), reason))
@@ -294,7 +310,7 @@ class Message:
         return True
 
     def _settle_with_result(self, nack):
-        if not self._take(nack is not None):
+        if not self._take(nack is not None and nack is not WAIT_COMMIT):
             return getattr(self, "_fut", None) or done_future(
                 AckResult(self.ack_id, AckStatus.INVALID, "already settled without a result wanted"))
         self._fut = concurrent.futures.Future()
@@ -383,6 +399,9 @@ class Book:
         self.nacks = {}      # (delay_ms, reason) -> [ack ids] waiting for the next flush
         self.waiters = {}    # ack_id -> Future of its ack or nack result
         self.extending = {}  # ack_id -> extension results still due
+        self.commit_acks = []  # acks waiting for their commit, for the next flush
+        # Their ids in flight: answered twice, at once (True here), then once committed.
+        self.commit_due = {}
         self.unanswered = 0
         self.lost = 0  # settlements a broken stream took with it unanswered (they are STALE)
         self.deadline = s.deadline_ms / 1000.0
@@ -442,6 +461,9 @@ class Book:
                 if nack is None:
                     self.acks.append(m.ack_id)
                     n = len(self.acks)
+                elif nack is WAIT_COMMIT:
+                    self.commit_acks.append(m.ack_id)
+                    n = len(self.commit_acks)
                 else:
                     ids = self.nacks.setdefault(nack, [])
                     ids.append(m.ack_id)
@@ -476,7 +498,7 @@ class Book:
 
     def pending(self):
         with self.lock:
-            return bool(self.acks or self.nacks)
+            return bool(self.acks or self.nacks or self.commit_acks)
 
     def flush(self):
         with self.lock:
@@ -493,6 +515,12 @@ class Book:
             ids = [pop() for _ in range(len(acks))]
             self.unanswered += len(ids)
             send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids)))
+        if self.commit_acks:
+            ids, self.commit_acks = self.commit_acks, []
+            self.unanswered += 2 * len(ids)
+            for i in ids:
+                self.commit_due[i] = True
+            send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids, wait_commit=True)))
         if self.nacks:
             nacks, self.nacks = self.nacks, {}
             for (delay, reason), ids in nacks.items():
@@ -537,8 +565,18 @@ class Book:
         answered = [] if fenced else None
         with self.lock:
             self.unanswered -= len(results)
-            if self.waiters or self.extending:
+            if self.waiters or self.extending or self.commit_due:
                 for r in results:
+                    first = self.commit_due.pop(r.ack_id, None) if self.commit_due else None
+                    if first:  # the answer at once to an ack that waits for its commit
+                        self.commit_due[r.ack_id] = False
+                        if r.status == 1:
+                            continue  # taken: its future waits for the second answer
+                    elif first is False:  # the second answer: where its commit stands
+                        f = self.waiters.pop(r.ack_id, None)
+                        if f is not None:
+                            done.append((f, r))
+                        continue
                     n = self.extending.get(r.ack_id)
                     if n:  # an extension's result comes before the later ack's
                         if n == 1:
@@ -562,7 +600,7 @@ class Book:
         if answered:
             self.disp.answered(answered)
         for f, r in done:
-            f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message))
+            f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message, r.committed_offset))
         for what, r in bad:
             self.warn_bad.warn("ksidecar: %s of %s: %s (%s)", what, r.ack_id,
                                AckStatus(r.status).name, r.message)
@@ -572,7 +610,8 @@ class Book:
         with self.lock:
             if self.send is None:
                 return 0
-            return self.unanswered + len(self.acks) + sum(map(len, self.nacks.values()))
+            return (self.unanswered + len(self.acks) + len(self.commit_acks) +
+                    sum(map(len, self.nacks.values())))
 
     def warn_unanswered(self, left):
         log.warning("ksidecar: close: %d settlements of group %r were not answered in time",
@@ -589,7 +628,9 @@ class Book:
             n_ids = len(self.acks) + sum(map(len, self.nacks.values()))
             unanswered = self.unanswered
             waiters = self.waiters
+            n_ids += len(self.commit_acks)
             self.live, self.nacks, self.waiters, self.extending = set(), {}, {}, {}
+            self.commit_acks, self.commit_due = [], {}
             self.acks.clear()
             self.unanswered = 0
         self.disp.purge()

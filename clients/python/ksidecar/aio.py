@@ -16,8 +16,8 @@ class AioMessage(Message):
     """A Message whose *_with_result() return asyncio futures."""
     __slots__ = ()
 
-    def ack_with_result(self):
-        return asyncio.wrap_future(super().ack_with_result())
+    def ack_with_result(self, wait_commit=False):
+        return asyncio.wrap_future(super().ack_with_result(wait_commit))
 
     def nack_with_result(self, delay_ms=0, reason=""):
         return asyncio.wrap_future(super().nack_with_result(delay_ms, reason))

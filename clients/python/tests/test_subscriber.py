@@ -7,7 +7,7 @@ import threading
 import time
 
 import ksidecar
-from conftest import Timer, restart_on_same_ports, unique, wait_committed_end, wait_for
+from conftest import Timer, committed, restart_on_same_ports, unique, wait_committed_end, wait_for
 
 
 def target(sc):
@@ -55,6 +55,33 @@ def test_callback_form_and_ack_futures(bootstrap, sidecars, topic):
     assert run.result(timeout=5) is True
     assert {r.status for r in results} == {ksidecar.AckStatus.ACCEPTED}, results[:5]
     assert len(results) == 500 and len(seen) == 500
+    wait_committed_end(bootstrap, g, t, 2)
+
+
+def test_ack_with_result_wait_commit_resolves_once_committed(bootstrap, sidecars, topic):
+    t = topic(2, 200)
+    sc = sidecars()
+    g = unique("g")
+    sub = ksidecar.Subscriber(target(sc), g, [t])
+    futs, plain = {}, []
+    for m in sub:
+        if len(futs) + len(plain) < 150:
+            futs[(m.partition, m.offset)] = m.ack_with_result(wait_commit=True)
+        else:
+            plain.append(m.ack_with_result())
+        if len(futs) + len(plain) == 200:
+            break
+    results = {k: f.result(timeout=30) for k, f in futs.items()}
+    # Each resolves only once a confirmed commit covers its record, and says where: by then
+    # the broker has that partition's offset past it.
+    now = committed(bootstrap, g, t, 2)
+    for (p, off), r in results.items():
+        assert r.status == ksidecar.AckStatus.COMMITTED and r.ok, r
+        assert r.committed_offset > off, (p, off, r)
+        assert now[p] >= r.committed_offset, (p, now, r)
+    assert {f.result(timeout=30).status for f in plain} == {ksidecar.AckStatus.ACCEPTED}
+    assert all(f.result().committed_offset == 0 for f in plain)
+    assert sub.close(timeout=30) is True
     wait_committed_end(bootstrap, g, t, 2)
 
 

@@ -1,0 +1,201 @@
+"""Credentials rotated without a restart, through the real binary against the real broker:
+the tokens file replaced while streams of two tokens run (the removed token's gRPC and HTTP
+streams end, the kept one's carry on), a broken new file refused with the old one left in
+force, SIGHUP as the other trigger, a renewed server certificate on new handshakes of both
+edges, and a new client CA checking new connections."""
+import hashlib
+import json
+import os
+import pathlib
+import shutil
+import signal
+import socket
+import ssl
+
+import grpc
+
+from conftest import create_topic, produce, unique, wait_for
+from grpc_support import (_openssl, bearer, consumer_pb2, consumer_pb2_grpc, make_certs, open_msg,
+                          rpc_code)
+from test_grpc import secure_sidecars, streams  # noqa: F401 (fixtures)
+from test_http_stream import Lines, open_stream
+
+SC = grpc.StatusCode
+
+
+def replace_file(path, text):
+    """Writes a new version of path as an orchestrator does: a new file renamed over it."""
+    tmp = f"{path}.new"
+    with open(tmp, "w") as f:
+        f.write(text)
+    os.replace(tmp, path)
+
+
+def tokens_text(entries):
+    return json.dumps({"tokens": [
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": ["*"]}
+        for t in entries]})
+
+
+def records_from(stream, n, timeout=60):
+    got = []
+    while len(got) < n:
+        r = stream.get(timeout)
+        assert r is not None, f"{len(got)} of {n} records within {timeout} s"
+        if r.WhichOneof("kind") == "batch":
+            got += list(r.batch.records)
+    return got
+
+
+def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars, streams,
+                                                      tmp_path):
+    topic, g = unique("trot"), unique("grot")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 4)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(tokens_text(["keep", "drop"]))
+    sc = secure_sidecars(tokens_file=str(tokens), token="keep")
+    keep = streams(sc.consumer, open_msg(g, topic, records=1000), metadata=bearer("keep"))
+    drop = streams(sc.consumer, open_msg(g, topic, records=1000), metadata=bearer("drop"))
+    conn, resp = open_stream(sc, f"/v1/groups/{g}/stream?topic={topic}",
+                             {"Authorization": "Bearer drop"})
+    assert resp.status == 200
+    http_drop = Lines(resp)
+    wait_for(lambda: len(sc.get(f"/v1/groups/{g}")[1].get("subscribers", [])) == 3, 30, 0.2,
+             "three subscribers")
+
+    # A broken new file is refused; both tokens still work and no stream ends.
+    replace_file(tokens, '{"tokens": [{"sha256": "not hex"}]}')
+    wait_for(lambda: "the new tokens file is refused" in sc.logs(), 20, 0.2, "the refusal")
+    assert "tokens[0].sha256 is not 64 hex characters" in sc.logs()
+    assert sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200
+    assert not drop.done.is_set() and not keep.done.is_set()
+
+    # The file without "drop": its streams end, "keep"'s carries on.
+    replace_file(tokens, tokens_text(["keep"]))
+    assert drop.wait_closed(30) == SC.UNAUTHENTICATED
+    assert "removed from the tokens file" in drop.error.details()
+    tail = []
+    while (line := http_drop.next(timeout=30)) is not None:
+        tail.append(line)
+    errors = [json.loads(t)["error"] for t in tail if t.strip() and "error" in json.loads(t)]
+    assert errors and errors[-1]["code"] == "UNAUTHENTICATED", tail
+    conn.close()
+    st, body = sc.request("GET", f"/v1/groups/{g}", token="drop")
+    assert st == 401, body
+    assert not keep.done.is_set()
+    produce(bootstrap, topic, 4)
+    assert len(records_from(keep, 1)) >= 1  # it still receives what the group delivers
+    assert not keep.done.is_set()
+
+    # SIGHUP reloads too: "drop" is back.
+    tokens.write_text(tokens_text(["keep", "drop"]))
+    sc.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200, 20, 0.2,
+             "drop accepted after SIGHUP")
+    keep.cancel()
+    assert sc.stop() == 0
+
+
+def server_cert(pki, name):
+    """Another server certificate for 127.0.0.1 from the CA make_certs made in pki."""
+    _openssl("genrsa", "-out", f"{name}.key", "2048", cwd=pki)
+    _openssl("req", "-new", "-key", f"{name}.key", "-subj", "/CN=127.0.0.1", "-out", f"{name}.csr",
+             cwd=pki)
+    _openssl("x509", "-req", "-in", f"{name}.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+             "-CAcreateserial", "-days", "2", "-extfile", "server.ext", "-out", f"{name}.pem",
+             cwd=pki)
+    return pathlib.Path(pki) / f"{name}.pem", pathlib.Path(pki) / f"{name}.key"
+
+
+def fingerprint(pem_path):
+    return hashlib.sha256(ssl.PEM_cert_to_DER_cert(pathlib.Path(pem_path).read_text())).hexdigest()
+
+
+def served_fingerprint(port, ca):
+    """The SHA-256 of the certificate a new TLS handshake with 127.0.0.1:port is given."""
+    ctx = ssl.create_default_context(cafile=ca)
+    ctx.set_alpn_protocols(["h2"])
+    with socket.create_connection(("127.0.0.1", port), timeout=10) as raw:
+        with ctx.wrap_socket(raw, server_hostname="127.0.0.1") as s:
+            return hashlib.sha256(s.getpeercert(binary_form=True)).hexdigest()
+
+
+def test_new_handshakes_use_the_new_certificate(bootstrap, secure_sidecars, streams, tmp_path):
+    topic, g = unique("tcert"), unique("gcert")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 2)
+    pki = tmp_path / "pki"
+    certs = make_certs(pki)
+    new_cert, new_key = server_cert(pki, "server2")
+    live_cert, live_key = tmp_path / "live.pem", tmp_path / "live.key"
+    shutil.copy(certs["server_cert"], live_cert)
+    shutil.copy(certs["server_key"], live_key)
+    sc = secure_sidecars(ca=certs["ca"], cert=str(live_cert), key=str(live_key))
+    port = int(sc.grpc_target.rsplit(":", 1)[1])
+    old_fp, new_fp = fingerprint(certs["server_cert"]), fingerprint(new_cert)
+    assert old_fp != new_fp
+    assert served_fingerprint(port, certs["ca"]) == old_fp
+    assert served_fingerprint(sc.port, certs["ca"]) == old_fp
+    kept = streams(sc.consumer, open_msg(g, topic, records=1000))
+    assert len(records_from(kept, 1)) >= 1
+
+    # The new key, then the new certificate, as a renewal writes them: new handshakes get
+    # the new certificate; the stream opened before keeps its connection.
+    replace_file(live_key, new_key.read_text())
+    replace_file(live_cert, new_cert.read_text())
+    wait_for(lambda: served_fingerprint(port, certs["ca"]) == new_fp, 30, 0.5,
+             "the new certificate on a new gRPC handshake")
+    assert served_fingerprint(sc.port, certs["ca"]) == new_fp  # and on HTTP
+    assert not kept.done.is_set()
+
+    # A broken certificate is refused, naming it; handshakes keep the one in force.
+    replace_file(live_cert, "not a certificate\n")
+    wait_for(lambda: "tls.cert_file" in sc.logs() and "no PEM certificate" in sc.logs(), 20, 0.2,
+             "the refusal of the broken certificate")
+    assert served_fingerprint(port, certs["ca"]) == new_fp
+    assert served_fingerprint(sc.port, certs["ca"]) == new_fp
+    produce(bootstrap, topic, 2)
+    assert len(records_from(kept, 1)) >= 1
+    assert not kept.done.is_set()
+    # A new HTTPS connection, verified against the CA, is served.
+    st, _ = sc.request("GET", f"/v1/groups/{g}")
+    assert st == 200
+    kept.cancel()
+    assert sc.stop() == 0
+
+
+def test_new_client_ca_checks_new_connections(bootstrap, secure_sidecars, tmp_path):
+    old, new = make_certs(tmp_path / "pki-old"), make_certs(tmp_path / "pki-new")
+    live_ca = tmp_path / "client-ca.pem"
+    shutil.copy(old["ca"], live_ca)
+    sc = secure_sidecars(cert=old["server_cert"], key=old["server_key"], ca=old["ca"],
+                         client_ca=str(live_ca), client_cert=old["client_cert"],
+                         client_key=old["client_key"])
+
+    def https_status(pki):
+        ctx = sc.make_ssl_context(with_client_cert=False)
+        ctx.load_cert_chain(pki["client_cert"], pki["client_key"])
+        try:
+            return sc.request("GET", "/v1/groups", context=ctx)[0]
+        except OSError:  # the handshake itself refused
+            return 0
+
+    def grpc_code(pki):
+        ch = grpc.secure_channel(sc.grpc_target, grpc.ssl_channel_credentials(
+            root_certificates=pathlib.Path(old["ca"]).read_bytes(),
+            private_key=pathlib.Path(pki["client_key"]).read_bytes(),
+            certificate_chain=pathlib.Path(pki["client_cert"]).read_bytes()))
+        try:
+            return rpc_code(consumer_pb2_grpc.ConsumerStub(ch).ListGroups,
+                            consumer_pb2.ListGroupsRequest(), timeout=10)[0]
+        finally:
+            ch.close()
+
+    assert https_status(old) == 200 and grpc_code(old) == SC.OK
+    assert https_status(new) != 200 and grpc_code(new) != SC.OK
+    replace_file(live_ca, pathlib.Path(new["ca"]).read_text())
+    wait_for(lambda: https_status(new) == 200, 30, 0.5, "the new CA's client on HTTPS")
+    wait_for(lambda: grpc_code(new) == SC.OK, 30, 0.5, "the new CA's client on gRPC")
+    assert https_status(old) != 200 and grpc_code(old) != SC.OK
+    assert sc.stop() == 0
