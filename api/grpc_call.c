@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 static void send_item_drop(send_item_t *it)
@@ -161,6 +162,7 @@ static void kick_locked(call_t *c)
     }
     if (c->want_status && !c->status_started) {
         c->status_started = true;
+        ks_metrics_grpc_request((unsigned)c->method, c->row ? c->row->path : NULL, (int)c->st);
         grpc_slice details = grpc_slice_from_copied_string(c->msg);
         ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
         ops[n].data.send_status_from_server.status = c->st;

@@ -84,6 +84,7 @@ static void pb_arena_free(pb_arena_t *a)
 #define PB_COUNTERS(o, pb, s, m, a) pb_counters(o, s, a)
 #define PB_MEMORY(o, pb, s, m, a)   (o)->pb = pb_memory(&(s)->m, a)
 #define PB_CREDITS(o, pb, s, m, a)  (o)->pb = pb_credits(&(s)->m, a)
+#define PB_HIST(o, pb, s, m, a)     (o)->pb = pb_hist(&(s)->m, a)
 /* A row: its field of message o, from struct s. */
 #define PB_ROW(type, m, pb, name, num, kind, doc) PB_##type(o, pb, s, m, a);
 /* fn(s, a): the message of one level's struct s, allocated in a. */
@@ -106,6 +107,20 @@ PB_LEVEL(pb_sub, ks_sub_status_t, Ksidecar__V1__SubscriberStatus,
          ksidecar__v1__subscriber_status__init, KS_STATUS_SUB_FIELDS)
 
 /* The counters are GroupStatus's own fields. */
+/* A histogram's message; its arrays point into h and the shared bounds (borrowed). */
+static Ksidecar__V1__Histogram *pb_hist(const ks_hist_t *h, pb_arena_t *a)
+{
+    Ksidecar__V1__Histogram *o = pb_new(a, sizeof(*o));
+    ksidecar__v1__histogram__init(o);
+    o->n_bounds_ms = KS_HIST_BUCKETS;
+    o->bounds_ms = (int64_t *)(uintptr_t)ks_hist_bounds_ms;
+    o->n_counts = KS_HIST_BUCKETS + 1;
+    o->counts = (int64_t *)(uintptr_t)h->counts;
+    o->sum_ms = h->sum_ms;
+    o->count = h->count;
+    return o;
+}
+
 static void pb_counters(Ksidecar__V1__GroupStatus *o, const ks_group_status_t *s, pb_arena_t *a)
 {
     KS_STATUS_COUNTER_FIELDS(PB_ROW)

@@ -14,12 +14,12 @@ typedef struct ks_http ks_http_t;
 
 /* Listens on cfg->http_listen ("host:port", port 0 picks one) and serves requests
  * from libmicrohttpd's threads, over TLS when tls is not NULL (each new handshake with the
- * reading of the TLS files in force), checking bearer
- * tokens when auth is not NULL; with cfg->http_health_listen, also serves /healthz and
- * /readyz there (plain HTTP, its own thread and bounds). Connection bounds, deadlines
- * and the long-poll bound come from cfg's http.* keys. Record streams (GET .../stream) run
- * on hub, the subscriber-stream core's (NULL: none served). eng, cfg, auth, tls and hub are
- * borrowed. Returns NULL with err. */
+ * reading of the TLS files in force), checking bearer tokens when auth is not NULL; with
+ * cfg->http_health_listen, also serves /healthz, /readyz and /metrics there (plain HTTP, no
+ * caller check, its own thread and bounds). Connection bounds, deadlines and the long-poll
+ * bound come from cfg's http.* keys. Record streams (GET .../stream) run on hub, the
+ * subscriber-stream core's (NULL: none served). eng, cfg, auth, tls and hub are borrowed.
+ * Returns NULL with err. */
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
                          ks_tls_t *tls, ks_subhub_t *hub, char *err, size_t errsize);
 

@@ -315,6 +315,7 @@ void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack
 enum MHD_Result http_reply_fetch(req_t *r);   /* r->batch: {"records":[...]} */
 enum MHD_Result http_reply_ack(req_t *r);     /* r->acks: {"results":[...],...} */
 enum MHD_Result http_reply_status(req_t *r);  /* r->groups: one group, or {"groups":[...]} */
+enum MHD_Result http_reply_metrics(req_t *r); /* r->groups: the Prometheus exposition */
 enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
 enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
 enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */

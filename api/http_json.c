@@ -10,18 +10,31 @@
 #include "edge.h"
 #include "http_int.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 /* ---- responses ---- */
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
+/* The groups of a status answer the caller may see, for /metrics. */
+typedef struct {
+    const ks_group_status_t **g;
+    size_t n;
+} metrics_groups_t;
+
+/* Sends text (len bytes, taken) as the body, of the given Content-Type. */
+static enum MHD_Result send_typed(struct MHD_Connection *c, int status, char *text, size_t len,
+                                  const char *type)
 {
-    size_t len = strlen(text);
     struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    MHD_add_response_header(resp, "Content-Type", type);
     enum MHD_Result ret = http_queue(c, (unsigned)status, resp, len);
     MHD_destroy_response(resp);
     return ret;
+}
+
+static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
+{
+    return send_typed(c, status, text, strlen(text), "application/json");
 }
 
 /* Sends root (stolen) as the response body. When it cannot be written (jansson refuses a
@@ -356,6 +369,7 @@ static json_t *json_opt_int(int64_t v)
 #define J_COUNTERS(s, m) json_counters(s)
 #define J_MEMORY(s, m)   json_memory(&(s)->m)
 #define J_CREDITS(s, m)  json_credits(&(s)->m)
+#define J_HIST(s, m)     json_hist(&(s)->m)
 /* A row: its key in object o, from struct s. */
 #define J_ROW(type, m, pb, name, num, kind, doc) json_object_set_new(o, name, J_##type(s, m));
 /* fn(s): the object of one level's struct s, its keys in the list's order. */
@@ -366,6 +380,17 @@ static json_t *json_opt_int(int64_t v)
         LIST(J_ROW)                                                                                \
         return o;                                                                                  \
     }
+
+static json_t *json_hist(const ks_hist_t *h)
+{
+    json_t *bounds = json_array(), *counts = json_array();
+    for (size_t i = 0; i < KS_HIST_BUCKETS; i++)
+        json_array_append_new(bounds, json_integer(ks_hist_bounds_ms[i]));
+    for (size_t i = 0; i <= KS_HIST_BUCKETS; i++)
+        json_array_append_new(counts, json_integer(h->counts[i]));
+    return json_pack("{s:o,s:o,s:I,s:I}", "bounds_ms", bounds, "counts", counts, "sum_ms",
+                     (json_int_t)h->sum_ms, "count", (json_int_t)h->count);
+}
 
 static json_t *json_topics(char *const *topics, size_t n)
 {
@@ -421,6 +446,32 @@ enum MHD_Result http_reply_status(req_t *r)
         return http_send_json(r->conn, 200, one);
     }
     return http_send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
+}
+
+/* Adds g to the list of groups the caller may see (a ks_edge_group_fn). */
+static void visible_add(const ks_group_status_t *g, void *ctx)
+{
+    metrics_groups_t *v = ctx;
+    v->g[v->n++] = g;
+}
+
+enum MHD_Result http_reply_metrics(req_t *r)
+{
+    /* The status listing's rule: only the groups the caller's token covers (every group on
+     * the probe listener, which checks no caller). */
+    metrics_groups_t v = {calloc(r->group_cnt ? r->group_cnt : 1, sizeof(*v.g)), 0};
+    const char *msg = NULL;
+    if (!v.g)
+        abort();
+    (void)ks_edge_status_walk(r->groups, r->group_cnt, false, r->health ? NULL : r->h->auth, r->who,
+                              visible_add, &v, &msg);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 4096 + v.n * 4096);
+    ks_metrics_render(&jb, v.g, v.n, r->h->cfg->metrics_max_series);
+    free(v.g);
+    size_t len;
+    char *text = ks_jbuf_take(&jb, &len);
+    return send_typed(r->conn, 200, text, len, KS_METRICS_CONTENT_TYPE);
 }
 
 enum MHD_Result http_reply_ready(req_t *r)

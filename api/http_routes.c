@@ -726,6 +726,12 @@ static enum MHD_Result decode_status(ks_http_t *h, req_t *r, const char *group, 
     return handle_status(h, r, group);
 }
 
+/* /metrics: every group's status (each loop answers within a pass), shown as a listing is. */
+static enum MHD_Result decode_metrics(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    return handle_status(h, r, NULL);
+}
+
 static enum MHD_Result decode_ready(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
     return handle_ready(h, r);
@@ -774,6 +780,8 @@ static const route_t routes[] = {
     {"GET", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
     {"GET", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready, http_reply_ready},
     {"GET", "/openapi.yaml", KS_CMD_NONE, 0, false, AUTH_NONE, decode_openapi, NULL},
+    /* Group and topic names show: with tokens, a caller sees only its groups, as a listing. */
+    {"GET", "/metrics", KS_CMD_STATUS, 0, true, AUTH_METHOD, decode_metrics, http_reply_metrics},
     {"GET", "/v1/groups", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
     {"GET", "/v1/groups/", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status, http_reply_status},
     {"GET", "/v1/groups/{group}", KS_CMD_STATUS, 0, false, AUTH_METHOD, decode_status,
@@ -885,7 +893,10 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
                                  const char *method, const char *url)
 {
     enum MHD_Result ret = MHD_NO;
-    if (rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
+    /* The probe listener checks no caller: plain HTTP for the platform's probes and scraper,
+     * reached only where http.health_listen is bound. */
+    bool check = !r->health;
+    if (check && rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
         return ret;
     char allow[64];
     const route_t *hit = route_method(rt, method, allow, sizeof(allow));
@@ -895,7 +906,7 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
     rt = hit;
     /* Only a {group} segment is checked against the groups scope ({topic}: identity here,
      * the topic scopes in the decoder). */
-    if (rt->auth == AUTH_METHOD &&
+    if (check && rt->auth == AUTH_METHOD &&
         !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
         return ret;
     if (!strcmp(rt->method, "POST") && !content_type_json(r))
@@ -941,7 +952,7 @@ enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const cha
             return route_run(h, r, rt, NULL, method, url);
         return http_send_error(r->conn, KS_E_NOT_FOUND,
                                "no endpoint %s %s on the probe listener (http.health_listen serves "
-                               "/healthz and /readyz)",
+                               "/healthz, /readyz and /metrics)",
                                method, url);
     }
     if (!http_client_cert_ok(h, r->conn))

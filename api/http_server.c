@@ -16,6 +16,7 @@
 
 #include "http_int.h"
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 void http_req_unref(req_t *r)
@@ -252,7 +253,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     return http_route(h, r, method, url);
 }
 
-/* The probe listener's access handler: on_request, for /healthz and /readyz only. */
+/* The probe listener's access handler: on_request, for /healthz, /readyz and /metrics only. */
 static enum MHD_Result on_probe_request(void *cls, struct MHD_Connection *conn, const char *url,
                                         const char *method, const char *version,
                                         const char *upload_data, size_t *upload_data_size,
@@ -274,6 +275,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
             http_stream_completed(r);
         if (r->started)
             access_log(h, r, toe);
+        if (r->started && r->status)
+            ks_metrics_http_request(r->method, r->status);
         if (r->cn && r->cn->cur == r)
             r->cn->cur = NULL;
         /* A kept-alive connection waits for its next request: silence ends it after

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "log.h"
+#include "metrics.h"
 #include "util.h"
 
 #define LOGC "stream"
@@ -589,6 +590,7 @@ static void sweep(ks_subhub_t *h, int64_t now)
                  "other subscribers",
                  ss->lim.stall_ms, ss->lim.stall_key);
         ks_warn(LOGC, "stream %s of group %s: %s, counting no attempt", ss->sub, ss->group, msg);
+        ks_metrics_stream_cut();
         release_subscriber(ss, true);
         ss->ops->cut(ss->t, msg);
         ss->ops->unref(ss->t);

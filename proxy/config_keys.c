@@ -44,8 +44,8 @@ const key_t_ config_keys[] = {
     {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
      "largest request body accepted (the default holds 100,000 ack ids)"},
     {"http.health_listen", T_STR, OFF(http_health_listen), 0, 0,
-     "listen address host:port of a second listener for /healthz and /readyz only (empty: "
-     "none)"},
+     "listen address host:port of a second listener for /healthz, /readyz and /metrics only, "
+     "with no caller check (empty: none)"},
     {"http.max_connections", T_INT, OFF(http_max_connections), 1, 1000000,
      "most open connections to http.listen"},
     {"http.max_connections_per_client", T_INT, OFF(http_max_conns_per_client), 0, 1000000,
@@ -58,6 +58,9 @@ const key_t_ config_keys[] = {
      "most concurrent waiting fetches; more are answered 429 with Retry-After"},
     {"http.max_produce_records", T_INT, OFF(http_max_produce_records), 1, 100000,
      "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
+    {"metrics.max_series", T_INT, OFF(metrics_max_series), 100, 10000000,
+     "most samples in one GET /metrics; the rest are left out and counted in "
+     "ksidecar_metrics_series_dropped_total"},
     {"http.max_streams", T_INT, OFF(http_max_streams), 1, 1000000,
      "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered 429 "
      "with Retry-After"},
@@ -200,6 +203,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->http_max_long_polls = 1000;
     cfg->http_max_streams = 1000;
     cfg->http_max_produce_records = 1000;
+    cfg->metrics_max_series = 100000;
     cfg->http_stream_queue_messages = 4;
     cfg->http_stream_queue_bytes = INT64_C(16) << 20;
     cfg->http_stream_stall_ms = 30000;

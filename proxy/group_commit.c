@@ -103,6 +103,18 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
     return len;
 }
 
+/* Notes p's commit tp confirmed; counted once, when it is the commit in flight (a sync
+ * commit's result may come twice: from the call and from offset_commit_cb). */
+static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_partition_t *tp)
+{
+    bool in_flight = ks_commit_track_in_flight(&p->ct) >= 0;
+    ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+    if (in_flight && ks_commit_track_in_flight(&p->ct) < 0) {
+        g->st_commits_confirmed++;
+        ks_hist_add(&g->st_commit_round_trip, ks_now_ms() - p->commit_sent_ms);
+    }
+}
+
 /* Commits every partition whose commit point or metadata changed (only `only`, if
  * given, and then, if sync, also when an earlier commit of it is not confirmed yet: the
  * revoke's final commit). sync waits for the broker. Sends nothing during a cooperative
@@ -133,6 +145,10 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             continue;
         part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
+        if (cp != p->cp_seen) {
+            p->cp_seen = cp;
+            p->cp_moved_ms = now;
+        }
         bool unconfirmed = only && sync && ks_commit_track_unconfirmed(&p->ct) > 0;
         if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed))
             continue;
@@ -150,6 +166,8 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
         p->committed = cp;
         p->meta_dirty = false;
         ks_commit_track_sent(&p->ct, cp, tp->metadata, tp->metadata_size);
+        p->commit_sent_ms = now;
+        g->st_commits_sent++;
     }
     free(buf);
     rd_kafka_resp_err_t err = RD_KAFKA_RESP_ERR_NO_ERROR;
@@ -161,11 +179,12 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             if (p && err) {
                 p->committed = -1; /* retried on the next tick */
                 ks_commit_track_failed(&p->ct);
+                g->st_commits_failed++;
                 cwait_failed(g, p, tp->offset, err);
             } else if (p && sync && l->cnt == 1) {
                 /* A sync commit reports an error only when every partition failed, so
                  * only a one-partition one confirms here; offset_commit_cb does the rest. */
-                ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+                commit_confirmed(g, p, tp);
                 cwait_confirmed(g, p);
             }
         }
@@ -207,7 +226,7 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
         if (!p)
             continue;
         if (!err && !tp->err) {
-            ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+            commit_confirmed(g, p, tp);
             cwait_confirmed(g, p);
             continue;
         }
@@ -215,6 +234,7 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             ks_warn(g->log_name, "commit of %s[%d] failed: %s; retrying", tp->topic, tp->partition,
                     rd_kafka_err2str(tp->err));
         ks_commit_track_failed(&p->ct);
+        g->st_commits_failed++;
         cwait_failed(g, p, tp->offset, err ? err : tp->err);
         p->committed = -1;
         p->meta_dirty = true;

@@ -56,6 +56,14 @@ static void unsent_back(ks_group_t *g, part_t *p, ks_win_entry_t *e, int64_t now
     ks_key_sched_requeue(&p->sched, &p->win, e);
 }
 
+/* Counts a delivered record's age: from its Kafka timestamp, when it has one, to now. */
+static void record_age(ks_group_t *g, const ks_win_entry_t *e, int64_t now)
+{
+    const rec_t *r = e->msg;
+    if (r && r->timestamp >= 0)
+        ks_hist_add(&g->st_record_age_at_delivery, now - r->timestamp);
+}
+
 static void dlv_unlink(ks_group_t *g, dlv_t *prev, dlv_t *d)
 {
     if (prev)
@@ -256,6 +264,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             if (e->attempts > 0)
                 g->st_redelivered++;
             g->st_delivered++;
+            record_age(g, e, now);
             ks_lease_grant(&g->leases, &p->win, p, e, s->id, now,
                            t->c->req.u.fetch.opts.deadline_ms);
         }
@@ -344,6 +353,7 @@ void handle_delivered(ks_group_t *g, uint64_t token, bool taken, int64_t now)
             if (e->attempts > 1)
                 g->st_redelivered++;
             g->st_delivered++;
+            record_age(g, e, now);
             ks_lease_start(&g->leases, &p->win, p, e, now, d->deadline_ms);
         } else {
             unsent_back(g, p, e, now);

@@ -150,8 +150,10 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
     case KS_SETTLE_ACK:
         if (e->state == KS_REC_DEAD_LETTERING)
             return (ks_ack_result_t){.status = KS_E_STALE, "the record is being dead-lettered"};
-        if (e->state == KS_REC_LEASED)
+        if (e->state == KS_REC_LEASED) {
+            ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             unlease(g, p, e);
+        }
         mark_done(g, p, e);
         ks_ack_window_ack_entry(&p->win, e);
         g->st_acked++;
@@ -225,8 +227,12 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
                                        "without waiting"};
         wait = false;
     } else {
-        for (size_t i = 0; i < c->req.u.settle.n; i++)
+        for (size_t i = 0; i < c->req.u.settle.n; i++) {
             res[i] = settle_one(g, c, i, now);
+            g->st_acks_stale += res[i].status == KS_E_STALE;
+            g->st_acks_unknown += res[i].status == KS_E_NOT_FOUND;
+            g->st_acks_invalid += res[i].status == KS_E_INVALID;
+        }
         /* A stream's acks are taken whatever the waiters: its second answer then says
          * ACCEPTED at once. */
         wait = wait && !cwait_full(g);

@@ -63,6 +63,7 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->window_memory_bytes = part_mem(p);
         ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
         ps->budget_pauses = p->budget_pauses;
+        ps->commit_point_age_ms = now - p->cp_moved_ms;
     }
     for (size_t i = 0; i < g->sub_cnt; i++) {
         sub_t *s = g->subs[i];

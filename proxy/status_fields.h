@@ -34,7 +34,10 @@
  *             GroupStatus itself, but a JSON object of their own
  *   MEMORY    ks_mem_status_t; an object; MemoryStatus
  *   CREDITS   ks_credits_status_t; an object; Credits
- * KIND (for /metrics): COUNTER only grows while the group runs; GAUGE a value now; LABEL
+ *   HIST      ks_hist_t (types.h); an object {"bounds_ms":[...],"counts":[... one more],
+ *             "sum_ms","count"}; Histogram
+ * KIND (for /metrics): COUNTER only grows while the group runs; GAUGE a value now; HISTOGRAM
+ * a distribution of durations (in ms, shown in seconds), counters only; LABEL
  * names what the level's other values are of; TEXT a setting or a state, as text; NESTED a
  * level below (or the list TOPICS). */
 
@@ -70,7 +73,26 @@
     X(I64, dead_lettered, dead_lettered, "dead_lettered", 14, COUNTER,                             \
       "records produced to the dead-letter topic")                                                 \
     X(I64, acks_lost_to_move, acks_lost_to_move, "acks_lost_to_move", 16, COUNTER,                 \
-      "accepted acks no confirmed commit covered when their partition moved (delivered again)")
+      "accepted acks no confirmed commit covered when their partition moved (delivered again)")    \
+    X(I64, commits_sent, commits_sent, "commits_sent", 17, COUNTER,                                \
+      "partition commits sent to Kafka (one a partition a commit)")                                \
+    X(I64, commits_confirmed, commits_confirmed, "commits_confirmed", 18, COUNTER,                 \
+      "partition commits the broker confirmed")                                                    \
+    X(I64, commits_failed, commits_failed, "commits_failed", 19, COUNTER,                          \
+      "partition commits that failed (retried)")                                                   \
+    X(I64, acks_stale, acks_stale, "acks_stale", 23, COUNTER,                                      \
+      "ack ids (of acks, nacks and deadline changes) refused as stale: the lease ended, the "      \
+      "record was settled or committed, or its partition moved")                                   \
+    X(I64, acks_unknown, acks_unknown, "acks_unknown", 24, COUNTER,                                \
+      "ack ids refused as unknown: no delivered record has them")                                  \
+    X(I64, acks_invalid, acks_invalid, "acks_invalid", 25, COUNTER,                                \
+      "ack ids refused as malformed or of another group")                                          \
+    X(HIST, delivery_to_ack, delivery_to_ack_ms, "delivery_to_ack_ms", 20, HISTOGRAM,              \
+      "from a record's delivery (its lease's start) to its ack")                                   \
+    X(HIST, commit_round_trip, commit_round_trip_ms, "commit_round_trip_ms", 21, HISTOGRAM,        \
+      "from a partition commit sent to the broker's confirmation")                                 \
+    X(HIST, record_age_at_delivery, record_age_at_delivery_ms, "record_age_at_delivery_ms", 22,    \
+      HISTOGRAM, "from a record's Kafka timestamp to its delivery (end-to-end lag in time)")
 
 /* The process's one memory budget (memory.max_bytes), shared by every group:
  * ks_mem_status_t, MemoryStatus. */
@@ -119,7 +141,9 @@
     X(I64, kafka_queue_records, kafka_queue_records, "kafka_queue_records", 16, GAUGE,             \
       "records waiting in the partition's librdkafka queue")                                       \
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
-      "times paused in librdkafka to give its prefetch back to the memory budget")
+      "times paused in librdkafka to give its prefetch back to the memory budget")                 \
+    X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
+      "how long since the commit point last moved (seen at each commit interval)")
 
 /* One subscriber: ks_sub_status_t, SubscriberStatus. */
 #define KS_STATUS_SUB_FIELDS(X)                                                                    \

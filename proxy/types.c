@@ -83,6 +83,21 @@ void ks_batch_free(ks_batch_t *b)
     free(b);
 }
 
+const int64_t ks_hist_bounds_ms[KS_HIST_BUCKETS] = {5,    10,   25,   50,    100,   250,   500,
+                                                    1000, 2500, 5000, 10000, 30000, 60000, 300000};
+
+void ks_hist_add(ks_hist_t *h, int64_t ms)
+{
+    if (ms < 0)
+        ms = 0;
+    size_t i = 0;
+    while (i < KS_HIST_BUCKETS && ms > ks_hist_bounds_ms[i])
+        i++;
+    h->counts[i]++;
+    h->sum_ms += ms;
+    h->count++;
+}
+
 void ks_group_status_free(ks_group_status_t *s)
 {
     if (!s)

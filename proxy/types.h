@@ -161,6 +161,19 @@ typedef void(ks_ack_cb)(ks_ack_result_t *results, size_t n, void *opaque);
 /* Room for any name a status holds: a group, a topic or a subscriber. */
 #define KS_STATUS_NAME_MAX KS_SUBSCRIBER_KEY_MAX
 
+/* A histogram of durations in fixed buckets, kept by a group loop where the event happens
+ * (one compare per bound) and copied into its status. counts[i]: values <= bounds_ms[i] and
+ * above the bound before; counts[KS_HIST_BUCKETS]: above every bound. */
+#define KS_HIST_BUCKETS 14
+extern const int64_t ks_hist_bounds_ms[KS_HIST_BUCKETS];
+typedef struct ks_hist {
+    int64_t counts[KS_HIST_BUCKETS + 1];
+    int64_t sum_ms, count;
+} ks_hist_t;
+
+/* Counts one value (ms; a negative one, from clocks apart, counts as 0). Cannot fail. */
+void ks_hist_add(ks_hist_t *h, int64_t ms);
+
 /* A group's status, made by its group loop (group_status.c): one member per row of
  * status_fields.h, which says what each holds. */
 #define KS_SF_C_NAME(m)     char m[KS_STATUS_NAME_MAX];
@@ -170,6 +183,7 @@ typedef void(ks_ack_cb)(ks_ack_result_t *results, size_t n, void *opaque);
 #define KS_SF_C_I32(m)      int32_t m;
 #define KS_SF_C_I64(m)      int64_t m;
 #define KS_SF_C_I64_OPT(m)  int64_t m;
+#define KS_SF_C_HIST(m)     ks_hist_t m;
 #define KS_SF_C_TOPICS(m)                                                                          \
     char **m; /* NULL-terminated, one block with the names */                                      \
     size_t topic_cnt;

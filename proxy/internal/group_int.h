@@ -80,6 +80,7 @@ typedef struct part {
     size_t leased;            /* entries in LEASED state */
     int64_t committed;        /* the last offset sent in a commit, -1 if none */
     ks_commit_track_t ct;     /* commits confirmed by the broker, and the acks they cover */
+    int64_t commit_sent_ms;   /* when the commit in flight went (commit round trip) */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
     bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
@@ -103,6 +104,8 @@ typedef struct part {
     bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
     int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
     int64_t budget_pauses; /* times part_kafka_pause paused it */
+    /* The commit point as the commit interval last saw it, and when it last moved. */
+    int64_t cp_seen, cp_moved_ms;
 } part_t;
 
 /* A settle waiting for its commits (group_confirm.c). */
@@ -212,6 +215,9 @@ struct ks_group {
     size_t cwait_cnt;     /* at most KS_CMD_COMMIT_WAITERS_MAX */
     /* accepted acks no confirmed commit covered when a partition moved */
     int64_t st_acks_lost_to_move;
+    int64_t st_commits_sent, st_commits_confirmed, st_commits_failed; /* per partition */
+    ks_hist_t st_delivery_to_ack, st_commit_round_trip, st_record_age_at_delivery;
+    int64_t st_acks_stale, st_acks_unknown, st_acks_invalid; /* refused ack ids, by reason */
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];

@@ -169,11 +169,9 @@ def test_disconnect_gives_leases_back_uncounted(bootstrap, sidecars):
     assert sc.stop() == 0
 
 
-def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
-    topic, g = unique("tsc"), unique("gsc")
-    create_topic(bootstrap, topic, 1)
-    produce(bootstrap, topic, 3000, size=10000)
-    sc = sidecars(["--http.stream_stall_ms=1000", "--http.max_streams=1"])
+def stalled_stream(sc, g, topic):
+    """Opens a stream of g on topic with a small receive buffer, reads its status line and
+    nothing more; returns the socket."""
     s = socket.socket()
     s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.connect(("127.0.0.1", sc.port))
@@ -181,6 +179,15 @@ def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
               f"&max_in_flight_bytes=200000000&deadline_ms=600000 HTTP/1.1\r\n"
               f"Host: x\r\n\r\n".encode())
     assert s.recv(12).startswith(b"HTTP/1.1 200")
+    return s
+
+
+def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
+    topic, g = unique("tsc"), unique("gsc")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 3000, size=10000)
+    sc = sidecars(["--http.stream_stall_ms=1000", "--http.max_streams=1"])
+    s = stalled_stream(sc, g, topic)
     # ... and reads no more.
     wait_for(lambda: "http.stream_stall_ms" in sc.logs(), 60, what="the stall log line")
     assert "cut off" in sc.logs()

@@ -1255,6 +1255,11 @@ static void test_http_limits_keys(void **state)
     assert_contains(err, "http.max_produce_records");
     assert_int_equal(ks_config_set(&cfg, "http.max_produce_records", "100001", err, sizeof(err)),
                      -1);
+    /* The bound on samples in one GET /metrics. */
+    assert_int_equal(cfg.metrics_max_series, 100000);
+    assert_int_equal(ks_config_set(&cfg, "metrics.max_series", "99", err, sizeof(err)), -1);
+    assert_contains(err, "metrics.max_series");
+    assert_int_equal(ks_config_set(&cfg, "metrics.max_series", "10000001", err, sizeof(err)), -1);
     /* The record stream's bound, queue, stall time and heartbeat. */
     assert_int_equal(cfg.http_max_streams, 1000);
     assert_int_equal(cfg.http_stream_queue_messages, 4);

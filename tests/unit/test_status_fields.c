@@ -50,6 +50,7 @@ static const type_map_t type_map[] = {
     {"SUBS", PROTOBUF_C_TYPE_MESSAGE, true, &ksidecar__v1__subscriber_status__descriptor},
     {"MEMORY", PROTOBUF_C_TYPE_MESSAGE, false, &ksidecar__v1__memory_status__descriptor},
     {"CREDITS", PROTOBUF_C_TYPE_MESSAGE, false, &ksidecar__v1__credits__descriptor},
+    {"HIST", PROTOBUF_C_TYPE_MESSAGE, false, &ksidecar__v1__histogram__descriptor},
 };
 
 static const type_map_t *type_of(const char *type)

@@ -1659,6 +1659,7 @@ type PartitionStatus struct {
 	KafkaQueueRecords   int64                  `protobuf:"varint,16,opt,name=kafka_queue_records,json=kafkaQueueRecords,proto3" json:"kafka_queue_records,omitempty"` // records waiting in the partition's librdkafka queue
 	CommitInFlight      int64                  `protobuf:"varint,17,opt,name=commit_in_flight,json=commitInFlight,proto3" json:"commit_in_flight,omitempty"`          // offset of a commit sent and not confirmed yet; -1 if none
 	BudgetPauses        int64                  `protobuf:"varint,18,opt,name=budget_pauses,json=budgetPauses,proto3" json:"budget_pauses,omitempty"`                  // times paused in librdkafka to give its prefetch back
+	CommitPointAgeMs    int64                  `protobuf:"varint,19,opt,name=commit_point_age_ms,json=commitPointAgeMs,proto3" json:"commit_point_age_ms,omitempty"`  // how long since the commit point last moved
 	unknownFields       protoimpl.UnknownFields
 	sizeCache           protoimpl.SizeCache
 }
@@ -1819,6 +1820,13 @@ func (x *PartitionStatus) GetBudgetPauses() int64 {
 	return 0
 }
 
+func (x *PartitionStatus) GetCommitPointAgeMs() int64 {
+	if x != nil {
+		return x.CommitPointAgeMs
+	}
+	return 0
+}
+
 type SubscriberStatus struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
@@ -1907,8 +1915,24 @@ type GroupStatus struct {
 	// Accepted acks that no confirmed commit covered when their partition moved (revoked
 	// with a failed commit, or the assignment lost): those records are delivered again.
 	AcksLostToMove int64 `protobuf:"varint,16,opt,name=acks_lost_to_move,json=acksLostToMove,proto3" json:"acks_lost_to_move,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// Partition commits sent to Kafka, confirmed by the broker, and failed (then retried).
+	CommitsSent      int64 `protobuf:"varint,17,opt,name=commits_sent,json=commitsSent,proto3" json:"commits_sent,omitempty"`
+	CommitsConfirmed int64 `protobuf:"varint,18,opt,name=commits_confirmed,json=commitsConfirmed,proto3" json:"commits_confirmed,omitempty"`
+	CommitsFailed    int64 `protobuf:"varint,19,opt,name=commits_failed,json=commitsFailed,proto3" json:"commits_failed,omitempty"`
+	// From a record's delivery (its lease's start) to its ack.
+	DeliveryToAckMs *Histogram `protobuf:"bytes,20,opt,name=delivery_to_ack_ms,json=deliveryToAckMs,proto3" json:"delivery_to_ack_ms,omitempty"`
+	// From a partition commit sent to the broker's confirmation.
+	CommitRoundTripMs *Histogram `protobuf:"bytes,21,opt,name=commit_round_trip_ms,json=commitRoundTripMs,proto3" json:"commit_round_trip_ms,omitempty"`
+	// From a record's Kafka timestamp to its delivery (end-to-end lag in time).
+	RecordAgeAtDeliveryMs *Histogram `protobuf:"bytes,22,opt,name=record_age_at_delivery_ms,json=recordAgeAtDeliveryMs,proto3" json:"record_age_at_delivery_ms,omitempty"`
+	// Ack ids (of acks, nacks and deadline changes) refused: stale (the lease ended, the record
+	// was settled or committed, or its partition moved), unknown, or malformed or of another
+	// group.
+	AcksStale     int64 `protobuf:"varint,23,opt,name=acks_stale,json=acksStale,proto3" json:"acks_stale,omitempty"`
+	AcksUnknown   int64 `protobuf:"varint,24,opt,name=acks_unknown,json=acksUnknown,proto3" json:"acks_unknown,omitempty"`
+	AcksInvalid   int64 `protobuf:"varint,25,opt,name=acks_invalid,json=acksInvalid,proto3" json:"acks_invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *GroupStatus) Reset() {
@@ -2053,6 +2077,139 @@ func (x *GroupStatus) GetAcksLostToMove() int64 {
 	return 0
 }
 
+func (x *GroupStatus) GetCommitsSent() int64 {
+	if x != nil {
+		return x.CommitsSent
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetCommitsConfirmed() int64 {
+	if x != nil {
+		return x.CommitsConfirmed
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetCommitsFailed() int64 {
+	if x != nil {
+		return x.CommitsFailed
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetDeliveryToAckMs() *Histogram {
+	if x != nil {
+		return x.DeliveryToAckMs
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetCommitRoundTripMs() *Histogram {
+	if x != nil {
+		return x.CommitRoundTripMs
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetRecordAgeAtDeliveryMs() *Histogram {
+	if x != nil {
+		return x.RecordAgeAtDeliveryMs
+	}
+	return nil
+}
+
+func (x *GroupStatus) GetAcksStale() int64 {
+	if x != nil {
+		return x.AcksStale
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetAcksUnknown() int64 {
+	if x != nil {
+		return x.AcksUnknown
+	}
+	return 0
+}
+
+func (x *GroupStatus) GetAcksInvalid() int64 {
+	if x != nil {
+		return x.AcksInvalid
+	}
+	return 0
+}
+
+// Durations in fixed buckets: counts[i] holds the values <= bounds_ms[i] and above the bound
+// before; the last of counts (one more than bounds_ms) those above every bound.
+type Histogram struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	BoundsMs      []int64                `protobuf:"varint,1,rep,packed,name=bounds_ms,json=boundsMs,proto3" json:"bounds_ms,omitempty"`
+	Counts        []int64                `protobuf:"varint,2,rep,packed,name=counts,proto3" json:"counts,omitempty"`
+	SumMs         int64                  `protobuf:"varint,3,opt,name=sum_ms,json=sumMs,proto3" json:"sum_ms,omitempty"`
+	Count         int64                  `protobuf:"varint,4,opt,name=count,proto3" json:"count,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Histogram) Reset() {
+	*x = Histogram{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Histogram) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Histogram) ProtoMessage() {}
+
+func (x *Histogram) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
+func (*Histogram) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Histogram) GetBoundsMs() []int64 {
+	if x != nil {
+		return x.BoundsMs
+	}
+	return nil
+}
+
+func (x *Histogram) GetCounts() []int64 {
+	if x != nil {
+		return x.Counts
+	}
+	return nil
+}
+
+func (x *Histogram) GetSumMs() int64 {
+	if x != nil {
+		return x.SumMs
+	}
+	return 0
+}
+
+func (x *Histogram) GetCount() int64 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
 // The process's one memory budget (memory.max_bytes), shared by every group.
 type MemoryStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -2068,7 +2225,7 @@ type MemoryStatus struct {
 
 func (x *MemoryStatus) Reset() {
 	*x = MemoryStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2080,7 +2237,7 @@ func (x *MemoryStatus) String() string {
 func (*MemoryStatus) ProtoMessage() {}
 
 func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2093,7 +2250,7 @@ func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryStatus.ProtoReflect.Descriptor instead.
 func (*MemoryStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *MemoryStatus) GetMaxBytes() int64 {
@@ -2147,7 +2304,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2159,7 +2316,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2172,7 +2329,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupStatus {
@@ -2200,7 +2357,7 @@ type SeekRequest struct {
 
 func (x *SeekRequest) Reset() {
 	*x = SeekRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2212,7 +2369,7 @@ func (x *SeekRequest) String() string {
 func (*SeekRequest) ProtoMessage() {}
 
 func (x *SeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2225,7 +2382,7 @@ func (x *SeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekRequest.ProtoReflect.Descriptor instead.
 func (*SeekRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SeekRequest) GetGroup() string {
@@ -2330,7 +2487,7 @@ type SeekResponse struct {
 
 func (x *SeekResponse) Reset() {
 	*x = SeekResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2342,7 +2499,7 @@ func (x *SeekResponse) String() string {
 func (*SeekResponse) ProtoMessage() {}
 
 func (x *SeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2355,7 +2512,7 @@ func (x *SeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekResponse.ProtoReflect.Descriptor instead.
 func (*SeekResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SeekResponse) GetOffset() int64 {
@@ -2504,7 +2661,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\brejected\x18\x03 \x01(\x05R\brejected\"'\n" +
 	"\x0fGetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x13\n" +
-	"\x11ListGroupsRequest\"\x82\x05\n" +
+	"\x11ListGroupsRequest\"\xb1\x05\n" +
 	"\x0fPartitionStatus\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -2524,12 +2681,13 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x13window_memory_bytes\x18\x0f \x01(\x03R\x11windowMemoryBytes\x12.\n" +
 	"\x13kafka_queue_records\x18\x10 \x01(\x03R\x11kafkaQueueRecords\x12(\n" +
 	"\x10commit_in_flight\x18\x11 \x01(\x03R\x0ecommitInFlight\x12#\n" +
-	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\"\xa8\x01\n" +
+	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\x12-\n" +
+	"\x13commit_point_age_ms\x18\x13 \x01(\x03R\x10commitPointAgeMs\"\xa8\x01\n" +
 	"\x10SubscriberStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
 	"\voutstanding\x18\x03 \x01(\v2\x14.ksidecar.v1.CreditsR\voutstanding\x12\x18\n" +
-	"\awaiting\x18\x04 \x01(\bR\awaiting\"\xc8\x04\n" +
+	"\awaiting\x18\x04 \x01(\bR\awaiting\"\x84\b\n" +
 	"\vGroupStatus\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06static\x18\x02 \x01(\bR\x06static\x12\x1a\n" +
@@ -2549,7 +2707,22 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x05acked\x18\r \x01(\x03R\x05acked\x12#\n" +
 	"\rdead_lettered\x18\x0e \x01(\x03R\fdeadLettered\x121\n" +
 	"\x06memory\x18\x0f \x01(\v2\x19.ksidecar.v1.MemoryStatusR\x06memory\x12)\n" +
-	"\x11acks_lost_to_move\x18\x10 \x01(\x03R\x0eacksLostToMove\"\xf2\x01\n" +
+	"\x11acks_lost_to_move\x18\x10 \x01(\x03R\x0eacksLostToMove\x12!\n" +
+	"\fcommits_sent\x18\x11 \x01(\x03R\vcommitsSent\x12+\n" +
+	"\x11commits_confirmed\x18\x12 \x01(\x03R\x10commitsConfirmed\x12%\n" +
+	"\x0ecommits_failed\x18\x13 \x01(\x03R\rcommitsFailed\x12C\n" +
+	"\x12delivery_to_ack_ms\x18\x14 \x01(\v2\x16.ksidecar.v1.HistogramR\x0fdeliveryToAckMs\x12G\n" +
+	"\x14commit_round_trip_ms\x18\x15 \x01(\v2\x16.ksidecar.v1.HistogramR\x11commitRoundTripMs\x12P\n" +
+	"\x19record_age_at_delivery_ms\x18\x16 \x01(\v2\x16.ksidecar.v1.HistogramR\x15recordAgeAtDeliveryMs\x12\x1d\n" +
+	"\n" +
+	"acks_stale\x18\x17 \x01(\x03R\tacksStale\x12!\n" +
+	"\facks_unknown\x18\x18 \x01(\x03R\vacksUnknown\x12!\n" +
+	"\facks_invalid\x18\x19 \x01(\x03R\vacksInvalid\"m\n" +
+	"\tHistogram\x12\x1b\n" +
+	"\tbounds_ms\x18\x01 \x03(\x03R\bboundsMs\x12\x16\n" +
+	"\x06counts\x18\x02 \x03(\x03R\x06counts\x12\x15\n" +
+	"\x06sum_ms\x18\x03 \x01(\x03R\x05sumMs\x12\x14\n" +
+	"\x05count\x18\x04 \x01(\x03R\x05count\"\xf2\x01\n" +
 	"\fMemoryStatus\x12\x1b\n" +
 	"\tmax_bytes\x18\x01 \x01(\x03R\bmaxBytes\x12\x1d\n" +
 	"\n" +
@@ -2607,7 +2780,7 @@ func file_ksidecar_v1_consumer_proto_rawDescGZIP() []byte {
 }
 
 var file_ksidecar_v1_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 30)
+var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(AckStatus)(0),                   // 0: ksidecar.v1.AckStatus
 	(*Header)(nil),                   // 1: ksidecar.v1.Header
@@ -2636,10 +2809,11 @@ var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(*PartitionStatus)(nil),          // 24: ksidecar.v1.PartitionStatus
 	(*SubscriberStatus)(nil),         // 25: ksidecar.v1.SubscriberStatus
 	(*GroupStatus)(nil),              // 26: ksidecar.v1.GroupStatus
-	(*MemoryStatus)(nil),             // 27: ksidecar.v1.MemoryStatus
-	(*ListGroupsResponse)(nil),       // 28: ksidecar.v1.ListGroupsResponse
-	(*SeekRequest)(nil),              // 29: ksidecar.v1.SeekRequest
-	(*SeekResponse)(nil),             // 30: ksidecar.v1.SeekResponse
+	(*Histogram)(nil),                // 27: ksidecar.v1.Histogram
+	(*MemoryStatus)(nil),             // 28: ksidecar.v1.MemoryStatus
+	(*ListGroupsResponse)(nil),       // 29: ksidecar.v1.ListGroupsResponse
+	(*SeekRequest)(nil),              // 30: ksidecar.v1.SeekRequest
+	(*SeekResponse)(nil),             // 31: ksidecar.v1.SeekResponse
 }
 var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	1,  // 0: ksidecar.v1.Record.headers:type_name -> ksidecar.v1.Header
@@ -2664,29 +2838,32 @@ var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	4,  // 19: ksidecar.v1.SubscriberStatus.outstanding:type_name -> ksidecar.v1.Credits
 	24, // 20: ksidecar.v1.GroupStatus.partitions:type_name -> ksidecar.v1.PartitionStatus
 	25, // 21: ksidecar.v1.GroupStatus.subscribers:type_name -> ksidecar.v1.SubscriberStatus
-	27, // 22: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
-	26, // 23: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
-	9,  // 24: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
-	16, // 25: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
-	18, // 26: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
-	19, // 27: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
-	20, // 28: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
-	22, // 29: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
-	23, // 30: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
-	29, // 31: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
-	15, // 32: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
-	17, // 33: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
-	21, // 34: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
-	21, // 35: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
-	21, // 36: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
-	26, // 37: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
-	28, // 38: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
-	30, // 39: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
-	32, // [32:40] is the sub-list for method output_type
-	24, // [24:32] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	28, // 22: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
+	27, // 23: ksidecar.v1.GroupStatus.delivery_to_ack_ms:type_name -> ksidecar.v1.Histogram
+	27, // 24: ksidecar.v1.GroupStatus.commit_round_trip_ms:type_name -> ksidecar.v1.Histogram
+	27, // 25: ksidecar.v1.GroupStatus.record_age_at_delivery_ms:type_name -> ksidecar.v1.Histogram
+	26, // 26: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
+	9,  // 27: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
+	16, // 28: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
+	18, // 29: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
+	19, // 30: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
+	20, // 31: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
+	22, // 32: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
+	23, // 33: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
+	30, // 34: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
+	15, // 35: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
+	17, // 36: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
+	21, // 37: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
+	21, // 38: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
+	21, // 39: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
+	26, // 40: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
+	29, // 41: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
+	31, // 42: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
+	35, // [35:43] is the sub-list for method output_type
+	27, // [27:35] is the sub-list for method input_type
+	27, // [27:27] is the sub-list for extension type_name
+	27, // [27:27] is the sub-list for extension extendee
+	0,  // [0:27] is the sub-list for field type_name
 }
 
 func init() { file_ksidecar_v1_consumer_proto_init() }
@@ -2707,7 +2884,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 		(*SubscribeResponse_Revocation)(nil),
 		(*SubscribeResponse_AckResults)(nil),
 	}
-	file_ksidecar_v1_consumer_proto_msgTypes[28].OneofWrappers = []any{
+	file_ksidecar_v1_consumer_proto_msgTypes[29].OneofWrappers = []any{
 		(*SeekRequest_Offset)(nil),
 		(*SeekRequest_TimestampMs)(nil),
 		(*SeekRequest_Earliest)(nil),
@@ -2719,7 +2896,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ksidecar_v1_consumer_proto_rawDesc), len(file_ksidecar_v1_consumer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   30,
+			NumMessages:   31,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
