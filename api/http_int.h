@@ -75,6 +75,7 @@ struct ks_http {
     conn_t *conns;
     bool sweep_stop, sweep_started;
     pthread_t sweep;
+    int64_t started_wall_ms; /* when the edge started (unix ms), the status page's uptime */
 };
 
 typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
@@ -255,6 +256,14 @@ void http_query_free(http_query_t *q);
  * range is the validator's. */
 bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
                   unsigned *unset, enum MHD_Result *ret);
+
+/* ---- http_page.c: GET /, the status page ---- */
+
+/* The page's decoder: answers at once with the page, no engine command, no caller check (the
+ * page asks the status API with whatever token it is given). */
+enum MHD_Result http_page_decode(ks_http_t *h, req_t *r, const char *group, const char *method);
+/* Now, in ms since the epoch (CLOCK_REALTIME). */
+int64_t http_page_wall_ms(void);
 
 /* ---- http_stream.c: GET /v1/groups/{group}/stream ---- */
 

@@ -777,6 +777,8 @@ typedef enum {
  * new endpoint for an existing command is a row here, a decoder above and an encoder in
  * http_json.c. */
 static const route_t routes[] = {
+    /* The status page: it asks the status API itself, with the caller's token. */
+    {"GET", "/", KS_CMD_NONE, 0, false, AUTH_NONE, http_page_decode, NULL},
     {"GET", "/healthz", KS_CMD_NONE, 0, true, AUTH_NONE, decode_health, NULL},
     {"GET", "/readyz", KS_CMD_STATUS, 0, true, AUTH_NONE, decode_ready, http_reply_ready},
     {"GET", "/openapi.yaml", KS_CMD_NONE, 0, false, AUTH_NONE, decode_openapi, NULL},

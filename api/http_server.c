@@ -477,6 +477,7 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->cfg = cfg;
     h->auth = auth;
     h->hub = hub;
+    h->started_wall_ms = http_page_wall_ms();
     pthread_mutex_init(&h->conns_lock, NULL);
     pthread_mutex_init(&h->streams_lock, NULL);
     atomic_init(&h->streams_stopping, false);

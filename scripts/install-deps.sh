@@ -9,6 +9,7 @@ APT_PKGS=(
   libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev
   clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless python3 procps
   systemd
+  chromium chromium-driver
 )
 
 missing=()
@@ -66,6 +67,15 @@ if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("prometheus_
   != "$PROMETHEUS_CLIENT_VERSION" ]; then
   echo "install-deps: installing prometheus_client $PROMETHEUS_CLIENT_VERSION from PyPI" >&2
   python3 -m pip install -q "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
+fi
+# The status page's browser test (tests/integration/test_status_page.py) drives Debian's
+# chromium through chromium-driver with selenium, pinned: 4.52.0 needs a certifi newer than
+# the package index here has.
+SELENIUM_VERSION=4.38.0
+if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("selenium"))' 2>/dev/null)" \
+  != "$SELENIUM_VERSION" ]; then
+  echo "install-deps: installing selenium $SELENIUM_VERSION from PyPI" >&2
+  python3 -m pip install -q "selenium==$SELENIUM_VERSION"
 fi
 CACHE="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
 if [ ! -x "$CACHE/bin/grpcurl" ] && ! command -v grpcurl >/dev/null 2>&1; then

@@ -54,6 +54,22 @@ static void test_rows(void **state)
     }
 }
 
+/* / is the status page, answered by the edge with no caller check. */
+static void test_page_row(void **state)
+{
+    (void)state;
+    char buf[512];
+    const char *g;
+    const route_t *rt = route_find("/", buf, sizeof(buf), &g);
+    assert_non_null(rt);
+    assert_string_equal(rt->path, "/");
+    assert_string_equal(rt->method, "GET");
+    assert_int_equal(rt->cmd, KS_CMD_NONE);
+    assert_int_equal(rt->auth, AUTH_NONE);
+    assert_ptr_equal(rt->decode, http_page_decode);
+    assert_null(g);
+}
+
 /* A {topic} segment matches as {group} does; only the groups scope looks for "{group}". */
 static void test_topic_row(void **state)
 {
@@ -76,7 +92,8 @@ static void test_no_row(void **state)
     (void)state;
     char buf[512];
     const char *g;
-    const char *none[] = {"/",
+    const char *none[] = {"//",
+                          "/index.html",
                           "/v1",
                           "/v1/groupsx",
                           "/healthz/",
@@ -148,9 +165,10 @@ static void test_parse_int(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_rows),   cmocka_unit_test(test_topic_row),
-        cmocka_unit_test(test_no_row), cmocka_unit_test(test_table),
-        cmocka_unit_test(test_allow),  cmocka_unit_test(test_parse_int),
+        cmocka_unit_test(test_rows),      cmocka_unit_test(test_page_row),
+        cmocka_unit_test(test_topic_row), cmocka_unit_test(test_no_row),
+        cmocka_unit_test(test_table),     cmocka_unit_test(test_allow),
+        cmocka_unit_test(test_parse_int),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
