@@ -160,12 +160,15 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             part_t *p = part_find(g, tp->topic, tp->partition);
             if (p && err) {
                 p->committed = -1; /* retried on the next tick */
+                snprintf(p->commit_err, sizeof(p->commit_err), "commit of offset %lld failed: %s",
+                         (long long)tp->offset, rd_kafka_err2str(err ? err : tp->err));
                 ks_commit_track_failed(&p->ct);
                 cwait_failed(g, p, tp->offset, err);
             } else if (p && sync && l->cnt == 1) {
                 /* A sync commit reports an error only when every partition failed, so
                  * only a one-partition one confirms here; offset_commit_cb does the rest. */
                 ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+                p->commit_err[0] = '\0';
                 cwait_confirmed(g, p);
             }
         }

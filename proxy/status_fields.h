@@ -119,7 +119,17 @@
     X(I64, kafka_queue_records, kafka_queue_records, "kafka_queue_records", 16, GAUGE,             \
       "records waiting in the partition's librdkafka queue")                                       \
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
-      "times paused in librdkafka to give its prefetch back to the memory budget")
+      "times paused in librdkafka to give its prefetch back to the memory budget")                 \
+    X(BOOL, stalled, stalled, "stalled", 19, GAUGE,                                                \
+      "lag, and the commit point has not moved for health.stall_ms")                               \
+    X(TEXT, stall_reason, stall_reason, "stall_reason", 20, TEXT,                                  \
+      "why it is stalled: poison, metadata, no_subscriber, no_credits, memory, kafka or "          \
+      "unknown; \"\" when not stalled")                                                            \
+    X(NAME, stall_detail, stall_detail, "stall_detail", 21, TEXT,                                  \
+      "the stall in a sentence: the poison record's offset, attempts and last nack reason, or "    \
+      "the last commit error")                                                                     \
+    X(I64, commit_idle_ms, commit_idle_ms, "commit_idle_ms", 22, GAUGE,                            \
+      "ms since the confirmed commit point last moved")
 
 /* One subscriber: ks_sub_status_t, SubscriberStatus. */
 #define KS_STATUS_SUB_FIELDS(X)                                                                    \

@@ -1659,8 +1659,13 @@ type PartitionStatus struct {
 	KafkaQueueRecords   int64                  `protobuf:"varint,16,opt,name=kafka_queue_records,json=kafkaQueueRecords,proto3" json:"kafka_queue_records,omitempty"` // records waiting in the partition's librdkafka queue
 	CommitInFlight      int64                  `protobuf:"varint,17,opt,name=commit_in_flight,json=commitInFlight,proto3" json:"commit_in_flight,omitempty"`          // offset of a commit sent and not confirmed yet; -1 if none
 	BudgetPauses        int64                  `protobuf:"varint,18,opt,name=budget_pauses,json=budgetPauses,proto3" json:"budget_pauses,omitempty"`                  // times paused in librdkafka to give its prefetch back
-	unknownFields       protoimpl.UnknownFields
-	sizeCache           protoimpl.SizeCache
+	// Stall detection: lag, and the commit point has not moved for health.stall_ms.
+	Stalled       bool   `protobuf:"varint,19,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	StallReason   string `protobuf:"bytes,20,opt,name=stall_reason,json=stallReason,proto3" json:"stall_reason,omitempty"`       // poison, metadata, no_subscriber, no_credits, memory, kafka, unknown
+	StallDetail   string `protobuf:"bytes,21,opt,name=stall_detail,json=stallDetail,proto3" json:"stall_detail,omitempty"`       // the stall in a sentence
+	CommitIdleMs  int64  `protobuf:"varint,22,opt,name=commit_idle_ms,json=commitIdleMs,proto3" json:"commit_idle_ms,omitempty"` // ms since the confirmed commit point last moved
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
@@ -1815,6 +1820,34 @@ func (x *PartitionStatus) GetCommitInFlight() int64 {
 func (x *PartitionStatus) GetBudgetPauses() int64 {
 	if x != nil {
 		return x.BudgetPauses
+	}
+	return 0
+}
+
+func (x *PartitionStatus) GetStalled() bool {
+	if x != nil {
+		return x.Stalled
+	}
+	return false
+}
+
+func (x *PartitionStatus) GetStallReason() string {
+	if x != nil {
+		return x.StallReason
+	}
+	return ""
+}
+
+func (x *PartitionStatus) GetStallDetail() string {
+	if x != nil {
+		return x.StallDetail
+	}
+	return ""
+}
+
+func (x *PartitionStatus) GetCommitIdleMs() int64 {
+	if x != nil {
+		return x.CommitIdleMs
 	}
 	return 0
 }
@@ -2504,7 +2537,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\brejected\x18\x03 \x01(\x05R\brejected\"'\n" +
 	"\x0fGetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x13\n" +
-	"\x11ListGroupsRequest\"\x82\x05\n" +
+	"\x11ListGroupsRequest\"\x88\x06\n" +
 	"\x0fPartitionStatus\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -2524,7 +2557,11 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x13window_memory_bytes\x18\x0f \x01(\x03R\x11windowMemoryBytes\x12.\n" +
 	"\x13kafka_queue_records\x18\x10 \x01(\x03R\x11kafkaQueueRecords\x12(\n" +
 	"\x10commit_in_flight\x18\x11 \x01(\x03R\x0ecommitInFlight\x12#\n" +
-	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\"\xa8\x01\n" +
+	"\rbudget_pauses\x18\x12 \x01(\x03R\fbudgetPauses\x12\x18\n" +
+	"\astalled\x18\x13 \x01(\bR\astalled\x12!\n" +
+	"\fstall_reason\x18\x14 \x01(\tR\vstallReason\x12!\n" +
+	"\fstall_detail\x18\x15 \x01(\tR\vstallDetail\x12$\n" +
+	"\x0ecommit_idle_ms\x18\x16 \x01(\x03R\fcommitIdleMs\"\xa8\x01\n" +
 	"\x10SubscriberStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
