@@ -36,13 +36,30 @@ bool known_service(const char *name)
     return false;
 }
 
+/* A group's own service, "ksidecar.group.<name>": NOT_SERVING while any of its partitions
+ * is stalled (or Kafka is down); -1 when r names no group running here. */
+static int group_health(ks_grpc_t *s, const char *service)
+{
+    static const char prefix[] = "ksidecar.group.";
+    if (strncmp(service, prefix, sizeof(prefix) - 1) != 0)
+        return -1;
+    char why[512];
+    int n = ks_engine_group_stalled(s->eng, service + sizeof(prefix) - 1, why, sizeof(why));
+    if (n < 0)
+        return -1;
+    return n > 0 ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
+                 : health_status(s);
+}
+
 /* Health Check and Watch: the request, then the status now (Watch: and each change, from
- * the health thread). @locality a completion-queue thread */
+ * the health thread; a group's service: its status when asked). @locality a completion-queue
+ * thread */
 void decode_health(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
     Grpc__Health__V1__HealthCheckRequest *r = (Grpc__Health__V1__HealthCheckRequest *)m;
-    if (!known_service(r->service)) {
+    int group = group_health(s, r->service);
+    if (group < 0 && !known_service(r->service)) {
         if (c->method == M_HEALTH_CHECK)
             call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
         else {
@@ -53,9 +70,11 @@ void decode_health(call_t *c, ProtobufCMessage *m)
         }
     } else {
         Grpc__Health__V1__HealthCheckResponse hr = GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-        hr.status = health_status(s);
+        int st = group >= 0 ? group : health_status(s);
+        hr.status = st;
         pthread_mutex_lock(&c->lock);
-        c->last_health = hr.status;
+        /* A group's Watch gets its status once: the health thread follows Kafka only. */
+        c->last_health = group >= 0 ? -1 : st;
         pthread_mutex_unlock(&c->lock);
         call_send(c, &hr.base);
         if (c->method == M_HEALTH_CHECK)

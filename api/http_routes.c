@@ -732,9 +732,28 @@ static enum MHD_Result decode_metrics(ks_http_t *h, req_t *r, const char *group,
     return handle_status(h, r, NULL);
 }
 
+/* /readyz?group=NAME: that group alone: 404 unless it runs here, 503 while Kafka is down or
+ * any of its partitions is stalled (each named with its reason), else 200. */
+static enum MHD_Result ready_group(ks_http_t *h, req_t *r, const char *name)
+{
+    char why[512];
+    if (!*name)
+        return http_send_error(r->conn, KS_E_INVALID, "query parameter \"group\" is empty");
+    int n = ks_engine_group_stalled(h->eng, name, why, sizeof(why));
+    if (n < 0)
+        return http_send_error(r->conn, KS_E_NOT_FOUND, "group %s does not run here", name);
+    if (n > 0)
+        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: group %s: %d stalled: %s",
+                               name, n, why);
+    if (!ks_engine_kafka_health(h->eng, why, sizeof(why)))
+        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", why);
+    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+}
+
 static enum MHD_Result decode_ready(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
-    return handle_ready(h, r);
+    const char *name = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "group");
+    return name ? ready_group(h, r, name) : handle_ready(h, r);
 }
 
 /* /healthz: no engine command; answered from the engine's Kafka probe at once. */

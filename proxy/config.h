@@ -46,6 +46,7 @@ typedef struct ks_config {
     char **group_patterns; /* fnmatch(3) patterns a group name must match */
     size_t group_pattern_cnt;
     int commit_interval_ms;
+    int health_stall_ms; /* a partition with lag whose commit point sat this long is stalled */
     int shutdown_grace_ms;
     int fetch_max_records;
     int fetch_default_wait_ms;

@@ -27,6 +27,8 @@ const key_t_ config_keys[] = {
      "glob patterns a group name must match (comma-separated as a flag)"},
     {"commit.interval_ms", T_INT, OFF(commit_interval_ms), 10, 600000,
      "how often acked offsets are committed"},
+    {"health.stall_ms", T_INT, OFF(health_stall_ms), 100, 86400000,
+     "a partition with lag whose commit point has not moved this long is stalled"},
     {"shutdown.grace_ms", T_INT, OFF(shutdown_grace_ms), 0, 600000,
      "longest a clean shutdown may take"},
     {"fetch.max_records", T_INT, OFF(fetch_max_records), 1, 1000000,
@@ -187,6 +189,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_patterns[0] = ks_xstrdup("*");
     cfg->group_pattern_cnt = 1;
     cfg->commit_interval_ms = 500;
+    cfg->health_stall_ms = 60000;
     cfg->shutdown_grace_ms = 10000;
     cfg->fetch_max_records = 10000;
     cfg->fetch_default_wait_ms = 5000;

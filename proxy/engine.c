@@ -369,6 +369,17 @@ bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size)
     return ks_producer_kafka_health(e->producer, why, size);
 }
 
+int ks_engine_group_stalled(ks_engine_t *e, const char *group, char *why, size_t size)
+{
+    int n = -1;
+    pthread_mutex_lock(&e->lock);
+    for (size_t i = 0; i < e->ent_cnt && n < 0; i++)
+        if (e->ents[i]->live && !strcmp(ks_group_name(e->ents[i]->g), group))
+            n = ks_group_stalled(e->ents[i]->g, why, size);
+    pthread_mutex_unlock(&e->lock);
+    return n;
+}
+
 bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size)
 {
     return ks_producer_kafka_down(e->producer, why, size);

@@ -52,6 +52,11 @@ bool ks_engine_kafka_up(ks_engine_t *e);
 /* As ks_engine_kafka_up; when down, why (size bytes) says what the probe saw. Any thread. */
 bool ks_engine_kafka_health(ks_engine_t *e, char *why, size_t size);
 
+/* group's stalled partitions (its loop's last stall check), why (size bytes) naming each
+ * with its reason; -1 when the group does not run here. Any thread; gRPC health's
+ * ksidecar.group.<name> and /readyz?group= answer from it. */
+int ks_engine_group_stalled(ks_engine_t *e, const char *group, char *why, size_t size);
+
 /* True when the last probe failed: not before the first one ends, right after start. */
 bool ks_engine_kafka_down(ks_engine_t *e, char *why, size_t size);
 

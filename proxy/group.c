@@ -231,6 +231,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->q_kbytes = q_kb;
     g->fetch_max_bytes = conf_int(g->rk, "fetch.message.max.bytes");
 
+    pthread_mutex_init(&g->stall_lock, NULL);
     if (ks_inbox_init(&g->inbox) < 0 || pipe2(g->rk_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         pipe2(g->dlq_pipe, O_NONBLOCK | O_CLOEXEC) < 0 ||
         (g->tfd = timerfd_create(CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC)) < 0 ||
@@ -343,6 +344,7 @@ void ks_group_destroy(ks_group_t *g)
     if (g->inbox.efd >= 0)
         ks_inbox_destroy(&g->inbox);
     ks_leases_destroy(&g->leases);
+    pthread_mutex_destroy(&g->stall_lock);
     dlv_forget(g, 0, NULL);
     for (size_t i = 0; i < g->sub_cnt; i++)
         free(g->subs[i]);

@@ -43,6 +43,10 @@ int ks_group_join(ks_group_t *g, int64_t deadline_ms);
 /* True once the loop thread has finished (join will not block). */
 bool ks_group_exited(const ks_group_t *g);
 
+/* How many of g's partitions its last stall check found stalled; why (size bytes) names
+ * each with its reason. Any thread. */
+int ks_group_stalled(ks_group_t *g, char *why, size_t size);
+
 /* Frees a group whose loop has exited and been joined. */
 void ks_group_destroy(ks_group_t *g);
 

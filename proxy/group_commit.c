@@ -109,6 +109,7 @@ static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_part
 {
     bool in_flight = ks_commit_track_in_flight(&p->ct) >= 0;
     ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+    p->commit_err[0] = '\0'; /* a stall's kafka reason ends with a confirmed commit */
     if (in_flight && ks_commit_track_in_flight(&p->ct) < 0) {
         g->st_commits_confirmed++;
         ks_hist_add(&g->st_commit_round_trip, ks_now_ms() - p->commit_sent_ms);
@@ -178,6 +179,8 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             part_t *p = part_find(g, tp->topic, tp->partition);
             if (p && err) {
                 p->committed = -1; /* retried on the next tick */
+                snprintf(p->commit_err, sizeof(p->commit_err), "commit of offset %lld failed: %s",
+                         (long long)tp->offset, rd_kafka_err2str(err ? err : tp->err));
                 ks_commit_track_failed(&p->ct);
                 g->st_commits_failed++;
                 cwait_failed(g, p, tp->offset, err);

@@ -160,6 +160,8 @@ static void arm_timer(ks_group_t *g, int64_t now)
         next = g->drain_until_ms;
     if (g->rv_parts && g->rv_until_ms < next)
         next = g->rv_until_ms;
+    if (g->next_stall_ms < next)
+        next = g->next_stall_ms;
     if (g->cwait_head && cwait_next_due(g) < next)
         next = cwait_next_due(g);
     if (next < now + 1)
@@ -239,6 +241,8 @@ void *loop_main(void *arg)
         }
         if (g->cwait_head)
             cwait_expire(g, now, false);
+        if (now >= g->next_stall_ms)
+            stall_check(g, now);
         if (g->life == GROUP_DRAINING && (total_leased(g) == 0 || now >= g->drain_until_ms)) {
             if (total_leased(g))
                 ks_warn(g->log_name,

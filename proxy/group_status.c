@@ -2,6 +2,16 @@
  * declares. */
 #include "group_int.h"
 
+int64_t part_lag(ks_group_t *g, const part_t *p, int64_t *hw)
+{
+    int64_t lo = -1, hi = -1;
+    if (!g->rk || rd_kafka_get_watermark_offsets(g->rk, p->topic, p->partition, &lo, &hi) != 0)
+        hi = -1;
+    *hw = hi;
+    int64_t base = p->ct.confirmed >= 0 ? p->ct.confirmed : ks_ack_window_commit_point(&p->win);
+    return hi >= 0 && base >= 0 ? hi - base : -1;
+}
+
 ks_group_status_t *build_status(ks_group_t *g, int64_t now)
 {
     ks_group_status_t *st = calloc(1, sizeof(*st));
@@ -41,12 +51,7 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->state = ks_pstate_str(p->state);
         ps->committed = p->ct.confirmed;
         ps->commit_in_flight = ks_commit_track_in_flight(&p->ct);
-        int64_t lo = -1, hi = -1;
-        if (rd_kafka_get_watermark_offsets(g->rk, p->topic, p->partition, &lo, &hi) != 0)
-            hi = -1;
-        ps->high_watermark = hi;
-        int64_t base = p->ct.confirmed >= 0 ? p->ct.confirmed : ks_ack_window_commit_point(&p->win);
-        ps->lag = hi >= 0 && base >= 0 ? hi - base : -1;
+        ps->lag = part_lag(g, p, &ps->high_watermark);
         size_t window = ks_ack_window_count(&p->win);
         ps->in_flight = (int64_t)p->leased;
         ps->window = (int64_t)window;
@@ -64,6 +69,9 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
         ps->budget_pauses = p->budget_pauses;
         ps->commit_point_age_ms = now - p->cp_moved_ms;
+        ps->stalled = p->stall != KS_STALL_NONE;
+        ps->stall_reason = ks_stall_str(p->stall);
+        snprintf(ps->stall_detail, sizeof(ps->stall_detail), "%s", p->stall_detail);
     }
     for (size_t i = 0; i < g->sub_cnt; i++) {
         sub_t *s = g->subs[i];

@@ -143,7 +143,15 @@
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
       "times paused in librdkafka to give its prefetch back to the memory budget")                 \
     X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
-      "how long since the commit point last moved (seen at each commit interval)")
+      "how long since the commit point last moved (seen at each commit interval)")                 \
+    X(BOOL, stalled, stalled, "stalled", 20, GAUGE,                                                \
+      "lag, and the commit point has not moved for health.stall_ms")                               \
+    X(TEXT, stall_reason, stall_reason, "stall_reason", 21, TEXT,                                  \
+      "why it is stalled: poison, metadata, no_subscriber, no_credits, memory, kafka or "          \
+      "unknown; \"\" when not stalled")                                                            \
+    X(NAME, stall_detail, stall_detail, "stall_detail", 22, TEXT,                                  \
+      "the stall in a sentence: the poison record's offset, attempts and last nack reason, or "    \
+      "the last commit error")
 
 /* One subscriber: ks_sub_status_t, SubscriberStatus. */
 #define KS_STATUS_SUB_FIELDS(X)                                                                    \

@@ -1,6 +1,6 @@
 /* group_int.h: a group's state and the functions its files share, private to the group files
  * (group.c, group_loop.c, group_intake.c, group_deliver.c, group_settle.c, group_commit.c,
- * group_rebalance.c, group_confirm.c, dead_letter.c, group_status.c). */
+ * group_rebalance.c, group_confirm.c, dead_letter.c, group_status.c, group_stall.c). */
 #ifndef KS_GROUP_INT_H
 #define KS_GROUP_INT_H
 
@@ -33,6 +33,7 @@
 #include "owner.h"
 #include "pstate.h"
 #include "rejoin_guard.h"
+#include "stall.h"
 #include "util.h"
 
 /* A subscriber with hold_stalled whose oldest unreported batch waited this long for its
@@ -106,6 +107,12 @@ typedef struct part {
     int64_t budget_pauses; /* times part_kafka_pause paused it */
     /* The commit point as the commit interval last saw it, and when it last moved. */
     int64_t cp_seen, cp_moved_ms;
+    /* Stall detection (group_stall.c): the confirmed commit point as last seen and since
+     * when; the last commit error ("" once one is confirmed); the reason found last. */
+    int64_t stall_seen_cp, stall_moved_ms;
+    char commit_err[128];
+    ks_stall_t stall;
+    char stall_detail[200];
 } part_t;
 
 /* A settle waiting for its commits (group_confirm.c). */
@@ -226,6 +233,12 @@ struct ks_group {
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
     int64_t last_activity_ms;
     int64_t st_delivered, st_redelivered, st_expired, st_nacked, st_acked, st_dead_lettered;
+    int64_t next_stall_ms; /* when stall_check runs next */
+    /* What stall_check found, for health probes on other threads. @locality written by the
+     * group loop, read anywhere, under stall_lock */
+    pthread_mutex_t stall_lock;
+    int stall_cnt;       /* stalled partitions */
+    char stall_why[512]; /* each one's "topic[partition]: reason", "; " between */
 };
 
 /* A record as the window holds it: copied out of librdkafka when it arrives, in one
@@ -343,6 +356,13 @@ void subscribe_to(ks_group_t *g, const char *const *topics, size_t n);
 
 /* group_status.c */
 ks_group_status_t *build_status(ks_group_t *g, int64_t now);
+/* p's high watermark (*hw, -1 unknown) and its lag, as the status shows them (-1 unknown). */
+int64_t part_lag(ks_group_t *g, const part_t *p, int64_t *hw);
+
+/* group_stall.c */
+/* Finds which partitions are stalled and why, logs each change, publishes the count for
+ * ks_group_stalled; runs once each g->next_stall_ms. */
+void stall_check(ks_group_t *g, int64_t now);
 
 /* ---- small helpers the hot paths of several files share, inline as before ---- */
 

@@ -15,8 +15,12 @@ out=$(mktemp -d)
 port() { python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 HTTP=$(port)
 GRPC=$(port)
+# The generated fetches lease records nobody acks: a real stall, which /readyz?group= answers
+# with a 503 as it should; not_a_server_error counts every 5xx, so health.stall_ms is set
+# past the run (tests/integration/test_stall_detect.py covers the 503).
 "$BIN" --kafka.bootstrap.servers="$KSIDECAR_TEST_BOOTSTRAP" --http.listen=127.0.0.1:$HTTP \
-  --grpc.listen=127.0.0.1:$GRPC --commit.interval_ms=200 --fetch.max_wait_ms=5000 >"$out/ksidecar.log" 2>&1 &
+  --grpc.listen=127.0.0.1:$GRPC --commit.interval_ms=200 --fetch.max_wait_ms=5000 \
+  --health.stall_ms=86400000 >"$out/ksidecar.log" 2>&1 &
 pid=$!
 cleanup() { kill -9 "$pid" 2>/dev/null || true; }
 trap cleanup EXIT

@@ -56,11 +56,15 @@ static ks_group_status_t *fixture_orders(void)
     p->kafka_queue_records = 300;
     p->commit_in_flight = 120;
     p->budget_pauses = 9;
+    p->stalled = 1;
+    p->stall_reason = "poison";
+    snprintf(p->stall_detail, sizeof(p->stall_detail), "offset 100 delivered 3 times");
     p = &g->parts[1];
     snprintf(p->topic, sizeof(p->topic), "orders.us");
     p->partition = 0;
     p->epoch = 1;
     p->state = "INITIALIZING";
+    p->stall_reason = "";
     p->committed = -1;
     p->high_watermark = -1;
     p->lag = -1;

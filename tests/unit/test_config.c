@@ -100,6 +100,7 @@ static void test_defaults(void **state)
     ks_config_t cfg;
     ks_config_defaults(&cfg);
     assert_int_equal(cfg.commit_interval_ms, 500);
+    assert_int_equal(cfg.health_stall_ms, 60000);
     assert_string_equal(cfg.http_listen, "127.0.0.1:8080");
     assert_string_equal(cfg.grpc_listen, "127.0.0.1:50051");
     assert_int_equal(cfg.log_level, KS_LOG_INFO);
@@ -355,6 +356,8 @@ static void test_json_out_of_range(void **state)
     assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":600001}}", err, sizeof(err)), -1);
     assert_contains(err, "commit.interval_ms");
     assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":-1}}", err, sizeof(err)), -1);
+    assert_int_equal(load(&cfg, "{\"health\":{\"stall_ms\":99}}", err, sizeof(err)), -1);
+    assert_contains(err, "health.stall_ms");
     /* Larger than an int: must be refused, not truncated into range. */
     assert_int_equal(load(&cfg, "{\"commit\":{\"interval_ms\":4294967796}}", err, sizeof(err)), -1);
     assert_contains(err, "commit.interval_ms");
