@@ -213,15 +213,27 @@ static void sample(out_t *o, const char *name, const labels_t *l, int64_t v)
     {                                                                                              \
         const char *fam =                                                                          \
             fam_begin(o, nb, sizeof(nb), "ksidecar_partition_", fname, suffix, ptype, doc);        \
+        bool stall = !strcmp(fname, "stalled");                                                    \
         for (size_t i = 0; i < n; i++)                                                             \
             for (size_t j = 0; j < groups[i]->part_cnt; j++) {                                     \
                 const ks_part_status_t *p = &groups[i]->parts[j];                                  \
                 int64_t v;                                                                         \
                 labels_t l = {{"group", "topic"}, {groups[i]->name, p->topic}, p->partition};      \
+                part_reason(&l, stall, p);                                                         \
                 if (M_GET_##type(p, m, v))                                                         \
                     sample(o, fam, &l, v);                                                         \
             }                                                                                      \
     }
+
+/* A stalled partition's sample also says why (ksidecar_partition_stalled{...,reason="poison"}
+ * 1); one not stalled has no reason label (0). The reason is one of a few fixed words. */
+static void part_reason(labels_t *l, bool stall, const ks_part_status_t *p)
+{
+    if (stall && p->stall_reason && *p->stall_reason) {
+        l->k[2] = "reason";
+        l->v[2] = p->stall_reason;
+    }
+}
 
 /* Starts a generated family: its name prefix + the field's name + suffix into buf, its HELP
  * and TYPE lines. A field in milliseconds (its name ends in _ms) is written in seconds, the

@@ -41,6 +41,9 @@ static void fixture(void)
         snprintf(parts_a[i].topic, sizeof(parts_a[i].topic), "t");
     }
     parts_a[1].oldest_lease_age_ms = 1234;
+    parts_a[1].stalled = true;
+    parts_a[1].stall_reason = "poison";
+    parts_a[0].stall_reason = "";
     parts_a[1].committed = parts_a[1].lag = -1; /* before any commit: unknown */
     ga.parts = parts_a;
     ga.part_cnt = 2;
@@ -90,6 +93,12 @@ static void test_families(void **state)
     /* A label value escaped as the format wants. */
     assert_non_null(strstr(t, "ksidecar_delivered_total{group=\"b\\\"q\\\\x\\n\"} 0\n"));
     assert_non_null(strstr(t, "ksidecar_groups 2\n"));
+    /* A stalled partition's sample carries its reason; one not stalled has none. */
+    assert_non_null(strstr(t,
+                           "ksidecar_partition_stalled{group=\"a\",topic=\"t\",reason=\"poison\","
+                           "partition=\"1\"} 1\n"));
+    assert_non_null(
+        strstr(t, "ksidecar_partition_stalled{group=\"a\",topic=\"t\",partition=\"0\"} 0\n"));
     /* A histogram: cumulative buckets by le in seconds, the sum in seconds, the count. */
     assert_non_null(strstr(t,
                            "# TYPE ksidecar_delivery_to_ack_seconds histogram\n"
