@@ -9,6 +9,7 @@ import pytest
 
 from conftest import create_topic, produce, unique, wait_for
 from grpc_support import SubscribeStream, health_pb2, open_msg, start_grpc
+from test_metrics import samples, scrape_text
 
 STALL_MS = 1500
 ARGS = (f"--health.stall_ms={STALL_MS}",)
@@ -57,6 +58,11 @@ def wait_stalled(sc, group, reason, timeout=6 * STALL_MS / 1000 + 10):
     st, body = sc.get(f"/readyz?group={group}")
     assert st == 503, (st, body)
     assert f"[0]: {reason}" in body["error"]["message"], body
+    # /metrics says it too, the reason as a label (read with prometheus_client's parser).
+    text = scrape_text(sc.base)[1]
+    want = frozenset({("group", group), ("topic", p["topic"]), ("partition", "0"),
+                      ("reason", reason)})
+    assert samples(text)[0].get(("ksidecar_partition_stalled", want)) == 1, text
     return p
 
 
@@ -120,12 +126,6 @@ def test_poison_record_nacked_forever(bootstrap, sidecars):
     p = wait_stalled(sc, g, "poison")
     assert "offset 0" in p["stall_detail"] and "bad payload" in p["stall_detail"], p
     assert "stalled (poison)" in sc.logs()
-    # /metrics says it too, with the reason as a label (parsed by prometheus_client).
-    from test_metrics import samples, scrape_text
-    st, text = scrape_text(sc.base)
-    got = samples(text)[0]
-    want = frozenset({("group", g), ("topic", topic), ("partition", "0"), ("reason", "poison")})
-    assert got.get(("ksidecar_partition_stalled", want)) == 1, text
     # The poison record acked: the commit point moves and the stall clears.
     recs = []
     wait_for(lambda: recs.extend(fetch(sc, g, topic)) or any(r["offset"] == 0 for r in recs), 30)
