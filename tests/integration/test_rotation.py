@@ -11,6 +11,8 @@ import shutil
 import signal
 import socket
 import ssl
+import threading
+import time
 
 import grpc
 
@@ -71,8 +73,35 @@ def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars
     assert sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200
     assert not drop.done.is_set() and not keep.done.is_set()
 
+    # A long-poll of "drop" on a second group, waiting when "drop" goes: no record reaches it.
+    topic2, g2 = unique("trot2"), unique("grot2")
+    create_topic(bootstrap, topic2, 1)
+    polled = {}
+
+    def long_poll():
+        polled["answer"] = sc.request(
+            "GET", f"/v1/groups/{g2}/records?topic={topic2}&max=10&wait_ms=25000", token="drop")
+
+    wait_for(lambda: sc.request("GET", f"/v1/groups/{g2}/records?topic={topic2}&wait_ms=0",
+                                token="drop")[0] == 200, 30, 0.2, "the second group joined")
+    poller = threading.Thread(target=long_poll)
+    poller.start()
+    time.sleep(1)  # parked in the group loop
+
     # The file without "drop": its streams end, "keep"'s carries on.
     replace_file(tokens, tokens_text(["keep"]))
+    wait_for(lambda: sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 401, 20, 0.2,
+             "drop refused")
+    produce(bootstrap, topic2, 2)
+    poller.join(40)
+    st, body = polled["answer"]
+    assert st == 401 and "removed from the tokens file" in body["error"]["message"], body
+    # Its records went back uncounted: "keep" gets both, at attempt 1.
+    got = []
+    wait_for(lambda: got.extend(sc.request(
+        "GET", f"/v1/groups/{g2}/records?topic={topic2}&max=10&wait_ms=1000",
+        token="keep")[1]["records"]) or len(got) >= 2, 30, 0.2, "the records for keep")
+    assert sorted(r["offset"] for r in got) == [0, 1] and {r["attempt"] for r in got} == {1}, got
     assert drop.wait_closed(30) == SC.UNAUTHENTICATED
     assert "removed from the tokens file" in drop.error.details()
     tail = []
