@@ -131,6 +131,16 @@ static void propagate_defaults(ks_config_t *cfg)
 
 static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize);
 
+/* A push bearer token goes into the Authorization header as it is: visible ASCII only
+ * (what a bearer token is made of), so no byte can end the header or need escaping. */
+static bool bearer_ok(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x21 || *s > 0x7e)
+            return false;
+    return true;
+}
+
 int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
 {
     int rc = set_one(cfg, key, value, err, errsize);
@@ -399,7 +409,7 @@ static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t
         } else if (!strcmp(k, "batch") && (n = push_int(v, 1, 10000)) > 0) {
             g->push_batch = n;
             g->explicit_mask |= EXPLICIT_PUSH_BAT;
-        } else if (!strcmp(k, "bearer_token") && s && !strpbrk(s, "\r\n")) {
+        } else if (!strcmp(k, "bearer_token") && s && bearer_ok(s)) {
             free(g->push_bearer_token);
             g->push_bearer_token = ks_xstrdup(s);
         } else if (!strcmp(k, "ca_file") && s) {
