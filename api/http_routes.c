@@ -753,7 +753,15 @@ static enum MHD_Result ready_group(ks_http_t *h, req_t *r, const char *name)
 static enum MHD_Result decode_ready(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
     const char *name = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "group");
-    return name ? ready_group(h, r, name) : handle_ready(h, r);
+    if (!name)
+        return handle_ready(h, r);
+    /* One group's readiness names its partitions and the stall's detail (a nack reason):
+     * on the main listener only for a caller the group's scope covers, as its status is;
+     * the probe listener checks no caller. */
+    enum MHD_Result ret;
+    if (!r->health && *name && !http_authorized(h, r, name, &ret))
+        return ret;
+    return ready_group(h, r, name);
 }
 
 /* /healthz: no engine command; answered from the engine's Kafka probe at once. */

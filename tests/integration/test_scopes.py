@@ -177,6 +177,13 @@ def test_legacy_tokens_file_loads_with_group_scopes_only(bootstrap, secure_sidec
     # What needs the groups scope only still works.
     resp = sc.consumer.ListGroups(c.ListGroupsRequest(), metadata=md, timeout=30)
     assert list(resp.groups) == []
+    # One group's readiness (it names partitions and stall details) is the group's scope's
+    # business: no token 401, another group 403, a covered one not running here 404.
+    st, body = sc.request("GET", f"/readyz?group={g}", token=None)
+    assert st == 401, (st, body)
+    denied_http(sc.request("GET", "/readyz?group=other"), "(groups scope)")
+    assert sc.request("GET", f"/readyz?group={g}")[0] == 404
+    assert sc.request("GET", "/readyz", token=None)[0] in (200, 503)  # the process: anyone
     assert sc.stop() == 0
 
 
