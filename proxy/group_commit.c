@@ -103,14 +103,24 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
     return len;
 }
 
-/* Notes p's commit tp confirmed; counted once, when it is the commit in flight (a sync
- * commit's result may come twice: from the call and from offset_commit_cb). */
+/* A commit of p failed: counted, and it is no longer out. */
+static void commit_answered_failed(ks_group_t *g, part_t *p)
+{
+    if (p->commits_out > 0)
+        p->commits_out--;
+    g->st_commits_failed++;
+}
+
+/* Notes p's commit tp confirmed; counted once per commit sent (a sync commit's result may
+ * come twice: from the call and from offset_commit_cb). */
 static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_partition_t *tp)
 {
-    bool in_flight = ks_commit_track_in_flight(&p->ct) >= 0;
     ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
     p->commit_err[0] = '\0'; /* a stall's kafka reason ends with a confirmed commit */
-    if (in_flight && ks_commit_track_in_flight(&p->ct) < 0) {
+    /* One answer per commit sent: commits that overlap are each counted when their answer
+     * comes, and a sync commit's second report (offset_commit_cb) finds none left. */
+    if (p->commits_out > 0) {
+        p->commits_out--;
         g->st_commits_confirmed++;
         ks_hist_add(&g->st_commit_round_trip, ks_now_ms() - p->commit_sent_ms);
     }
@@ -168,6 +178,7 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
         p->meta_dirty = false;
         ks_commit_track_sent(&p->ct, cp, tp->metadata, tp->metadata_size);
         p->commit_sent_ms = now;
+        p->commits_out++;
         g->st_commits_sent++;
     }
     free(buf);
@@ -182,7 +193,7 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
                 snprintf(p->commit_err, sizeof(p->commit_err), "commit of offset %lld failed: %s",
                          (long long)tp->offset, rd_kafka_err2str(err ? err : tp->err));
                 ks_commit_track_failed(&p->ct);
-                g->st_commits_failed++;
+                commit_answered_failed(g, p);
                 cwait_failed(g, p, tp->offset, err);
             } else if (p && sync && l->cnt == 1) {
                 /* A sync commit reports an error only when every partition failed, so
@@ -237,7 +248,7 @@ void offset_commit_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err,
             ks_warn(g->log_name, "commit of %s[%d] failed: %s; retrying", tp->topic, tp->partition,
                     rd_kafka_err2str(tp->err));
         ks_commit_track_failed(&p->ct);
-        g->st_commits_failed++;
+        commit_answered_failed(g, p);
         cwait_failed(g, p, tp->offset, err ? err : tp->err);
         p->committed = -1;
         p->meta_dirty = true;

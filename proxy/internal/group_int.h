@@ -82,6 +82,7 @@ typedef struct part {
     int64_t committed;        /* the last offset sent in a commit, -1 if none */
     ks_commit_track_t ct;     /* commits confirmed by the broker, and the acks they cover */
     int64_t commit_sent_ms;   /* when the commit in flight went (commit round trip) */
+    int32_t commits_out;      /* commits sent and not answered yet (each counted once) */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
     bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
