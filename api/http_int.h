@@ -221,6 +221,12 @@ enum MHD_Result http_reply(req_t *r);
  * for the command's callback, and parks r for the answer (or answers now: the engine's
  * refusal, or an answer already in). */
 enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
+/* A request that parks until something happens (a long-poll fetch, a wait for the commit)
+ * takes one of http.max_long_polls, given back by the engine's callback; false when none
+ * is free. */
+bool http_long_poll_claim(ks_http_t *h, req_t *r);
+/* http_settle.c: the acks, nacks and deadline rows' decoder. */
+enum MHD_Result http_decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method);
 
 /* A fetch's or a stream's query parameters (NULL: absent) and what they say. */
 typedef struct http_query {
