@@ -115,14 +115,16 @@ static void commit_answered_failed(ks_group_t *g, part_t *p)
  * come twice: from the call and from offset_commit_cb). */
 static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_partition_t *tp)
 {
+    int64_t now = ks_now_ms();
     ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+    cp_note(p, now);
     p->commit_err[0] = '\0'; /* a stall's kafka reason ends with a confirmed commit */
     /* One answer per commit sent: commits that overlap are each counted when their answer
      * comes, and a sync commit's second report (offset_commit_cb) finds none left. */
     if (p->commits_out > 0) {
         p->commits_out--;
         g->st_commits_confirmed++;
-        ks_hist_add(&g->st_commit_round_trip, ks_now_ms() - p->commit_sent_ms);
+        ks_hist_add(&g->st_commit_round_trip, now - p->commit_sent_ms);
     }
 }
 
@@ -156,10 +158,6 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
             continue;
         part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
-        if (cp != p->cp_seen) {
-            p->cp_seen = cp;
-            p->cp_moved_ms = now;
-        }
         bool unconfirmed = only && sync && ks_commit_track_unconfirmed(&p->ct) > 0;
         if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed))
             continue;

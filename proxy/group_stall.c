@@ -58,6 +58,14 @@ static void stall_describe(ks_group_t *g, part_t *p, ks_stall_t why, int64_t idl
     p->stall_detail[0] = '\0';
 }
 
+void cp_note(part_t *p, int64_t now)
+{
+    if (p->ct.confirmed != p->cp_seen) {
+        p->cp_seen = p->ct.confirmed;
+        p->cp_moved_ms = now;
+    }
+}
+
 void stall_check(ks_group_t *g, int64_t now)
 {
     g->next_stall_ms = now + stall_interval(g);
@@ -71,15 +79,12 @@ void stall_check(ks_group_t *g, int64_t now)
     size_t wlen = 0;
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (p->stall_moved_ms == 0 || p->ct.confirmed != p->stall_seen_cp) {
-            p->stall_seen_cp = p->ct.confirmed;
-            p->stall_moved_ms = now;
-        }
+        cp_note(p, now);
         ks_win_entry_t *e = head_entry(p);
         int64_t hw;
         ks_stall_in_t in = {
             .lag = p->state == KS_PS_INITIALIZING ? 0 : part_lag(g, p, &hw),
-            .idle_ms = now - p->stall_moved_ms,
+            .idle_ms = now - p->cp_moved_ms,
             .stall_ms = g->cfg->health_stall_ms,
             .kafka_error = *p->commit_err || *g->down,
             .head_attempts = e && e->state != KS_REC_ACKED ? e->attempts : 0,

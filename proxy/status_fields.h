@@ -143,7 +143,7 @@
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
       "times paused in librdkafka to give its prefetch back to the memory budget")                 \
     X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
-      "how long since the commit point last moved (seen at each commit interval)")                 \
+      "how long since the confirmed commit point last moved")                                      \
     X(BOOL, stalled, stalled, "stalled", 20, GAUGE,                                                \
       "lag, and the commit point has not moved for health.stall_ms")                               \
     X(TEXT, stall_reason, stall_reason, "stall_reason", 21, TEXT,                                  \

@@ -106,11 +106,11 @@ typedef struct part {
     bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
     int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
     int64_t budget_pauses; /* times part_kafka_pause paused it */
-    /* The commit point as the commit interval last saw it, and when it last moved. */
+    /* The confirmed commit point as last seen, and when it last moved (cp_note): the status's
+     * commit_point_age_ms and the stall check's idle time. */
     int64_t cp_seen, cp_moved_ms;
-    /* Stall detection (group_stall.c): the confirmed commit point as last seen and since
-     * when; the last commit error ("" once one is confirmed); the reason found last. */
-    int64_t stall_seen_cp, stall_moved_ms;
+    /* Stall detection (group_stall.c): the last commit error ("" once one is confirmed); the
+     * reason found last. */
     char commit_err[128];
     ks_stall_t stall;
     char stall_detail[200];
@@ -364,6 +364,9 @@ int64_t part_lag(ks_group_t *g, const part_t *p, int64_t *hw);
 /* Finds which partitions are stalled and why, logs each change, publishes the count for
  * ks_group_stalled; runs once each g->next_stall_ms. */
 void stall_check(ks_group_t *g, int64_t now);
+/* Notes when p's confirmed commit point last moved (on a confirmed commit, and at each
+ * stall check for a position set otherwise: an assignment's restore, a seek). */
+void cp_note(part_t *p, int64_t now);
 
 /* ---- small helpers the hot paths of several files share, inline as before ---- */
 
