@@ -191,7 +191,21 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
     rd_kafka_error_t *error = NULL;
     rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
 
-    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
+    if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && g->life == GROUP_STOPPING) {
+        /* A join that ends inside consumer_close: the partitions are taken (the protocol
+         * wants an assign) and given straight back by the close's revoke, with nothing read
+         * or committed. Reading their committed offsets here timed out (10 s: a closing
+         * consumer sends no OffsetFetch) and ran the process past its shutdown grace. */
+        g->ever_assigned = true;
+        ks_info(g->log_name,
+                "%d partition(s) assigned while leaving the group: given back as they are",
+                parts->cnt);
+        if (coop)
+            error = rd_kafka_incremental_assign(rk, parts);
+        else
+            aerr = rd_kafka_assign(rk, parts);
+        assign_result(g, error, aerr);
+    } else if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         g->ever_assigned = true;
         g->down[0] = '\0';
         for (int i = 0; i < parts->cnt; i++)

@@ -142,8 +142,9 @@ def test_counters_move_by_exactly_the_traffic_and_lag_is_the_status_lag(bootstra
     # Commits: every one sent here confirmed (the commit point reached 15), none failed.
     sent, confirmed = (val(s, f"ksidecar_commits_{k}_total", group=g) for k in ("sent",
                                                                               "confirmed"))
-    # (Commits that overlap are each counted once their answer comes: CI once saw 1 of 2.)
-    assert sent == confirmed >= 2 and val(s, "ksidecar_commits_failed_total", group=g) == 0, s
+    # (Commits that overlap are each counted once their answer comes: CI once saw 1 of 2.
+    # All the acks above can fall in one commit interval: one commit, to 15, is enough.)
+    assert sent == confirmed >= 1 and val(s, "ksidecar_commits_failed_total", group=g) == 0, s
     assert val(s, "ksidecar_commit_round_trip_seconds_count", group=g) == confirmed
     # Nothing is acked now: the commit point stays, and its age grows past a second.
     wait_for(lambda: val(scrape(sc), "ksidecar_partition_commit_point_age_seconds", group=g,
