@@ -12,7 +12,8 @@ static bool http_wanted(const ks_config_t *cfg)
 
 static void *http_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, err, errsize);
+    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, env->push, err,
+                         errsize);
 }
 
 static int http_port(const void *e)
@@ -98,7 +99,8 @@ const ks_edge_kind_t ks_edge_push = {
     .stop = push_stop,
 };
 
-const ks_edge_kind_t *const ks_edges[] = {&ks_edge_http, &ks_edge_grpc, &ks_edge_push};
+/* Push first: HTTP serves its API calls (and stops before it: edges stop in reverse). */
+const ks_edge_kind_t *const ks_edges[] = {&ks_edge_push, &ks_edge_http, &ks_edge_grpc};
 const size_t ks_edge_cnt = sizeof(ks_edges) / sizeof(ks_edges[0]);
 _Static_assert(sizeof(ks_edges) / sizeof(ks_edges[0]) <= KS_EDGE_MAX, "raise KS_EDGE_MAX");
 

@@ -10,6 +10,8 @@
 #include "substream.h"
 #include "tls.h"
 
+typedef struct ks_push ks_push_t; /* push.h's: a push set by API call goes there */
+
 typedef struct ks_http ks_http_t;
 
 /* Listens on cfg->http_listen ("host:port", port 0 picks one) and serves requests
@@ -18,10 +20,12 @@ typedef struct ks_http ks_http_t;
  * cfg->http_health_listen, also serves /healthz, /readyz and /metrics there (plain HTTP, no
  * caller check, its own thread and bounds). Connection bounds, deadlines and the long-poll
  * bound come from cfg's http.* keys. Record streams (GET .../stream) run on hub, the
- * subscriber-stream core's (NULL: none served). eng, cfg, auth, tls and hub are borrowed.
- * Returns NULL with err. */
+ * subscriber-stream core's (NULL: none served). A push set by API call (/v1/groups/{g}/push)
+ * goes to push (NULL: refused). eng, cfg, auth, tls, hub and push are borrowed. Returns NULL
+ * with err. */
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_tls_t *tls, ks_subhub_t *hub, char *err, size_t errsize);
+                         ks_tls_t *tls, ks_subhub_t *hub, ks_push_t *push, char *err,
+                         size_t errsize);
 
 /* The bound port. */
 int ks_http_port(const ks_http_t *h);

@@ -64,6 +64,7 @@ struct ks_http {
     int port, health_port;
     atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
     ks_subhub_t *hub;      /* the streams' core (NULL: no streams) */
+    ks_push_t *push;       /* push set by API call (NULL: refused) */
 
     pthread_mutex_t streams_lock; /* guards streams, stream_cnt */
     struct hstream *streams;      /* open record streams (http_stream.c) */
@@ -152,7 +153,7 @@ typedef struct req {
 
 /* A route: one row of http_routes.c's table. */
 typedef struct route {
-    const char *method; /* "GET" (HEAD too) or "POST"; another is answered 405 with Allow */
+    const char *method; /* "GET" (HEAD too), "POST", "PUT" or "DELETE"; another: 405, Allow */
     const char *path;   /* literal, with at most one {group} or {topic} segment */
     ks_cmd_t cmd;       /* the engine command it sends; KS_CMD_NONE: the edge answers */
     int op;             /* the settle routes' ks_settle_op_t */
@@ -334,5 +335,11 @@ enum MHD_Result http_reply_metrics(req_t *r); /* r->groups: the Prometheus expos
 enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
 enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
 enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
+
+/* ---- http_push.c: /v1/groups/{group}/push (a push set by API call) ---- */
+
+enum MHD_Result http_push_get(ks_http_t *h, req_t *r, const char *group, const char *method);
+enum MHD_Result http_push_put(ks_http_t *h, req_t *r, const char *group, const char *method);
+enum MHD_Result http_push_delete(ks_http_t *h, req_t *r, const char *group, const char *method);
 
 #endif

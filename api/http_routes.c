@@ -587,6 +587,10 @@ static const route_t routes[] = {
     {"POST", "/v1/groups/{group}/seek", KS_CMD_SEEK, 0, false, AUTH_FIRST, decode_seek,
      http_reply_seek},
     /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
+    {"GET", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_get, NULL},
+    {"PUT", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_put, NULL},
+    {"DELETE", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_delete,
+     NULL},
     {"POST", "/v1/topics/{topic}/records", KS_CMD_PRODUCE, 0, false, AUTH_METHOD,
      http_produce_decode, http_reply_produce},
 };
@@ -695,7 +699,7 @@ static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, cons
     if (check && rt->auth == AUTH_METHOD &&
         !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
         return ret;
-    if (!strcmp(rt->method, "POST") && !content_type_json(r))
+    if ((!strcmp(rt->method, "POST") || !strcmp(rt->method, "PUT")) && !content_type_json(r))
         return http_send_error_as(
             r->conn, 415, "INVALID_ARGUMENT", NULL,
             "Content-Type %s is not supported; send a JSON body with Content-Type: "

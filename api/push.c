@@ -1,6 +1,7 @@
 /* push.c: push delivery as a transport of the subscriber-stream core (substream.c): each static
- * group with a push url is one stream whose records are POSTed to the app by libcurl's multi
- * interface on one thread, and the app's answer acks, nacks or dead-letters them. Fetches,
+ * group with a push url, and each group given one by an API call (PUT /v1/groups/{g}/push), is
+ * one stream whose records are POSTed to the app by libcurl's multi interface on one thread,
+ * and the app's answer acks, nacks or dead-letters them. Fetches,
  * credits, refill and release are the core's. Key order is the engine's: a key's next record is
  * not leased while one is out, so the requests in flight never hold two records of one key.
  * What is held here is bounded by the stream's credits (concurrency x batch records). */
@@ -60,7 +61,9 @@ struct pusher {
     qbatch_t *q, *q_tail; /* batches from the core, oldest first; their leases run */
     size_t q_next;        /* records of the head batch already in requests */
     int inflight;
-    preq_t **slots; /* the requests in flight, push_concurrency places */
+    preq_t **slots;          /* the requests in flight, push_concurrency places */
+    ks_group_conf_t *own_gc; /* a push set by API call: its settings (gc), freed with it */
+    atomic_bool removing;    /* no new request starts; once none is in flight, it goes */
 };
 
 struct ks_push {
@@ -72,8 +75,12 @@ struct ks_push {
     bool th_started;
     atomic_bool stopping;  /* the thread ends */
     atomic_bool quiescing; /* no new request starts */
+    /* Guards ps and n: an API call adds a stream and marks one removing; the push thread
+     * reads them, and takes out the removed ones. */
+    pthread_mutex_t ps_lock;
     pusher_t **ps;
-    size_t n;
+    size_t n, cap;
+    long conns; /* the connections the multi handle keeps now (the push thread's) */
 };
 
 /* ---- the app's answer ---- */
@@ -431,7 +438,8 @@ static void req_free(preq_t *r)
 /* Starts requests from the queued batches until concurrency are in flight. */
 static void start_requests(ks_push_t *e, pusher_t *p)
 {
-    while (p->q && p->inflight < p->gc->push_concurrency && !atomic_load(&e->quiescing)) {
+    while (p->q && p->inflight < p->gc->push_concurrency && !atomic_load(&e->quiescing) &&
+           !atomic_load(&p->removing)) {
         qbatch_t *qb = p->q;
         ks_batch_t *b = qb->b;
         size_t k = b->cnt - p->q_next;
@@ -487,11 +495,17 @@ static void reap(ks_push_t *e)
     }
 }
 
+static void pusher_close(ks_push_t *e, pusher_t *p);
+
 static void *push_main(void *arg)
 {
     ks_push_t *e = arg;
     while (!atomic_load(&e->stopping)) {
-        for (size_t i = 0; i < e->n; i++) {
+        pusher_t *gone[16];
+        size_t ngone = 0;
+        long conns = 0;
+        pthread_mutex_lock(&e->ps_lock);
+        for (size_t i = 0; i < e->n;) {
             pusher_t *p = e->ps[i];
             pthread_mutex_lock(&p->lock);
             bool due = p->wake_due;
@@ -500,6 +514,22 @@ static void *push_main(void *arg)
             if (due)
                 ks_substream_drain(&p->ss);
             start_requests(e, p);
+            if (atomic_load(&p->removing) && p->inflight == 0 && ngone < 16) {
+                gone[ngone++] = p; /* every request it made was answered */
+                e->ps[i] = e->ps[--e->n];
+                continue;
+            }
+            conns += p->gc->push_concurrency;
+            i++;
+        }
+        pthread_mutex_unlock(&e->ps_lock);
+        for (size_t i = 0; i < ngone; i++)
+            pusher_close(e, gone[i]);
+        if (conns != e->conns) {
+            /* Every request's connection is kept for the next one (keep-alive). */
+            curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, conns);
+            curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
+            e->conns = conns;
         }
         int running;
         curl_multi_perform(e->multi, &running);
@@ -532,6 +562,7 @@ static void op_unref(void *t)
     }
     free(p->slots);
     pthread_mutex_destroy(&p->lock);
+    ks_config_push_group_free(p->own_gc);
     free(p);
 }
 
@@ -574,13 +605,22 @@ static void op_send_assignment(void *t, const ks_tp_t *rev, size_t nrev, const k
             nrev, nas);
 }
 
-/* A fetch was refused (the group stops, or shutdown): this group's push ends. */
+/* A fetch was refused (the group stops, or shutdown), or the tokens file no longer allows
+ * the caller that set this push: this group's push ends; one set by API call then goes once
+ * its requests are answered. */
 static void op_finish(void *t, ks_status_t st, const char *msg)
 {
     pusher_t *p = t;
     ks_info(PLOG, "group %s: push ends: %s (%s)", ks_substream_group(&p->ss), msg,
             ks_status_name(st));
     ks_substream_stop(&p->ss);
+    if (p->own_gc) {
+        atomic_store(&p->removing, true);
+        pthread_mutex_lock(&p->lock);
+        if (p->edge)
+            curl_multi_wakeup(p->edge->multi);
+        pthread_mutex_unlock(&p->lock);
+    }
 }
 
 /* Never called: push reports no send to the stall clock (the app's time is push.timeout_ms). */
@@ -604,6 +644,8 @@ static const ks_substream_ops_t push_ops = {
 
 bool ks_push_wanted(const ks_config_t *cfg)
 {
+    if (*cfg->push_allowed_urls)
+        return true; /* an API call may set one */
     for (size_t i = 0; i < cfg->static_group_cnt; i++)
         if (*cfg->static_groups[i].push_url)
             return true;
@@ -612,12 +654,14 @@ bool ks_push_wanted(const ks_config_t *cfg)
 
 /* Opens group gc's stream: its topics, credits of concurrency x batch records (the most its
  * requests hold at once), and a lease that outlasts a wait for a request and the request. */
-static pusher_t *pusher_open(ks_push_t *e, const ks_group_conf_t *gc, char *err, size_t errsize)
+static pusher_t *pusher_open(ks_push_t *e, const ks_group_conf_t *gc, const ks_principal_t *who,
+                             char *err, size_t errsize)
 {
     pusher_t *p = calloc(1, sizeof(*p));
     if (!p)
         abort();
     atomic_init(&p->refs, 1);
+    atomic_init(&p->removing, false);
     p->gc = gc;
     p->eng = e->eng;
     p->cfg = e->cfg;
@@ -643,7 +687,8 @@ static pusher_t *pusher_open(ks_push_t *e, const ks_group_conf_t *gc, char *err,
                               .credit_records = credits,
                               .deadline_ms = (int)lease,
                               .unset = KS_FETCH_UNSET_MAX | KS_FETCH_UNSET_WAIT, /* the core's */
-                              .max_batch = (int)credits};
+                              .max_batch = (int)credits,
+                              .who = who};
     ks_status_t st = ks_substream_check(&p->ss, &so, err, errsize);
     if (st) {
         p->edge = NULL;
@@ -664,27 +709,23 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
         return NULL;
     }
     ks_push_t *e = calloc(1, sizeof(*e));
-    if (!e || !(e->ps = calloc(cfg->static_group_cnt + 1, sizeof(*e->ps))))
+    if (!e || !(e->ps = calloc(cfg->static_group_cnt + 4, sizeof(*e->ps))))
         abort();
+    e->cap = cfg->static_group_cnt + 4;
+    pthread_mutex_init(&e->ps_lock, NULL);
     e->eng = eng;
     e->cfg = cfg;
     e->hub = hub;
     atomic_init(&e->stopping, false);
     atomic_init(&e->quiescing, false);
     e->multi = curl_multi_init();
-    long conns = 0;
-    for (size_t i = 0; i < cfg->static_group_cnt; i++)
-        if (*cfg->static_groups[i].push_url)
-            conns += cfg->static_groups[i].push_concurrency;
-    /* Every request's connection is kept for the next one (keep-alive). */
-    curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, conns);
-    curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
+    e->conns = -1; /* the push thread sets the bounds from its streams */
     for (size_t i = 0; i < cfg->static_group_cnt; i++) {
         const ks_group_conf_t *gc = &cfg->static_groups[i];
         if (!*gc->push_url)
             continue;
         char why[512];
-        pusher_t *p = pusher_open(e, gc, why, sizeof(why));
+        pusher_t *p = pusher_open(e, gc, NULL, why, sizeof(why));
         if (!p) {
             snprintf(err, errsize, "push for group %s: %s", gc->name, why);
             ks_push_stop(e);
@@ -703,8 +744,10 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
 
 void ks_push_quiesce(ks_push_t *e)
 {
+    pthread_mutex_lock(&e->ps_lock);
     for (size_t i = 0; i < e->n; i++)
         ks_substream_stop(&e->ps[i]->ss);
+    pthread_mutex_unlock(&e->ps_lock);
 }
 
 void ks_push_stop(ks_push_t *e)
@@ -735,7 +778,176 @@ void ks_push_stop(ks_push_t *e)
         op_unref(p);
     }
     curl_multi_cleanup(e->multi);
+    pthread_mutex_destroy(&e->ps_lock);
     free(e->ps);
     free(e);
     curl_global_cleanup();
+}
+
+/* ---- push set by API call ---- */
+
+/* A stream set by API call that left: the records it held but never sent go back counting
+ * no attempt (those in requests were answered: every one is settled). @locality the push
+ * thread */
+static void pusher_close(ks_push_t *e, pusher_t *p)
+{
+    (void)e;
+    ks_info(PLOG, "group %s: push to %s removed", ks_substream_group(&p->ss), p->gc->push_url);
+    pthread_mutex_lock(&p->lock);
+    p->edge = NULL;
+    bool due = p->wake_due;
+    pthread_mutex_unlock(&p->lock);
+    if (due)
+        ks_substream_drain(&p->ss);
+    ks_substream_release_unread(&p->ss);
+    ks_substream_close(&p->ss);
+    op_unref(p);
+}
+
+/* The stream of group, or NULL. Call with ps_lock held. */
+static pusher_t *find_locked(ks_push_t *e, const char *group)
+{
+    for (size_t i = 0; i < e->n; i++)
+        if (!strcmp(e->ps[i]->gc->name, group))
+            return e->ps[i];
+    return NULL;
+}
+
+/* url starts with one of the comma-separated prefixes of allowed. */
+static bool url_allowed(const char *allowed, const char *url)
+{
+    for (const char *a = allowed; *a;) {
+        a += strspn(a, " ,");
+        size_t n = strcspn(a, ",");
+        while (n && a[n - 1] == ' ')
+            n--;
+        if (n && !strncmp(url, a, n))
+            return true;
+        a += strcspn(a, ",");
+    }
+    return false;
+}
+
+ks_status_t ks_push_add(ks_push_t *e, const char *group, const char *const *topics,
+                        size_t topic_cnt, struct json_t *push, const ks_principal_t *who, char *err,
+                        size_t errsize)
+{
+    if (!e || !*e->cfg->push_allowed_urls) {
+        snprintf(err, errsize,
+                 "push cannot be set by API call here: push.allowed_urls is empty (it lists the "
+                 "url prefixes such a push may use)");
+        return KS_E_PERMISSION;
+    }
+    if (ks_config_group(e->cfg, group) != &e->cfg->group_defaults) {
+        snprintf(err, errsize,
+                 "group %s is a static group: its push is set in its groups.static entry", group);
+        return KS_E_STALE;
+    }
+    if (topic_cnt == 0) {
+        snprintf(err, errsize, "topics: give the topics to push, a non-empty array of names");
+        return KS_E_INVALID;
+    }
+    char why[512];
+    ks_group_conf_t *gc =
+        ks_config_push_group(e->cfg, group, topics, topic_cnt, push, why, sizeof(why));
+    if (!gc) {
+        snprintf(err, errsize, "%s", why);
+        return KS_E_INVALID;
+    }
+    if (!url_allowed(e->cfg->push_allowed_urls, gc->push_url)) {
+        snprintf(err, errsize, "url %.300s does not start with any prefix in push.allowed_urls",
+                 gc->push_url);
+        ks_config_push_group_free(gc);
+        return KS_E_PERMISSION;
+    }
+    pthread_mutex_lock(&e->ps_lock);
+    pusher_t *old = find_locked(e, group);
+    if (old || atomic_load(&e->quiescing)) {
+        pthread_mutex_unlock(&e->ps_lock);
+        ks_config_push_group_free(gc);
+        snprintf(err, errsize, "%s",
+                 old ? "this group pushes already (DELETE its push first, and wait until GET "
+                       "answers 404)"
+                     : "shutting down");
+        return old ? KS_E_STALE : KS_E_UNAVAILABLE;
+    }
+    if (e->n == e->cap) {
+        pusher_t **ps = realloc(e->ps, 2 * e->cap * sizeof(*ps));
+        if (!ps)
+            abort();
+        e->ps = ps;
+        e->cap *= 2;
+    }
+    /* Opened under the lock, so a second call for the group cannot open one too. It parks
+     * fetches (posts to the engine) and takes no lock of this edge's. */
+    pusher_t *p = pusher_open(e, gc, who, why, sizeof(why));
+    if (!p) {
+        pthread_mutex_unlock(&e->ps_lock);
+        ks_config_push_group_free(gc);
+        snprintf(err, errsize, "%s", why);
+        return KS_E_INVALID;
+    }
+    p->own_gc = gc;
+    e->ps[e->n++] = p;
+    pthread_mutex_unlock(&e->ps_lock);
+    curl_multi_wakeup(e->multi);
+    return KS_OK;
+}
+
+/* What GET answers of p. Call with ps_lock held. */
+static json_t *describe(pusher_t *p)
+{
+    const ks_group_conf_t *gc = p->gc;
+    json_t *topics = json_array();
+    for (size_t i = 0; i < gc->topic_cnt; i++)
+        json_array_append_new(topics, json_string(gc->topics[i]));
+    return json_pack("{s:s,s:o,s:s,s:i,s:i,s:i,s:b,s:b,s:b,s:s,s:s}", "group", gc->name, "topics",
+                     topics, "url", gc->push_url, "concurrency", gc->push_concurrency, "timeout_ms",
+                     gc->push_timeout_ms, "batch", gc->push_batch, "bearer_token",
+                     *gc->push_bearer_token != '\0', "insecure", gc->push_insecure, "cloudevents",
+                     gc->push_cloudevents, "source", p->own_gc ? "api" : "config", "state",
+                     atomic_load(&p->removing) ? "stopping" : "pushing");
+}
+
+struct json_t *ks_push_describe(ks_push_t *e, const char *group)
+{
+    if (!e)
+        return NULL;
+    pthread_mutex_lock(&e->ps_lock);
+    pusher_t *p = find_locked(e, group);
+    json_t *o = p ? describe(p) : NULL;
+    pthread_mutex_unlock(&e->ps_lock);
+    return o;
+}
+
+ks_status_t ks_push_remove(ks_push_t *e, const char *group, struct json_t **out, char *err,
+                           size_t errsize)
+{
+    if (!e) {
+        snprintf(err, errsize, "group %s has no push", group);
+        return KS_E_NOT_FOUND;
+    }
+    pthread_mutex_lock(&e->ps_lock);
+    pusher_t *p = find_locked(e, group);
+    ks_status_t st = KS_OK;
+    if (!p) {
+        snprintf(err, errsize, "group %s has no push", group);
+        st = KS_E_NOT_FOUND;
+    } else if (!p->own_gc) {
+        snprintf(err, errsize,
+                 "group %s's push is set in its groups.static entry; it cannot be removed by API "
+                 "call",
+                 group);
+        st = KS_E_STALE;
+    } else {
+        /* No new fetch and no new request; the requests in flight are answered and settle,
+         * then the push thread closes it (pusher_close). */
+        ks_substream_stop(&p->ss);
+        atomic_store(&p->removing, true);
+        *out = describe(p);
+    }
+    pthread_mutex_unlock(&e->ps_lock);
+    if (st == KS_OK)
+        curl_multi_wakeup(e->multi);
+    return st;
 }

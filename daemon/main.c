@@ -248,8 +248,12 @@ int main(int argc, char **argv)
         ks_subhub_watch_auth(hub, auth);
     ks_edge_env_t env = {.eng = eng, .cfg = &cfg, .auth = auth, .tls = tls, .hub = hub};
     for (size_t i = 0; i < ks_edge_cnt; i++)
-        if (ks_edges[i]->wanted(&cfg) && !(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
-            goto out_fail;
+        if (ks_edges[i]->wanted(&cfg)) {
+            if (!(edges[i] = ks_edges[i]->start(&env, err, sizeof(err))))
+                goto out_fail;
+            if (ks_edges[i] == &ks_edge_push)
+                env.push = edges[i];
+        }
     ks_info("main", "ksidecar %s started (pid %d)", KSIDECAR_VERSION, (int)getpid());
     void *http = ks_edge_find(edges, &ks_edge_http), *grpc = ks_edge_find(edges, &ks_edge_grpc);
     if (cfg.dev && http)

@@ -386,10 +386,21 @@ static int push_int(json_t *v, int lo, int hi)
 }
 
 /* Reads static group i's "push" object into g. Returns 0, or -1 with err naming the field. */
-static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t errsize)
+/* err := "<where>: <what>". Returns -1. */
+static int where_err(char *err, size_t errsize, const char *where, const char *what)
+{
+    snprintf(err, errsize, "%s: %s", where, what);
+    return -1;
+}
+
+/* Reads a "push" object into g; where names it in err ("config key 'groups.static[2]'").
+ * api: set by an API call, where ca_file (a path on this host) is refused. Returns 0, or -1
+ * with err naming the field. */
+static int parse_push(ks_group_conf_t *g, json_t *o, const char *where, bool api, char *err,
+                      size_t errsize)
 {
     if (!json_is_object(o))
-        return static_err(err, errsize, i, "push must be an object with a url");
+        return where_err(err, errsize, where, "push must be an object with a url");
     const char *k;
     json_t *v;
     json_object_foreach(o, k, v)
@@ -412,7 +423,7 @@ static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t
         } else if (!strcmp(k, "bearer_token") && s && bearer_ok(s)) {
             free(g->push_bearer_token);
             g->push_bearer_token = ks_xstrdup(s);
-        } else if (!strcmp(k, "ca_file") && s) {
+        } else if (!strcmp(k, "ca_file") && s && !api) {
             free(g->push_ca_file);
             g->push_ca_file = ks_xstrdup(s);
         } else if (!strcmp(k, "insecure") && json_is_boolean(v)) {
@@ -422,16 +433,56 @@ static int parse_push(ks_group_conf_t *g, json_t *o, size_t i, char *err, size_t
         } else {
             char what[400];
             snprintf(what, sizeof(what),
-                     "bad or unknown push field \"%s\" (url: http:// or https:// URL, concurrency: "
-                     "1-10000, timeout_ms: 100-3600000, batch: 1-10000, bearer_token: string, "
-                     "ca_file: path, insecure: boolean, cloudevents: boolean)",
-                     k);
-            return static_err(err, errsize, i, what);
+                     "bad or unknown push field \"%.60s\" (url: http:// or https:// URL, "
+                     "concurrency: 1-10000, timeout_ms: 100-3600000, batch: 1-10000, "
+                     "bearer_token: visible ASCII, %sinsecure: boolean, cloudevents: boolean)",
+                     k, api ? "" : "ca_file: path, ");
+            return where_err(err, errsize, where, what);
         }
     }
     if (!*g->push_url)
-        return static_err(err, errsize, i, "push needs a url (http:// or https://)");
+        return where_err(err, errsize, where, "push needs a url (http:// or https://)");
     return 0;
+}
+
+ks_group_conf_t *ks_config_push_group(const ks_config_t *cfg, const char *name,
+                                      const char *const *topics, size_t topic_cnt, json_t *push,
+                                      char *err, size_t errsize)
+{
+    const ks_group_conf_t *d = &cfg->group_defaults;
+    ks_group_conf_t *g = calloc(1, sizeof(*g));
+    if (!g || !(g->topics = calloc(topic_cnt ? topic_cnt : 1, sizeof(char *))))
+        abort();
+    g->name = ks_xstrdup(name);
+    for (size_t t = 0; t < topic_cnt; t++)
+        g->topics[t] = ks_xstrdup(topics[t]);
+    g->topic_cnt = topic_cnt;
+    g->ordering = d->ordering;
+    g->max_attempts = d->max_attempts;
+    g->max_in_flight_per_key = d->max_in_flight_per_key;
+    g->retry = d->retry;
+    g->dead_letter_topic = ks_xstrdup(d->dead_letter_topic);
+    g->push_url = ks_xstrdup("");
+    g->push_concurrency = d->push_concurrency;
+    g->push_timeout_ms = d->push_timeout_ms;
+    g->push_batch = d->push_batch;
+    g->push_bearer_token = ks_xstrdup("");
+    g->push_ca_file = ks_xstrdup(d->push_ca_file);
+    g->push_insecure = d->push_insecure;
+    g->push_cloudevents = d->push_cloudevents;
+    if (parse_push(g, push, "body", true, err, errsize) < 0) {
+        ks_config_push_group_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void ks_config_push_group_free(ks_group_conf_t *g)
+{
+    if (g) {
+        group_conf_free(g);
+        free(g);
+    }
 }
 
 /* Replaces the static groups with those of arr, a JSON array of objects. */
@@ -505,7 +556,9 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                 g->max_in_flight_per_key = (int)json_integer_value(v);
                 g->explicit_mask |= EXPLICIT_IN_FLIGHT;
             } else if (!strcmp(k, "push")) {
-                rc = parse_push(g, v, i, err, errsize);
+                char where[64];
+                snprintf(where, sizeof(where), "config key 'groups.static[%zu]'", i);
+                rc = parse_push(g, v, where, false, err, errsize);
             } else if (!strcmp(k, "retry")) {
                 char what[300];
                 if (static_retry(g, v, what, sizeof(what)))

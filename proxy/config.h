@@ -9,6 +9,8 @@
 #include "log.h"
 #include "retry.h"
 
+struct json_t; /* jansson's */
+
 typedef struct ks_kv {
     char *key; /* librdkafka property name, e.g. "bootstrap.servers" */
     char *value;
@@ -81,7 +83,8 @@ typedef struct ks_config {
     int sub_max_records;
     int64_t sub_max_bytes;
     char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* empty: plaintext */
-    char *auth_tokens_file;                                  /* empty: no auth */
+    char *push_allowed_urls; /* comma-separated url prefixes a push set by API call may use */
+    char *auth_tokens_file;  /* empty: no auth */
     int64_t grpc_max_message_bytes;
     int grpc_max_streams_per_client;
     int grpc_stream_queue_messages;  /* record messages a stream may have queued or in flight */
@@ -148,6 +151,14 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize);
 
 /* Returns the settings for group: its static entry, else the defaults. Borrowed. */
 const ks_group_conf_t *ks_config_group(const ks_config_t *cfg, const char *group);
+
+/* A group's settings for a push set by an API call: the group.* defaults, topics, and the
+ * push object's fields (as a static group's "push", but no ca_file). Returns NULL with err
+ * naming the field. Free with ks_config_push_group_free. */
+ks_group_conf_t *ks_config_push_group(const ks_config_t *cfg, const char *name,
+                                      const char *const *topics, size_t topic_cnt,
+                                      struct json_t *push, char *err, size_t errsize);
+void ks_config_push_group_free(ks_group_conf_t *g);
 
 /* Returns the value of a pass-through librdkafka property, or NULL. Borrowed. */
 const char *ks_config_kafka_get(const ks_config_t *cfg, const char *name);

@@ -104,6 +104,10 @@ const key_t_ config_keys[] = {
     {"group.push.batch", T_INT, OFF(group_defaults.push_batch), 1, 10000,
      "push delivery: records in one request (1: the record's value is the body; more: a JSON "
      "array of records)"},
+    {"push.allowed_urls", T_STR, OFF(push_allowed_urls), 0, 0,
+     "push delivery set by API call (PUT /v1/groups/{group}/push): comma-separated URL "
+     "prefixes its url must start with, e.g. http://127.0.0.1:9000/ (empty: no push by API "
+     "call)"},
     {"group.retry.initial_ms", T_INT, OFF(group_defaults.retry.initial_ms), 0, 86400000,
      "redelivery delay after a record's first failed delivery (a nack without a delay, or an "
      "expired lease), growing by group.retry.multiplier up to group.retry.max_ms; 0: none, "
@@ -222,6 +226,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->tls_cert_file = ks_xstrdup("");
     cfg->tls_key_file = ks_xstrdup("");
     cfg->tls_client_ca_file = ks_xstrdup("");
+    cfg->push_allowed_urls = ks_xstrdup("");
     cfg->auth_tokens_file = ks_xstrdup("");
     cfg->grpc_max_message_bytes = INT64_C(4) << 20;
     cfg->grpc_max_streams_per_client = 100;
@@ -274,6 +279,7 @@ void ks_config_free(ks_config_t *cfg)
     free(cfg->tls_cert_file);
     free(cfg->tls_key_file);
     free(cfg->tls_client_ca_file);
+    free(cfg->push_allowed_urls);
     free(cfg->auth_tokens_file);
     static_groups_free(cfg);
     free(cfg->config_file);

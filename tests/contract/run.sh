@@ -20,7 +20,7 @@ GRPC=$(port)
 # past the run (tests/integration/test_stall_detect.py covers the 503).
 "$BIN" --kafka.bootstrap.servers="$KSIDECAR_TEST_BOOTSTRAP" --http.listen=127.0.0.1:$HTTP \
   --grpc.listen=127.0.0.1:$GRPC --commit.interval_ms=200 --fetch.max_wait_ms=5000 \
-  --health.stall_ms=86400000 >"$out/ksidecar.log" 2>&1 &
+  --health.stall_ms=86400000 --push.allowed_urls=http://127.0.0.1:9/ >"$out/ksidecar.log" 2>&1 &
 pid=$!
 cleanup() { kill -9 "$pid" 2>/dev/null || true; }
 trap cleanup EXIT

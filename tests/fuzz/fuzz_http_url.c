@@ -49,7 +49,7 @@ static void start(void)
         free(cfg.group_patterns[i]);
     cfg.group_pattern_cnt = 0;
     ks_engine_t *eng = ks_engine_new(&cfg, err, sizeof(err));
-    if (!eng || !(http = ks_http_start(eng, &cfg, NULL, NULL, NULL, err, sizeof(err)))) {
+    if (!eng || !(http = ks_http_start(eng, &cfg, NULL, NULL, NULL, NULL, err, sizeof(err)))) {
         fprintf(stderr, "fuzz_http_url: %s\n", err);
         abort();
     }

@@ -128,7 +128,8 @@ static void test_table(void **state)
         assert_non_null(rt->decode);
         assert_true((rt->cmd == KS_CMD_NONE) == !rt->encode);
         assert_true(!rt->probe || rt->auth == AUTH_NONE || !strcmp(rt->path, "/metrics"));
-        assert_true(!strcmp(rt->method, "GET") || !strcmp(rt->method, "POST"));
+        assert_true(!strcmp(rt->method, "GET") || !strcmp(rt->method, "POST") ||
+                    !strcmp(rt->method, "PUT") || !strcmp(rt->method, "DELETE"));
     }
 }
 
@@ -146,6 +147,12 @@ static void test_allow(void **state)
     assert_ptr_equal(route_method(rt, "HEAD", allow, sizeof(allow)), rt);
     assert_null(route_method(rt, "DELETE", allow, sizeof(allow)));
     assert_string_equal(allow, "GET, HEAD");
+    /* The push path: three methods, each its own row. */
+    rt = route_find("/v1/groups/g/push", buf, sizeof(buf), &g);
+    assert_non_null(route_method(rt, "PUT", allow, sizeof(allow)));
+    assert_non_null(route_method(rt, "DELETE", allow, sizeof(allow)));
+    assert_null(route_method(rt, "POST", allow, sizeof(allow)));
+    assert_string_equal(allow, "GET, HEAD, PUT, DELETE");
 }
 
 static void test_parse_int(void **state)

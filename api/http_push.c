@@ -1,0 +1,83 @@
+/* http_push.c: /v1/groups/{group}/push: a push set, read and removed by API call (PUT, GET,
+ * DELETE). The push itself is the push edge's (push.c); these only decode and answer. */
+#include <stdio.h>
+#include <string.h>
+
+#include "edge.h"
+#include "http_int.h"
+#include "push.h"
+
+#define PUSH_TOPICS_MAX 64
+
+/* GET: the group's push (set by API call or by config), or 404. */
+enum MHD_Result http_push_get(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    (void)method;
+    json_t *o = ks_push_describe(h->push, group);
+    if (!o)
+        return http_send_error(r->conn, KS_E_NOT_FOUND, "group %s has no push", group);
+    return http_send_json(r->conn, 200, o);
+}
+
+/* PUT {"topics":[...],"url":...,"concurrency":..,"timeout_ms":..,"batch":..,
+ * "bearer_token":..,"insecure":..,"cloudevents":..}: starts pushing. The caller must be
+ * allowed the group (checked before) and to consume every topic. */
+enum MHD_Result http_push_put(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    (void)method;
+    enum MHD_Result ret = MHD_YES;
+    json_t *root = http_body_json(h, r, "{\"topics\":[\"...\"],\"url\":\"http://...\"}", 0, &ret);
+    if (!root)
+        return ret;
+    char err[512];
+    ks_status_t st;
+    const char *topics[PUSH_TOPICS_MAX];
+    size_t n = 0;
+    json_t *tv = json_object_get(root, "topics"), *push = NULL;
+    if (!json_is_object(root)) {
+        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
+        goto out;
+    }
+    if (!json_is_array(tv) || json_array_size(tv) == 0 || json_array_size(tv) > PUSH_TOPICS_MAX) {
+        ret = http_send_error(r->conn, KS_E_INVALID,
+                              "topics must be an array of 1 to %d topic names", PUSH_TOPICS_MAX);
+        goto out;
+    }
+    for (; n < json_array_size(tv); n++)
+        if (!(topics[n] = http_json_name(r, json_array_get(tv, n), "topics[]", &ret)))
+            goto out;
+    if ((st = ks_engine_check_group(h->eng, group, err, sizeof(err))) ||
+        (st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "push", topics, n,
+                                   err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    /* The push fields: everything but topics, read as a static group's "push" object. */
+    push = json_deep_copy(root);
+    json_object_del(push, "topics");
+    if ((st = ks_push_add(h->push, group, topics, n, push, r->who, err, sizeof(err)))) {
+        ret = http_send_error(r->conn, st, "%s", err);
+        goto out;
+    }
+    json_t *o = ks_push_describe(h->push, group);
+    ret =
+        o ? http_send_json(r->conn, 201, o)
+          : http_send_error(r->conn, KS_E_UNAVAILABLE, "the push of group %s ended at once", group);
+out:
+    json_decref(push);
+    json_decref(root);
+    return ret;
+}
+
+/* DELETE: stops a push set by API call; the requests in flight are answered and settle
+ * first, so GET answers 404 a little later. */
+enum MHD_Result http_push_delete(ks_http_t *h, req_t *r, const char *group, const char *method)
+{
+    (void)method;
+    char err[512];
+    json_t *o = NULL;
+    ks_status_t st = ks_push_remove(h->push, group, &o, err, sizeof(err));
+    if (st)
+        return http_send_error(r->conn, st, "%s", err);
+    return http_send_json(r->conn, 200, o);
+}
