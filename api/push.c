@@ -62,6 +62,7 @@ struct pusher {
     size_t q_next;        /* records of the head batch already in requests */
     int inflight;
     preq_t **slots;          /* the requests in flight, push_concurrency places */
+    CURL **easies;           /* each place's easy handle, reused by its requests */
     ks_group_conf_t *own_gc; /* a push set by API call: its settings (gc), freed with it */
     atomic_bool removing;    /* no new request starts; once none is in flight, it goes */
 };
@@ -243,31 +244,68 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
     return n; /* the rest is read and dropped */
 }
 
+/* Writes s[0..n) to o with each byte outside printable ASCII, and '%', as %XX; keep(c) may
+ * keep fewer bytes as they are. Returns the end. */
+static char *escape_to(char *o, const unsigned char *s, size_t n, bool (*keep)(unsigned char))
+{
+    static const char hex[] = "0123456789ABCDEF";
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = s[i];
+        if (keep(c)) {
+            *o++ = (char)c;
+        } else {
+            o[0] = '%';
+            o[1] = hex[c >> 4];
+            o[2] = hex[c & 15];
+            o += 3;
+        }
+    }
+    return o;
+}
+
+static bool value_byte(unsigned char c)
+{
+    return c > 0x20 && c < 0x7f && c != '%';
+}
+
 /* Appends "name: value" with value's bytes outside printable ASCII, and '%', as %XX, so any
  * key or header value travels in an HTTP header. */
 static void add_header(struct curl_slist **l, const char *name, const void *value, size_t n)
 {
-    const unsigned char *s = value;
     size_t nl = strlen(name);
-    char *line = malloc(nl + 2 + 3 * n + 1);
+    char stack[512], *line = nl + 3 + 3 * n <= sizeof(stack) ? stack : malloc(nl + 3 + 3 * n);
     if (!line)
         abort();
-    char *o = line + sprintf(line, "%s: ", name);
-    for (size_t i = 0; i < n; i++)
-        o += s[i] > 0x20 && s[i] < 0x7f && s[i] != '%' ? sprintf(o, "%c", s[i])
-                                                       : sprintf(o, "%%%02X", s[i]);
-    *o = '\0';
+    memcpy(line, name, nl);
+    line[nl] = ':';
+    line[nl + 1] = ' ';
+    *escape_to(line + nl + 2, value, n, value_byte) = '\0';
     struct curl_slist *nl2 = curl_slist_append(*l, line);
     if (!nl2)
         abort();
     *l = nl2;
-    free(line);
+    if (line != stack)
+        free(line);
 }
 
 static void add_num(struct curl_slist **l, const char *name, int64_t v)
 {
-    char num[24];
-    add_header(l, name, num, (size_t)snprintf(num, sizeof(num), "%" PRId64, v));
+    char num[24], *o = num + sizeof(num);
+    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
+    do {
+        *--o = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        *--o = '-';
+    add_header(l, name, o, (size_t)(num + sizeof(num) - o));
+}
+
+/* A header name's byte kept as it is in ksidecar-header-NAME. */
+static bool name_byte(unsigned char c)
+{
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_' || c == '.';
 }
 
 /* The headers of a one-record request: where it came from, its attempt and ack id, its key
@@ -287,14 +325,13 @@ static void record_headers(struct curl_slist **l, const ks_record_t *rec, const 
         add_header(l, "ksidecar-value-null", "true", 4);
     for (size_t i = 0; i < rec->header_cnt; i++) {
         const ks_header_t *h = &rec->headers[i];
-        char name[300];
-        size_t o = (size_t)snprintf(name, sizeof(name), "ksidecar-header-");
-        for (const unsigned char *c = (const unsigned char *)h->name; *c && o + 4 < sizeof(name);
-             c++)
-            o += (size_t)((*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
-                                  (*c >= '0' && *c <= '9') || *c == '-' || *c == '_' || *c == '.'
-                              ? snprintf(name + o, sizeof(name) - o, "%c", *c)
-                              : snprintf(name + o, sizeof(name) - o, "%%%02X", *c));
+        static const char pre[] = "ksidecar-header-";
+        char name[300], *o = name + sizeof(pre) - 1;
+        memcpy(name, pre, sizeof(pre) - 1);
+        for (const unsigned char *c = (const unsigned char *)h->name;
+             *c && o + 4 < name + sizeof(name); c++)
+            o = escape_to(o, c, 1, name_byte); /* a long name is cut, never the line */
+        *o = '\0';
         add_header(l, name, h->value ? h->value : "", h->value ? h->value_len : 0);
     }
 }
@@ -337,14 +374,53 @@ static void cloudevent_headers(struct curl_slist **l, const ks_record_t *rec, co
     }
 }
 
-/* A request for recs[0..n) (body and headers), ready to add to the multi handle. */
-static preq_t *req_new(pusher_t *p, const ks_record_t *recs, size_t n)
+/* The easy handle of p's place slot: made once with what every request of p shares, then
+ * reused (libcurl's own setup is a large part of a one-record request's cost). */
+static CURL *slot_easy(pusher_t *p, size_t slot)
+{
+    if (p->easies[slot])
+        return p->easies[slot];
+    const ks_group_conf_t *gc = p->gc;
+    CURL *e = p->easies[slot] = curl_easy_init();
+    if (!e)
+        abort();
+    curl_easy_setopt(e, CURLOPT_URL, gc->push_url);
+    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)gc->push_timeout_ms);
+    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    curl_easy_setopt(e, CURLOPT_USERAGENT, "ksidecar-push");
+    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
+    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (*gc->push_ca_file)
+        curl_easy_setopt(e, CURLOPT_CAINFO, gc->push_ca_file);
+    if (gc->push_insecure) {
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
+        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
+    }
+    return e;
+}
+
+/* Frees p's easy handles (none is in the multi handle). @locality the push thread, or
+ * ks_push_stop's once it ended */
+static void slot_easies_free(pusher_t *p)
+{
+    for (int k = 0; k < p->gc->push_concurrency; k++)
+        if (p->easies[k]) {
+            curl_easy_cleanup(p->easies[k]);
+            p->easies[k] = NULL;
+        }
+}
+
+/* A request for recs[0..n) (body and headers) in p's free place slot, ready to add to the
+ * multi handle. */
+static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t n)
 {
     preq_t *r = calloc(1, sizeof(*r));
     if (!r || !(r->ids = calloc(n, sizeof(char *))))
         abort();
     r->p = p;
     r->n = n;
+    r->slot = slot;
     ks_ack_id_writer_t w = {0};
     for (size_t i = 0; i < n; i++) {
         char id[KS_ACK_ID_MAX];
@@ -396,34 +472,19 @@ static preq_t *req_new(pusher_t *p, const ks_record_t *recs, size_t n)
         abort();
     r->hdrs = nl;
 
-    CURL *e = r->easy = curl_easy_init();
-    if (!e)
-        abort();
-    curl_easy_setopt(e, CURLOPT_URL, gc->push_url);
-    curl_easy_setopt(e, CURLOPT_POST, 1L);
+    CURL *e = r->easy = slot_easy(p, slot);
     curl_easy_setopt(e, CURLOPT_POSTFIELDS, r->body);
     curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)r->body_len);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, r->hdrs);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, (long)gc->push_timeout_ms);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_USERAGENT, "ksidecar-push");
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_body);
     curl_easy_setopt(e, CURLOPT_WRITEDATA, r);
     curl_easy_setopt(e, CURLOPT_PRIVATE, r);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->cerr);
-    curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-    if (*gc->push_ca_file)
-        curl_easy_setopt(e, CURLOPT_CAINFO, gc->push_ca_file);
-    if (gc->push_insecure) {
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 0L);
-        curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 0L);
-    }
     return r;
 }
 
+/* Frees r; its easy handle stays its place's. */
 static void req_free(preq_t *r)
 {
-    curl_easy_cleanup(r->easy);
     curl_slist_free_all(r->hdrs);
     for (size_t i = 0; i < r->n; i++)
         free(r->ids[i]);
@@ -445,17 +506,17 @@ static void start_requests(ks_push_t *e, pusher_t *p)
         size_t k = b->cnt - p->q_next;
         if (k > (size_t)p->gc->push_batch)
             k = (size_t)p->gc->push_batch;
-        preq_t *r = req_new(p, &b->recs[p->q_next], k);
+        size_t slot = 0; /* inflight < concurrency: a free place exists */
+        while (p->slots[slot])
+            slot++;
+        preq_t *r = req_new(p, slot, &b->recs[p->q_next], k);
         p->q_next += k;
         if (curl_multi_add_handle(e->multi, r->easy) != CURLM_OK) {
             snprintf(r->cerr, sizeof(r->cerr), "the request could not start");
             answer(p, r, CURLE_FAILED_INIT, 0);
             req_free(r);
         } else {
-            /* inflight < concurrency: a free place exists */
-            for (r->slot = 0; p->slots[r->slot]; r->slot++)
-                ;
-            p->slots[r->slot] = r;
+            p->slots[slot] = r;
             p->inflight++;
         }
         if (p->q_next == b->cnt) {
@@ -561,6 +622,7 @@ static void op_unref(void *t)
         free(qb);
     }
     free(p->slots);
+    free(p->easies);
     pthread_mutex_destroy(&p->lock);
     ks_config_push_group_free(p->own_gc);
     free(p);
@@ -666,7 +728,8 @@ static pusher_t *pusher_open(ks_push_t *e, const ks_group_conf_t *gc, const ks_p
     p->eng = e->eng;
     p->cfg = e->cfg;
     p->edge = e;
-    if (!(p->slots = calloc((size_t)gc->push_concurrency, sizeof(*p->slots))))
+    if (!(p->slots = calloc((size_t)gc->push_concurrency, sizeof(*p->slots))) ||
+        !(p->easies = calloc((size_t)gc->push_concurrency, sizeof(*p->easies))))
         abort();
     pthread_mutex_init(&p->lock, NULL);
     ks_substream_limits_t lim = {.queue_messages = KS_SUBSTREAM_PIPELINE,
@@ -768,6 +831,7 @@ void ks_push_stop(ks_push_t *e)
                 req_end(e, r);
                 req_free(r);
             }
+        slot_easies_free(p);
         pthread_mutex_lock(&p->lock);
         p->edge = NULL;
         bool due = p->wake_due;
@@ -793,6 +857,7 @@ static void pusher_close(ks_push_t *e, pusher_t *p)
 {
     (void)e;
     ks_info(PLOG, "group %s: push to %s removed", ks_substream_group(&p->ss), p->gc->push_url);
+    slot_easies_free(p); /* every request was answered: none is in the multi handle */
     pthread_mutex_lock(&p->lock);
     p->edge = NULL;
     bool due = p->wake_due;
