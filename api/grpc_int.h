@@ -182,6 +182,9 @@ struct call {
     bool counted;
     /* A unary command's result, waiting for ev_reply on a completion-queue thread. */
     reply_t reply;
+    /* A unary Fetch's group, for the report of its batch (ks_engine_delivered). NULL: none.
+     * Set once, by the method's decoder under lock; freed with the call. */
+    char *group;
     /* Health watches. */
     int last_health;
 };

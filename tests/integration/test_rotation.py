@@ -19,7 +19,7 @@ import grpc
 from conftest import create_topic, produce, unique, wait_for
 from grpc_support import (_openssl, bearer, consumer_pb2, consumer_pb2_grpc, make_certs, open_msg,
                           rpc_code)
-from test_grpc import secure_sidecars, streams  # noqa: F401 (fixtures)
+from test_grpc import fetch, secure_sidecars, streams  # noqa: F401 (fixtures)
 from test_http_stream import Lines, open_stream
 
 SC = grpc.StatusCode
@@ -37,6 +37,13 @@ def tokens_text(entries):
     return json.dumps({"tokens": [
         {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": ["*"]}
         for t in entries]})
+
+
+def scoped_tokens_text(entries):
+    """A tokens file of (token, consume patterns) entries, each with every group."""
+    return json.dumps({"tokens": [
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": consume}
+        for t, consume in entries]})
 
 
 def records_from(stream, n, timeout=60):
@@ -123,6 +130,62 @@ def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars
     wait_for(lambda: sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200, 20, 0.2,
              "drop accepted after SIGHUP")
     keep.cancel()
+    assert sc.stop() == 0
+
+
+def test_parked_grpc_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_sidecars,
+                                                               tmp_path):
+    """A unary Fetch already waiting when a reload removes its token (or narrows its scopes)
+    ends with the error the HTTP long-poll gives, and its records go back counting no
+    attempt: another caller then gets them at attempt 1."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("drop", ["*"]), ("narrow", ["*"])]))
+    sc = secure_sidecars(tokens_file=str(tokens), token="keep")
+    cases = {"drop": (SC.UNAUTHENTICATED, "was removed from the tokens file"),
+             "narrow": (SC.PERMISSION_DENIED, "narrowed the scopes")}
+    where = {tok: (unique(f"tfetch{tok}"), unique(f"gfetch{tok}")) for tok in cases}
+    for tok, (topic, g) in where.items():
+        create_topic(bootstrap, topic, 1)
+        fetch(sc.consumer, g, topic, wait_ms=0, metadata=bearer(tok))  # starts the group
+        wait_for(lambda: [p for p in sc.request("GET", f"/v1/groups/{g}")[1].get(
+            "partitions", []) if p["state"] == "ACTIVE"], 30, 0.2, f"{g} assigned")
+    answers = {}
+
+    def long_fetch(tok):
+        topic, g = where[tok]
+        try:
+            answers[tok] = ("records", fetch(sc.consumer, g, topic, max=10, wait_ms=25000,
+                                             metadata=bearer(tok)))
+        except grpc.RpcError as e:
+            answers[tok] = (e.code(), e.details())
+
+    pollers = [threading.Thread(target=long_fetch, args=(tok,)) for tok in cases]
+    for t in pollers:
+        t.start()
+    wait_for(lambda: all(any(s.get("waiting") for s in sc.request(
+        "GET", f"/v1/groups/{g}")[1].get("subscribers", [])) for _, g in where.values()),
+        20, 0.2, "both fetches parked")
+
+    # "drop" leaves the file and "narrow" may consume no topic of the test any more.
+    tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("narrow", ["other-*"])]))
+    sc.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: sc.request("GET", "/v1/groups", token="drop")[0] == 401, 20, 0.2,
+             "drop refused")
+    for topic, _ in where.values():
+        produce(bootstrap, topic, 2)
+    for t in pollers:
+        t.join(40)
+    for tok, (code, words) in cases.items():
+        got = answers[tok]
+        assert got[0] == code and words in got[1] and "go back to the group" in got[1], got
+    # Their records went back uncounted: "keep" gets them, at attempt 1.
+    for topic, g in where.values():
+        got = []
+        wait_for(lambda: got.extend(fetch(sc.consumer, g, topic, max=10, wait_ms=1000,
+                                          metadata=bearer("keep"))) or len(got) >= 2,
+                 30, 0.2, f"the records of {topic} for keep")
+        assert sorted(r.offset for r in got) == [0, 1], got
+        assert {r.attempt for r in got} == {1}, got
     assert sc.stop() == 0
 
 
