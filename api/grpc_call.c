@@ -120,12 +120,25 @@ void item_drop_locked(call_t *c, send_item_t *it)
     send_item_drop(it);
 }
 
+/* Drops every queued message of a stream a tokens-file reload ended: none goes out to the
+ * removed caller, and their records go back counting no attempt (the send in flight, if any,
+ * cannot be recalled). Locked by caller. */
+static void drop_revoked_locked(call_t *c)
+{
+    if (!c->qn || !c->has_ss || !ks_substream_revoked(&c->ss))
+        return;
+    for (size_t i = 0; i < c->qn; i++)
+        item_drop_locked(c, &c->q[(c->qh + i) % c->qcap]);
+    c->qh = c->qn = 0;
+}
+
 /* Starts the next send or the final status. Locked by caller. */
 static void kick_locked(call_t *c)
 {
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     size_t n = 0;
+    drop_revoked_locked(c);
     bool will_send = (c->qn > 0 && !c->closed) || (c->want_status && !c->status_started);
     if (!will_send)
         return;

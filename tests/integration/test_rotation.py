@@ -15,6 +15,7 @@ import threading
 import time
 
 import grpc
+import pytest
 
 from conftest import create_topic, produce, unique, wait_for
 from grpc_support import (_openssl, bearer, consumer_pb2, consumer_pb2_grpc, make_certs, open_msg,
@@ -186,6 +187,68 @@ def test_parked_grpc_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_
                  30, 0.2, f"the records of {topic} for keep")
         assert sorted(r.offset for r in got) == [0, 1], got
         assert {r.attempt for r in got} == {1}, got
+    assert sc.stop() == 0
+
+
+def test_revoked_stream_drops_its_queued_batches(bootstrap, secure_sidecars, tmp_path):
+    """A Subscribe stream a reload ends sends none of the batches queued behind a client that
+    does not read: it ends UNAUTHENTICATED after what was already on its way, and the records
+    it never sent go back counting no attempt."""
+    n, size = 3000, 1000
+    topic, g = unique("tqueued"), unique("gqueued")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, n, size=size)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(tokens_text(["keep", "drop"]))
+    sc = secure_sidecars(tokens_file=str(tokens), token="keep",
+                         args=("--grpc.stream_stall_ms=600000",
+                               "--grpc.stream_queue_messages=1000",
+                               "--grpc.max_message_bytes=65536"))
+    # Messages of about 48 records (grpc.max_message_bytes), and a client that reads none
+    # until the end, with a small window that does not grow: the server's send queue fills
+    # behind the one send in flight.
+    ch = grpc.insecure_channel(sc.grpc_target, options=[("grpc.http2.bdp_probe", 0),
+                                                        ("grpc.http2.lookahead_bytes", 65536)])
+    stub = consumer_pb2_grpc.ConsumerStub(ch)
+    stop = threading.Event()
+
+    def requests():
+        yield consumer_pb2.SubscribeRequest(open=open_msg(g, topic, records=n))
+        stop.wait(120)
+
+    call = stub.Subscribe(requests(), metadata=bearer("drop"), timeout=120)
+    # Every record is leased to the stream: a few messages on their way, the rest queued.
+    wait_for(lambda: sum(p["in_flight"] for p in sc.request("GET", f"/v1/groups/{g}")[1].get(
+        "partitions", [])) == n, 60, 0.2, "every record leased to the stream")
+    tokens.write_text(tokens_text(["keep"]))
+    sc.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "removed from the tokens file" in sc.logs(), 20, 0.2, "the stream ended")
+    got = []
+    with pytest.raises(grpc.RpcError) as e:
+        for r in call:
+            if r.WhichOneof("kind") == "batch":
+                got += [x.offset for x in r.batch.records]
+    stop.set()
+    assert e.value.code() == SC.UNAUTHENTICATED, e.value
+    assert "removed from the tokens file" in e.value.details()
+    assert len(got) == len(set(got)) and len(got) < n, len(got)  # the queued ones never went
+    # Every record comes back to "keep"; those the stream never sent at attempt 1 (those on
+    # their way when it ended went back uncounted too, as the stream's leases do).
+    back = {}
+
+    def fetch_and_ack():
+        recs = fetch(sc.consumer, g, topic, max=1000, wait_ms=1000, metadata=bearer("keep"))
+        back.update({r.offset: r.attempt for r in recs})
+        if recs:  # within the subscriber's credits
+            sc.consumer.Ack(consumer_pb2.AckRequest(group=g, ack_ids=[r.ack_id for r in recs]),
+                            metadata=bearer("keep"), timeout=30)
+        return len(back) >= n
+    wait_for(fetch_and_ack, 90, 0, "every record for keep")
+    assert sorted(back) == list(range(n))
+    sent = set(got)
+    assert {a for o, a in back.items() if o not in sent} == {1}, back
+    assert {a for o, a in back.items() if o in sent} <= {1, 2}, back
+    ch.close()
     assert sc.stop() == 0
 
 
