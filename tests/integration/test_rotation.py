@@ -134,38 +134,45 @@ def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars
     assert sc.stop() == 0
 
 
-def test_parked_grpc_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_sidecars,
-                                                               tmp_path):
+def test_parked_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_sidecars, tmp_path):
     """A unary Fetch already waiting when a reload removes its token (or narrows its scopes)
     ends with the error the HTTP long-poll gives, and its records go back counting no
-    attempt: another caller then gets them at attempt 1."""
+    attempt: another caller then gets them at attempt 1. A long-poll whose scopes narrowed
+    is refused the same way."""
     tokens = tmp_path / "tokens.json"
     tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("drop", ["*"]), ("narrow", ["*"])]))
     sc = secure_sidecars(tokens_file=str(tokens), token="keep")
-    cases = {"drop": (SC.UNAUTHENTICATED, "was removed from the tokens file"),
-             "narrow": (SC.PERMISSION_DENIED, "narrowed the scopes")}
-    where = {tok: (unique(f"tfetch{tok}"), unique(f"gfetch{tok}")) for tok in cases}
-    for tok, (topic, g) in where.items():
+    # case: (token, edge, what it ends with, words of its message)
+    cases = {"grpc-drop": ("drop", "grpc", SC.UNAUTHENTICATED, "was removed from the tokens file"),
+             "grpc-narrow": ("narrow", "grpc", SC.PERMISSION_DENIED, "narrowed the scopes"),
+             "http-narrow": ("narrow", "http", 403, "narrowed the scopes")}
+    where = {case: (unique(f"tf{case}"), unique(f"gf{case}")) for case in cases}
+    for case, (topic, g) in where.items():
         create_topic(bootstrap, topic, 1)
-        fetch(sc.consumer, g, topic, wait_ms=0, metadata=bearer(tok))  # starts the group
+        fetch(sc.consumer, g, topic, wait_ms=0, metadata=bearer(cases[case][0]))  # its group
         wait_for(lambda: [p for p in sc.request("GET", f"/v1/groups/{g}")[1].get(
             "partitions", []) if p["state"] == "ACTIVE"], 30, 0.2, f"{g} assigned")
     answers = {}
 
-    def long_fetch(tok):
-        topic, g = where[tok]
+    def long_fetch(case):
+        (topic, g), (tok, edge) = where[case], cases[case][:2]
+        if edge == "http":
+            st, body = sc.request("GET", f"/v1/groups/{g}/records?topic={topic}&max=10"
+                                  "&wait_ms=25000", token=tok)
+            answers[case] = (st, body["error"]["message"] if st != 200 else body)
+            return
         try:
-            answers[tok] = ("records", fetch(sc.consumer, g, topic, max=10, wait_ms=25000,
-                                             metadata=bearer(tok)))
+            answers[case] = ("records", fetch(sc.consumer, g, topic, max=10, wait_ms=25000,
+                                              metadata=bearer(tok)))
         except grpc.RpcError as e:
-            answers[tok] = (e.code(), e.details())
+            answers[case] = (e.code(), e.details())
 
-    pollers = [threading.Thread(target=long_fetch, args=(tok,)) for tok in cases]
+    pollers = [threading.Thread(target=long_fetch, args=(case,)) for case in cases]
     for t in pollers:
         t.start()
     wait_for(lambda: all(any(s.get("waiting") for s in sc.request(
         "GET", f"/v1/groups/{g}")[1].get("subscribers", [])) for _, g in where.values()),
-        20, 0.2, "both fetches parked")
+        20, 0.2, "every fetch parked")
 
     # "drop" leaves the file and "narrow" may consume no topic of the test any more.
     tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("narrow", ["other-*"])]))
@@ -176,8 +183,8 @@ def test_parked_grpc_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_
         produce(bootstrap, topic, 2)
     for t in pollers:
         t.join(40)
-    for tok, (code, words) in cases.items():
-        got = answers[tok]
+    for case, (_, _, code, words) in cases.items():
+        got = answers[case]
         assert got[0] == code and words in got[1] and "go back to the group" in got[1], got
     # Their records went back uncounted: "keep" gets them, at attempt 1.
     for topic, g in where.values():
