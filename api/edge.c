@@ -2,6 +2,9 @@
  * rule, and the walk over a status answer. */
 #include "edge.h"
 
+#include <stdio.h>
+#include <string.h>
+
 ks_status_t ks_edge_authorize(const ks_auth_t *auth, const char *authorization, const char *subject,
                               const char *group, const ks_principal_t **who, char *err,
                               size_t errsize)
@@ -19,6 +22,40 @@ ks_status_t ks_edge_check_topics(const ks_engine_t *eng, const ks_auth_t *auth,
     ks_status_t st = ks_engine_check_topics(eng, topics, n, verb, err, errsize);
     if (st == KS_OK)
         st = ks_auth_allow(auth, who, scope, topics, n, err, errsize);
+    return st;
+}
+
+ks_status_t ks_edge_fetch_still_allowed(const ks_auth_t *auth, const ks_principal_t *who,
+                                        const char *group, const ks_batch_t *b, char *err,
+                                        size_t errsize)
+{
+    if (!auth || !who)
+        return KS_OK;
+    const ks_principal_t *cur = ks_auth_current(auth, who);
+    if (cur == who)
+        return KS_OK; /* the entry the fetch was checked against */
+    if (!cur) {
+        snprintf(err, errsize,
+                 "%s was removed from the tokens file (auth.tokens_file) while the fetch waited; "
+                 "its records go back to the group",
+                 ks_auth_principal_id(who));
+        return KS_E_UNAUTH;
+    }
+    char why[400];
+    ks_status_t st = ks_auth_allow(auth, cur, KS_SCOPE_GROUPS, &group, 1, why, sizeof(why));
+    const char *prev = NULL;
+    for (size_t i = 0; st == KS_OK && i < b->cnt; i++) {
+        const char *t = b->recs[i].topic;
+        if (prev && !strcmp(prev, t))
+            continue; /* a batch's records come partition by partition */
+        st = ks_auth_allow(auth, cur, KS_SCOPE_CONSUME, &t, 1, why, sizeof(why));
+        prev = t;
+    }
+    if (st != KS_OK)
+        snprintf(err, errsize,
+                 "the reloaded tokens file (auth.tokens_file) narrowed the scopes while the "
+                 "fetch waited: %.300s; its records go back to the group",
+                 why);
     return st;
 }
 

@@ -26,6 +26,16 @@ ks_status_t ks_edge_check_topics(const ks_engine_t *eng, const ks_auth_t *auth,
                                  const ks_principal_t *who, ks_scope_t scope, const char *verb,
                                  const char *const *topics, size_t n, char *err, size_t errsize);
 
+/* Whether who may still take the records of batch b, the answer to a fetch of group it sent
+ * before the tokens file was reloaded: its entry must still be there (else KS_E_UNAUTH) and
+ * its scopes must still cover group and the topic of each record (else KS_E_PERMISSION); err
+ * then says so and that the records go back to the group. KS_OK with auth or who NULL, or
+ * when no reload replaced who. Any thread; the edges call it before a fetch's reply goes
+ * out. */
+ks_status_t ks_edge_fetch_still_allowed(const ks_auth_t *auth, const ks_principal_t *who,
+                                        const char *group, const ks_batch_t *b, char *err,
+                                        size_t errsize);
+
 /* What a settle (ack, nack, deadline) answered, as a whole. */
 typedef struct ks_edge_ack_summary {
     size_t accepted, rejected;

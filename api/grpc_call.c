@@ -50,6 +50,7 @@ void call_free(call_t *c)
     grpc_metadata_array_destroy(&c->req_md);
     if (c->has_ss)
         ks_substream_destroy(&c->ss);
+    free(c->group);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -83,12 +84,17 @@ static const char *md_get(const call_t *c, const char *key, char *buf, size_t si
 
 /* ---- sending: one SEND_MESSAGE in flight, the rest queued ---- */
 
-/* A record message is no longer queued (sent, failed or dropped): the stream's core hears
- * whether the client's side took it. Locked by caller. Returns true when the core wants a
+/* A record message is no longer queued (sent, failed or dropped): the stream's core, or for
+ * a unary Fetch the engine, hears whether the client's side took it (its leases start, or its
+ * records go back counting no attempt). Locked by caller. Returns true when the core wants a
  * refill (ks_substream_refill, once c->lock is released). */
 static bool batch_gone_locked(call_t *c, uint64_t token, int64_t bytes, bool taken)
 {
-    return c->has_ss && ks_substream_msg_done(&c->ss, token, bytes, taken);
+    if (c->has_ss)
+        return ks_substream_msg_done(&c->ss, token, bytes, taken);
+    if (token && c->group) /* only posts a command: fine under the lock */
+        ks_engine_delivered(c->s->eng, c->group, token, taken);
+    return false;
 }
 
 /* The send in flight ended (taken: it completed). Locked by caller; returns as
@@ -114,12 +120,25 @@ void item_drop_locked(call_t *c, send_item_t *it)
     send_item_drop(it);
 }
 
+/* Drops every queued message of a stream a tokens-file reload ended: none goes out to the
+ * removed caller, and their records go back counting no attempt (the send in flight, if any,
+ * cannot be recalled). Locked by caller. */
+static void drop_revoked_locked(call_t *c)
+{
+    if (!c->qn || !c->has_ss || !ks_substream_revoked(&c->ss))
+        return;
+    for (size_t i = 0; i < c->qn; i++)
+        item_drop_locked(c, &c->q[(c->qh + i) % c->qcap]);
+    c->qh = c->qn = 0;
+}
+
 /* Starts the next send or the final status. Locked by caller. */
 static void kick_locked(call_t *c)
 {
     grpc_op ops[2];
     memset(ops, 0, sizeof(ops));
     size_t n = 0;
+    drop_revoked_locked(c);
     bool will_send = (c->qn > 0 && !c->closed) || (c->want_status && !c->status_started);
     if (!will_send)
         return;
@@ -139,7 +158,7 @@ static void kick_locked(call_t *c)
         if (c->has_ss)
             ks_substream_send_begin(&c->ss, ks_now_ms());
         if (it.batch)
-            bb = encode_records(it.batch, true);
+            bb = encode_records(it.batch, c->has_ss); /* a stream's, or a Fetch's reply */
         else if (it.acks)
             bb = encode_ack_results(it.acks, it.results);
         it.bb = NULL;

@@ -182,7 +182,11 @@ struct call {
     bool counted;
     /* A unary command's result, waiting for ev_reply on a completion-queue thread. */
     reply_t reply;
-    /* Health watches. */
+    /* A unary Fetch's group, for the report of its batch (ks_engine_delivered); a health
+     * Watch's group ("ksidecar.group.<name>"), which the health thread follows. NULL: none.
+     * Set once, by the method's decoder under lock; freed with the call. */
+    char *group;
+    /* Health watches: the status last sent (-1: none to follow). */
     int last_health;
 };
 

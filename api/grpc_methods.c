@@ -263,16 +263,29 @@ bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, co
  * Each takes the result call_reply stored (r), answers, frees the result and drops the
  * command's reference on c. @locality a completion-queue thread */
 
+/* A Fetch's batch goes out (encoded when its send starts); the send's end reports it to the
+ * engine (grpc_call.c), so its leases start only once the transport took it, and its records
+ * go back counting no attempt when the client left. A caller a tokens-file reload removed
+ * (or whose scopes it narrowed) while the fetch waited gets the error instead, as an HTTP
+ * long-poll does, and its records go back now. */
 static void encode_fetch(call_t *c, const reply_t *r)
 {
     ks_batch_t *b = r->res;
-    if (b->status) {
-        call_finish(c, grpc_code_of(b->status), "%s", b->message);
+    char err[512];
+    ks_status_t st = b->status;
+    if (st)
+        snprintf(err, sizeof(err), "%s", b->message);
+    else
+        st = ks_edge_fetch_still_allowed(c->s->auth, c->who, c->group, b, err, sizeof(err));
+    if (st) {
+        if (b->deliver_token)
+            ks_engine_delivered(c->s->eng, c->group, b->deliver_token, false);
+        call_finish(c, grpc_code_of(st), "%s", err);
+        ks_batch_free(b);
     } else {
-        call_send_bb(c, encode_records(b, false));
+        call_send_item(c, (send_item_t){.batch = b});
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
-    ks_batch_free(b);
     call_unref(c);
 }
 
@@ -443,6 +456,9 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
     ks_grpc_t *s = c->s;
     Ksidecar__V1__FetchRequest *r = (Ksidecar__V1__FetchRequest *)m;
     if (grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
+        pthread_mutex_lock(&c->lock);
+        c->group = ks_xstrdup(r->group); /* for the report of its batch */
+        pthread_mutex_unlock(&c->lock);
         ks_cmd_req_t cmd = {.type = c->row->cmd,
                             .group = r->group,
                             .u.fetch = {.topics = (const char *const *)r->topics,
@@ -452,6 +468,7 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
                                                  .deadline_ms = r->deadline_ms,
                                                  .subscriber = r->subscriber,
                                                  .max_bytes = msg_max_record_bytes(s->cfg),
+                                                 .confirm = 1,
                                                  .ordered_batches = r->ordered_batches},
                                         .unset = grpc_fetch_unset(r->max, r->deadline_ms),
                                         .cb = on_batch,

@@ -4,8 +4,11 @@
 
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
+
+#include "util.h"
 
 /* The descriptor set of our protos, embedded at build time for reflection. */
 extern const unsigned char ks_descriptor_set[];
@@ -36,15 +39,21 @@ bool known_service(const char *name)
     return false;
 }
 
-/* A group's own service, "ksidecar.group.<name>": NOT_SERVING while any of its partitions
- * is stalled (or Kafka is down); -1 when r names no group running here. */
-static int group_health(ks_grpc_t *s, const char *service)
+#define GROUP_SERVICE "ksidecar.group."
+
+/* The group a service names ("ksidecar.group.<name>"), or NULL. */
+static const char *service_group(const char *service)
 {
-    static const char prefix[] = "ksidecar.group.";
-    if (strncmp(service, prefix, sizeof(prefix) - 1) != 0)
-        return -1;
+    size_t n = sizeof(GROUP_SERVICE) - 1;
+    return strncmp(service, GROUP_SERVICE, n) ? NULL : service + n;
+}
+
+/* A group's own status: NOT_SERVING while any of its partitions is stalled (or Kafka is
+ * down); -1 when the group does not run here. Any thread. */
+static int group_status(ks_grpc_t *s, const char *group)
+{
     char why[512];
-    int n = ks_engine_group_stalled(s->eng, service + sizeof(prefix) - 1, why, sizeof(why));
+    int n = ks_engine_group_stalled(s->eng, group, why, sizeof(why));
     if (n < 0)
         return -1;
     return n > 0 ? GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__NOT_SERVING
@@ -52,13 +61,13 @@ static int group_health(ks_grpc_t *s, const char *service)
 }
 
 /* Health Check and Watch: the request, then the status now (Watch: and each change, from
- * the health thread; a group's service: its status when asked). @locality a completion-queue
- * thread */
+ * the health thread, a group's service as Kafka's). @locality a completion-queue thread */
 void decode_health(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
     Grpc__Health__V1__HealthCheckRequest *r = (Grpc__Health__V1__HealthCheckRequest *)m;
-    int group = group_health(s, r->service);
+    const char *name = service_group(r->service);
+    int group = name ? group_status(s, name) : -1;
     if (group < 0 && !known_service(r->service)) {
         if (c->method == M_HEALTH_CHECK)
             call_finish(c, GRPC_STATUS_NOT_FOUND, "unknown service \"%s\"", r->service);
@@ -73,8 +82,9 @@ void decode_health(call_t *c, ProtobufCMessage *m)
         int st = group >= 0 ? group : health_status(s);
         hr.status = st;
         pthread_mutex_lock(&c->lock);
-        /* A group's Watch gets its status once: the health thread follows Kafka only. */
-        c->last_health = group >= 0 ? -1 : st;
+        if (group >= 0 && c->method == M_HEALTH_WATCH)
+            c->group = ks_xstrdup(name); /* the health thread follows it */
+        c->last_health = st;
         pthread_mutex_unlock(&c->lock);
         call_send(c, &hr.base);
         if (c->method == M_HEALTH_CHECK)
@@ -179,33 +189,92 @@ void handle_reflection_msg(call_t *c, ProtobufCMessage *m)
     call_send(c, &resp.base);
 }
 
-/* A health Watch whose last answer differs from the status now: marked answered. */
-static bool pick_health(call_t *c, const void *status)
+/* A group some Watch follows, and its status in this pass. */
+typedef struct {
+    char *name; /* owned */
+    int status;
+} watched_t;
+
+/* The statuses of one pass of the health thread: Kafka's, and each distinct group that a
+ * Watch follows, computed once. */
+typedef struct {
+    int kafka;
+    watched_t *v;
+    size_t n, cap;
+} health_pass_t;
+
+static watched_t *find_watched(const health_pass_t *p, const char *group)
 {
-    int now = *(const int *)status;
-    if (c->method != M_HEALTH_WATCH || c->last_health < 0 || c->last_health == now || c->closed)
+    for (size_t i = 0; i < p->n; i++)
+        if (!strcmp(p->v[i].name, group))
+            return &p->v[i];
+    return NULL;
+}
+
+/* Notes each distinct group a live Watch follows (pick_calls' predicate; picks none).
+ * @locks the server's and c's */
+static bool note_watched(call_t *c, const void *arg)
+{
+    health_pass_t *p = *(health_pass_t *const *)arg;
+    if (c->method != M_HEALTH_WATCH || !c->group || c->closed || find_watched(p, c->group))
+        return false;
+    if (p->n == p->cap) {
+        p->cap = p->cap ? 2 * p->cap : 8;
+        p->v = realloc(p->v, p->cap * sizeof(*p->v));
+        if (!p->v)
+            abort();
+    }
+    p->v[p->n++] = (watched_t){.name = ks_xstrdup(c->group), .status = -1};
+    return false;
+}
+
+/* A health Watch whose last answer differs from its status in this pass: marked answered. */
+static bool pick_health(call_t *c, const void *arg)
+{
+    const health_pass_t *p = *(const health_pass_t *const *)arg;
+    if (c->method != M_HEALTH_WATCH || c->last_health < 0 || c->closed)
+        return false;
+    const watched_t *w = c->group ? find_watched(p, c->group) : NULL;
+    int now = c->group ? (w ? w->status : -1) : p->kafka; /* no w: it came after the notes */
+    if (now < 0 || c->last_health == now)
         return false;
     c->last_health = now;
     return true;
 }
 
-/* Sends health Watch updates when Kafka's reachability changes. */
+/* Sends health Watch updates when Kafka's reachability changes, and a group's Watch when its
+ * group stalls or clears (or Kafka goes or comes back): each status once per change. */
 void *health_main(void *arg)
 {
     ks_grpc_t *s = arg;
+    health_pass_t pass = {0}, *pp = &pass;
     while (!atomic_load(&s->stopping)) {
         struct timespec ts = {0, 250 * 1000000};
         nanosleep(&ts, NULL);
-        int now = health_status(s);
+        pass.kafka = health_status(s);
+        pass.n = 0;
         call_t *todo[256];
-        size_t n = pick_calls(s, pick_health, &now, todo, 256);
+        (void)pick_calls(s, note_watched, &pp, todo, 256); /* it picks none */
+        /* Each group once, with no call's lock held: the engine answers from its last check. */
+        for (size_t i = 0; i < pass.n; i++) {
+            int st = group_status(s, pass.v[i].name);
+            pass.v[i].status =
+                st >= 0 ? st
+                        : GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__SERVING_STATUS__SERVICE_UNKNOWN;
+        }
+        size_t n = pick_calls(s, pick_health, &pp, todo, 256);
         for (size_t i = 0; i < n; i++) {
             Grpc__Health__V1__HealthCheckResponse hr =
                 GRPC__HEALTH__V1__HEALTH_CHECK_RESPONSE__INIT;
-            hr.status = now;
+            pthread_mutex_lock(&todo[i]->lock);
+            hr.status = todo[i]->last_health; /* what pick_health marked */
+            pthread_mutex_unlock(&todo[i]->lock);
             call_send(todo[i], &hr.base);
             call_unref(todo[i]);
         }
+        for (size_t i = 0; i < pass.n; i++)
+            free(pass.v[i].name);
     }
+    free(pass.v);
     return NULL;
 }

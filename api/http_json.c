@@ -280,19 +280,18 @@ enum MHD_Result http_reply_fetch(req_t *r)
     ks_batch_t *b = r->batch;
     if (b->status)
         return http_send_error(r->conn, b->status, "%s", b->message);
-    if (r->who && !ks_auth_current(r->h->auth, r->who)) {
-        /* The tokens file was reloaded without the caller while the fetch waited: its
-         * records go back now, counting no attempt, and the caller is told. */
+    char err[512];
+    ks_status_t st = ks_edge_fetch_still_allowed(r->h->auth, r->who, r->group, b, err, sizeof(err));
+    if (st != KS_OK) {
+        /* The tokens file was reloaded without the caller (or with narrower scopes) while the
+         * fetch waited: its records go back now, counting no attempt, and the caller is told. */
         pthread_mutex_lock(&r->lock);
         uint64_t token = b->deliver_token;
         b->deliver_token = 0;
         pthread_mutex_unlock(&r->lock);
         if (token)
             ks_engine_delivered(r->h->eng, r->group, token, false);
-        return http_send_error(r->conn, KS_E_UNAUTH,
-                               "%s was removed from the tokens file (auth.tokens_file) while the "
-                               "fetch waited; its records go back to the group",
-                               ks_auth_principal_id(r->who));
+        return http_send_error(r->conn, st, "%s", err);
     }
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 64 + b->cnt * 256);

@@ -116,6 +116,30 @@ static void push_locked(hstream_t *s, out_item_t it)
     s->q[s->qh + s->qn++] = it;
 }
 
+/* Takes every queued item (not the text being handed) out of s into *q (qh, qn), for
+ * drop_items once no lock is held. Locked by caller. */
+static void take_queue_locked(hstream_t *s, out_item_t **q, size_t *qh, size_t *qn)
+{
+    *q = s->q;
+    *qh = s->qh;
+    *qn = s->qn;
+    s->q = NULL;
+    s->qh = s->qn = s->qcap = 0;
+}
+
+/* Drops items never handed to libmicrohttpd: their records go back counting no attempt. */
+static void drop_items(hstream_t *s, out_item_t *q, size_t qh, size_t qn)
+{
+    for (size_t i = 0; i < qn; i++) {
+        out_item_t *it = &q[qh + i];
+        if (it->b)
+            ks_substream_msg_done(&s->ss, it->b->deliver_token, it->b->bytes, false);
+        ks_batch_free(it->b);
+        free(it->text);
+    }
+    free(q);
+}
+
 /* ---- the transport of the subscriber-stream core (substream.h) ---- */
 
 static void op_ref(void *t)
@@ -354,11 +378,17 @@ static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
     size_t done_n = 0;
     ssize_t ret;
     int64_t now = ks_now_ms();
+    out_item_t *dropq = NULL;
+    size_t dropqh = 0, dropqn = 0;
     pthread_mutex_lock(&s->lock);
     if (s->cut || s->peer_gone) {
         ret = MHD_CONTENT_READER_END_WITH_ERROR;
         goto out;
     }
+    /* A stream a tokens-file reload ended hands nothing more of its queue: the text being
+     * handed ends (it is on its way), then the error. */
+    if (s->qn && ks_substream_revoked(&s->ss))
+        take_queue_locked(s, &dropq, &dropqh, &dropqn);
     size_t n = fill_locked(s, buf, max, tok, bytes, &done_n);
     if (!n && s->finishing && s->fin_st != KS_OK && s->fin_msg[0]) {
         encode_error(s);
@@ -396,6 +426,7 @@ static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
     ret = 0;
 out:
     pthread_mutex_unlock(&s->lock);
+    drop_items(s, dropq, dropqh, dropqn);
     bool again = false;
     for (size_t i = 0; i < done_n; i++)
         again |= ks_substream_msg_done(&s->ss, tok[i], bytes[i], true);
@@ -569,14 +600,13 @@ void http_stream_completed(req_t *r)
     r->stream = NULL;
     /* Batches never handed to libmicrohttpd go back (no attempt); then every lease of the
      * subscriber, uncounted: the client went (or the stream was ended). */
+    out_item_t *q;
+    size_t qh, qn;
     pthread_mutex_lock(&s->lock);
     s->closed = true;
     s->suspended = false;
     r->resp_bytes = s->sent;
-    out_item_t *q = s->q;
-    size_t qh = s->qh, qn = s->qn;
-    s->q = NULL;
-    s->qh = s->qn = s->qcap = 0;
+    take_queue_locked(s, &q, &qh, &qn);
     ks_batch_t *part = s->out_b;
     s->out_b = NULL;
     pthread_mutex_unlock(&s->lock);
@@ -584,14 +614,7 @@ void http_stream_completed(req_t *r)
         ks_substream_msg_done(&s->ss, part->deliver_token, part->bytes, false);
         ks_batch_free(part);
     }
-    for (size_t i = 0; i < qn; i++) {
-        out_item_t *it = &q[qh + i];
-        if (it->b)
-            ks_substream_msg_done(&s->ss, it->b->deliver_token, it->b->bytes, false);
-        ks_batch_free(it->b);
-        free(it->text);
-    }
-    free(q);
+    drop_items(s, q, qh, qn);
     ks_substream_release_unread(&s->ss);
     ks_substream_close(&s->ss);
     ks_substream_drain(&s->ss); /* what arrived meanwhile goes back */

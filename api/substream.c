@@ -448,6 +448,14 @@ bool ks_substream_live(ks_substream_t *ss)
     return live;
 }
 
+bool ks_substream_revoked(ks_substream_t *ss)
+{
+    pthread_mutex_lock(&ss->lock);
+    bool revoked = ss->revoked;
+    pthread_mutex_unlock(&ss->lock);
+    return revoked;
+}
+
 void ks_substream_stop(ks_substream_t *ss)
 {
     pthread_mutex_lock(&ss->lock);
@@ -541,6 +549,7 @@ static void sweep_revoked(ks_subhub_t *h, const ks_auth_t *auth)
         if (end) {
             ss->stopped = true;
             ss->unread = true;
+            ss->revoked = true; /* from now on the transport starts no send of its queue */
         }
         pthread_mutex_unlock(&ss->lock); /* no op is called under it */
         if (end) {

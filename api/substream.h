@@ -66,7 +66,10 @@ typedef struct ks_substream_ops {
     void (*send_assignment)(void *t, const ks_tp_t *rev, size_t nrev, const ks_tp_t *as,
                             size_t nas);
     /* The stream must end with st and msg (a fetch the engine refused): the transport sends
-     * the error once what is queued is out. @locality any thread */
+     * the error once what is queued is out. On a stream a tokens-file reload ended
+     * (ks_substream_revoked) nothing queued goes out: each record message not yet begun is
+     * dropped (ks_substream_msg_done, taken false) and the error follows the send in flight,
+     * if any. @locality any thread */
     void (*finish)(void *t, ks_status_t st, const char *msg);
     /* The client took nothing for the stall time: cut the connection now. Its leases were
      * given back already. @locality the hub's sweep thread */
@@ -109,6 +112,7 @@ struct ks_substream {
     bool stopped;         /* no more records: what arrives goes back */
     bool stalled;         /* cut off for not reading: its leases go back uncounted */
     bool unread;          /* released uncounted (ks_substream_release_unread): later too */
+    bool revoked;         /* ended by a tokens-file reload: queued record messages are dropped */
     bool in_hub;
     char group[256];
     char sub[KS_SUBSCRIBER_KEY_MAX];
@@ -223,5 +227,9 @@ static inline const char *ks_substream_sub(const ks_substream_t *ss)
 }
 /* Started and not stopped. */
 bool ks_substream_live(ks_substream_t *ss);
+/* A tokens-file reload ended the stream (its caller was removed or its scopes narrowed): the
+ * transport must begin no further send of what it has queued. Takes the core's lock only, so
+ * a transport may ask with its own lock held. Any thread. */
+bool ks_substream_revoked(ks_substream_t *ss);
 
 #endif

@@ -15,11 +15,12 @@ import threading
 import time
 
 import grpc
+import pytest
 
 from conftest import create_topic, produce, unique, wait_for
 from grpc_support import (_openssl, bearer, consumer_pb2, consumer_pb2_grpc, make_certs, open_msg,
                           rpc_code)
-from test_grpc import secure_sidecars, streams  # noqa: F401 (fixtures)
+from test_grpc import fetch, secure_sidecars, streams  # noqa: F401 (fixtures)
 from test_http_stream import Lines, open_stream
 
 SC = grpc.StatusCode
@@ -37,6 +38,13 @@ def tokens_text(entries):
     return json.dumps({"tokens": [
         {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": ["*"]}
         for t in entries]})
+
+
+def scoped_tokens_text(entries):
+    """A tokens file of (token, consume patterns) entries, each with every group."""
+    return json.dumps({"tokens": [
+        {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": consume}
+        for t, consume in entries]})
 
 
 def records_from(stream, n, timeout=60):
@@ -123,6 +131,131 @@ def test_removed_token_streams_end_kept_ones_carry_on(bootstrap, secure_sidecars
     wait_for(lambda: sc.request("GET", f"/v1/groups/{g}", token="drop")[0] == 200, 20, 0.2,
              "drop accepted after SIGHUP")
     keep.cancel()
+    assert sc.stop() == 0
+
+
+def test_parked_fetches_of_revoked_tokens_get_no_records(bootstrap, secure_sidecars, tmp_path):
+    """A unary Fetch already waiting when a reload removes its token (or narrows its scopes)
+    ends with the error the HTTP long-poll gives, and its records go back counting no
+    attempt: another caller then gets them at attempt 1. A long-poll whose scopes narrowed
+    is refused the same way."""
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("drop", ["*"]), ("narrow", ["*"])]))
+    sc = secure_sidecars(tokens_file=str(tokens), token="keep")
+    # case: (token, edge, what it ends with, words of its message)
+    cases = {"grpc-drop": ("drop", "grpc", SC.UNAUTHENTICATED, "was removed from the tokens file"),
+             "grpc-narrow": ("narrow", "grpc", SC.PERMISSION_DENIED, "narrowed the scopes"),
+             "http-narrow": ("narrow", "http", 403, "narrowed the scopes")}
+    where = {case: (unique(f"tf{case}"), unique(f"gf{case}")) for case in cases}
+    for case, (topic, g) in where.items():
+        create_topic(bootstrap, topic, 1)
+        fetch(sc.consumer, g, topic, wait_ms=0, metadata=bearer(cases[case][0]))  # its group
+        wait_for(lambda: [p for p in sc.request("GET", f"/v1/groups/{g}")[1].get(
+            "partitions", []) if p["state"] == "ACTIVE"], 30, 0.2, f"{g} assigned")
+    answers = {}
+
+    def long_fetch(case):
+        (topic, g), (tok, edge) = where[case], cases[case][:2]
+        if edge == "http":
+            st, body = sc.request("GET", f"/v1/groups/{g}/records?topic={topic}&max=10"
+                                  "&wait_ms=25000", token=tok)
+            answers[case] = (st, body["error"]["message"] if st != 200 else body)
+            return
+        try:
+            answers[case] = ("records", fetch(sc.consumer, g, topic, max=10, wait_ms=25000,
+                                              metadata=bearer(tok)))
+        except grpc.RpcError as e:
+            answers[case] = (e.code(), e.details())
+
+    pollers = [threading.Thread(target=long_fetch, args=(case,)) for case in cases]
+    for t in pollers:
+        t.start()
+    wait_for(lambda: all(any(s.get("waiting") for s in sc.request(
+        "GET", f"/v1/groups/{g}")[1].get("subscribers", [])) for _, g in where.values()),
+        20, 0.2, "every fetch parked")
+
+    # "drop" leaves the file and "narrow" may consume no topic of the test any more.
+    tokens.write_text(scoped_tokens_text([("keep", ["*"]), ("narrow", ["other-*"])]))
+    sc.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: sc.request("GET", "/v1/groups", token="drop")[0] == 401, 20, 0.2,
+             "drop refused")
+    for topic, _ in where.values():
+        produce(bootstrap, topic, 2)
+    for t in pollers:
+        t.join(40)
+    for case, (_, _, code, words) in cases.items():
+        got = answers[case]
+        assert got[0] == code and words in got[1] and "go back to the group" in got[1], got
+    # Their records went back uncounted: "keep" gets them, at attempt 1.
+    for topic, g in where.values():
+        got = []
+        wait_for(lambda: got.extend(fetch(sc.consumer, g, topic, max=10, wait_ms=1000,
+                                          metadata=bearer("keep"))) or len(got) >= 2,
+                 30, 0.2, f"the records of {topic} for keep")
+        assert sorted(r.offset for r in got) == [0, 1], got
+        assert {r.attempt for r in got} == {1}, got
+    assert sc.stop() == 0
+
+
+def test_revoked_stream_drops_its_queued_batches(bootstrap, secure_sidecars, tmp_path):
+    """A Subscribe stream a reload ends sends none of the batches queued behind a client that
+    does not read: it ends UNAUTHENTICATED after what was already on its way, and the records
+    it never sent go back counting no attempt."""
+    n, size = 3000, 1000
+    topic, g = unique("tqueued"), unique("gqueued")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, n, size=size)
+    tokens = tmp_path / "tokens.json"
+    tokens.write_text(tokens_text(["keep", "drop"]))
+    sc = secure_sidecars(tokens_file=str(tokens), token="keep",
+                         args=("--grpc.stream_stall_ms=600000",
+                               "--grpc.stream_queue_messages=1000",
+                               "--grpc.max_message_bytes=65536"))
+    # Messages of about 48 records (grpc.max_message_bytes), and a client that reads none
+    # until the end, with a small window that does not grow: the server's send queue fills
+    # behind the one send in flight.
+    ch = grpc.insecure_channel(sc.grpc_target, options=[("grpc.http2.bdp_probe", 0),
+                                                        ("grpc.http2.lookahead_bytes", 65536)])
+    stub = consumer_pb2_grpc.ConsumerStub(ch)
+    stop = threading.Event()
+
+    def requests():
+        yield consumer_pb2.SubscribeRequest(open=open_msg(g, topic, records=n))
+        stop.wait(120)
+
+    call = stub.Subscribe(requests(), metadata=bearer("drop"), timeout=120)
+    # Every record is leased to the stream: a few messages on their way, the rest queued.
+    wait_for(lambda: sum(p["in_flight"] for p in sc.request("GET", f"/v1/groups/{g}")[1].get(
+        "partitions", [])) == n, 60, 0.2, "every record leased to the stream")
+    tokens.write_text(tokens_text(["keep"]))
+    sc.proc.send_signal(signal.SIGHUP)
+    wait_for(lambda: "removed from the tokens file" in sc.logs(), 20, 0.2, "the stream ended")
+    got = []
+    with pytest.raises(grpc.RpcError) as e:
+        for r in call:
+            if r.WhichOneof("kind") == "batch":
+                got += [x.offset for x in r.batch.records]
+    stop.set()
+    assert e.value.code() == SC.UNAUTHENTICATED, e.value
+    assert "removed from the tokens file" in e.value.details()
+    assert len(got) == len(set(got)) and len(got) < n, len(got)  # the queued ones never went
+    # Every record comes back to "keep"; those the stream never sent at attempt 1 (those on
+    # their way when it ended went back uncounted too, as the stream's leases do).
+    back = {}
+
+    def fetch_and_ack():
+        recs = fetch(sc.consumer, g, topic, max=1000, wait_ms=1000, metadata=bearer("keep"))
+        back.update({r.offset: r.attempt for r in recs})
+        if recs:  # within the subscriber's credits
+            sc.consumer.Ack(consumer_pb2.AckRequest(group=g, ack_ids=[r.ack_id for r in recs]),
+                            metadata=bearer("keep"), timeout=30)
+        return len(back) >= n
+    wait_for(fetch_and_ack, 90, 0, "every record for keep")
+    assert sorted(back) == list(range(n))
+    sent = set(got)
+    assert {a for o, a in back.items() if o not in sent} == {1}, back
+    assert {a for o, a in back.items() if o in sent} <= {1, 2}, back
+    ch.close()
     assert sc.stop() == 0
 
 

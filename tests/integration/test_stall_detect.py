@@ -2,6 +2,7 @@
 commit point has not moved for health.stall_ms is flagged with its reason in the group status,
 in gRPC health for ksidecar.group.<name> and in /readyz?group=, and clears when the cause goes."""
 import re
+import threading
 import time
 
 import grpc
@@ -161,6 +162,38 @@ def test_no_subscriber(bootstrap, sidecars, streams):
     # A subscriber comes back and acks everything: the stall clears.
     ack_until_drained(sc, g, streams(sc.consumer, open_msg(g, topic, records=100)))
     wait_cleared(sc, g)
+
+
+def test_group_watch_follows_the_stall(bootstrap, sidecars, streams):
+    """A health Watch of ksidecar.group.<name> is told each change: NOT_SERVING when the group
+    stalls, SERVING when the stall clears, once per change."""
+    sc, g, topic, st, got = streamed(bootstrap, sidecars, streams, 20, 3)
+    st.ack([r.ack_id for r in got])
+    wait_for(lambda: (part0(sc, g) or {}).get("committed_offset") == 3, 20)
+    watch = sc.health.Watch(health_pb2.HealthCheckRequest(service=f"ksidecar.group.{g}"),
+                            timeout=120)
+    seen = []
+
+    def read():
+        try:
+            for r in watch:
+                seen.append(r.status)
+        except grpc.RpcError:
+            pass
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    wait_for(lambda: seen, 10, 0.1, "the Watch's first status")
+    assert seen[0] == SERVING, seen
+    st.cancel()  # the group's only subscriber goes, 17 records left
+    wait_for(lambda: NOT_SERVING in seen, 6 * STALL_MS / 1000 + 10, 0.2, "NOT_SERVING on the Watch")
+    assert part0(sc, g)["stalled"]
+    # A subscriber comes back and acks everything: the stall clears, and the Watch says so.
+    ack_until_drained(sc, g, streams(sc.consumer, open_msg(g, topic, records=100)))
+    wait_for(lambda: seen[-1] == SERVING, 6 * STALL_MS / 1000 + 10, 0.2, "SERVING again")
+    assert seen.index(NOT_SERVING) < len(seen) - 1, seen
+    assert all(a != b for a, b in zip(seen, seen[1:])), seen  # each status once per change
+    watch.cancel()
+    reader.join(10)
 
 
 def test_subscriber_out_of_credits(bootstrap, sidecars, streams):
