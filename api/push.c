@@ -499,8 +499,10 @@ static void req_free(preq_t *r)
 /* Starts requests from the queued batches until concurrency are in flight. */
 static void start_requests(ks_push_t *e, pusher_t *p)
 {
+    /* A stream a tokens reload ended (its caller lost the group or a topic) sends nothing
+     * more, even before op_finish marks it removing: its leases went back already. */
     while (p->q && p->inflight < p->gc->push_concurrency && !atomic_load(&e->quiescing) &&
-           !atomic_load(&p->removing)) {
+           !atomic_load(&p->removing) && !ks_substream_revoked(&p->ss)) {
         qbatch_t *qb = p->q;
         ks_batch_t *b = qb->b;
         size_t k = b->cnt - p->q_next;

@@ -159,3 +159,45 @@ def test_push_api_refusals_name_the_problem(bootstrap, sidecars, apps, tmp_path)
     assert put({"topics": [topic], "url": app.url})[0] == 409  # pushes already
     assert call(sc, "POST", f"/v1/groups/{g}/push", {}, token="all")[0] == 405
     assert sc.stop() == 0
+
+
+def test_push_ends_when_a_reload_removes_the_token_that_set_it(bootstrap, sidecars, apps,
+                                                                tmp_path):
+    topic, g = unique("tprev"), unique("gprev")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 5)
+    app = apps(ok)
+
+    def tokens(*names):
+        return json.dumps({"tokens": [
+            {"sha256": hashlib.sha256(t.encode()).hexdigest(), "groups": ["*"], "consume": ["*"]}
+            for t in names]})
+
+    path = tmp_path / "tokens.json"
+    path.write_text(tokens("setter", "reader"))
+    sc = sidecars([ALLOW, f"--auth.tokens_file={path}"])
+    st, body = call(sc, "PUT", f"/v1/groups/{g}/push", {"topics": [topic], "url": app.url},
+                    token="setter")
+    assert st == 201, body
+    wait_for(lambda: len(app.ok_offsets()) == 5, 60, 0.2, "the first 5 pushed")
+    tmp = f"{path}.new"
+    with open(tmp, "w") as f:
+        f.write(tokens("reader"))
+    import os
+    os.replace(tmp, path)
+    wait_for(lambda: call(sc, "GET", f"/v1/groups/{g}/push", token="reader")[0] == 404, 30,
+             0.2, "the push ended by the reload")
+    assert "push ends" in sc.logs(), sc.logs()
+    produce(bootstrap, topic, 5)
+    got = []
+
+    def fetched():
+        st, body = call(sc, "GET", f"/v1/groups/{g}/records?topic={topic}&max=10&wait_ms=1000",
+                        token="reader")
+        assert st == 200, body
+        got.extend(body["records"])
+        return len(got) >= 5
+    wait_for(fetched, 60, 0, "the 5 new records fetched by the other token")
+    assert sorted(r["offset"] for r in got) == [5, 6, 7, 8, 9]
+    assert len(app.ok_offsets()) == 5, "a record was pushed after the token went"
+    assert sc.stop() == 0
