@@ -27,8 +27,11 @@
 #include "log.h"
 #include "util.h"
 
-#define STREAM_BATCH_MAX 1000  /* records in one batch from the core */
-#define STREAM_BLOCK     16384 /* libmicrohttpd's buffer for the body */
+#define STREAM_BATCH_MAX 1000 /* records in one batch from the core */
+/* libmicrohttpd's buffer for the body, one per stream: each body_cb call fills up to this and
+ * each send writes it. 16 KiB was about 60 records a call and a send(2); 256 KiB is about
+ * 1,000 (tests/bench/RESULTS.md, the stream row). */
+#define STREAM_BLOCK 262144
 
 /* What waits to be written: a batch of records, or a line of text (assignment news, the
  * closing error). */
