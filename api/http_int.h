@@ -148,6 +148,7 @@ typedef struct req {
     http_produce_t *prod;          /* a produce request's records (http_produce.c), else NULL */
     ks_produce_result_t *produced; /* the engine's answer: one per record sent */
     ks_seek_result_t *seek;        /* a seek's answer */
+    ks_redrive_result_t *redrive;  /* a redrive's answer */
     char topic[256];               /* a seek's topic, for its answer */
 } req_t;
 
@@ -335,6 +336,7 @@ enum MHD_Result http_reply_metrics(req_t *r); /* r->groups: the Prometheus expos
 enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
 enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
 enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
+enum MHD_Result http_reply_redrive(req_t *r); /* r->redrive: {"moved":N,"held":[...],...} */
 
 /* ---- http_push.c: /v1/groups/{group}/push (a push set by API call) ---- */
 

@@ -111,6 +111,7 @@ static void propagate_defaults(ks_config_t *cfg)
             g->ordering = d->ordering;
         if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
             g->max_attempts = d->max_attempts;
+        g->redrive_max = d->redrive_max; /* a static entry does not set its own */
         if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
             g->max_in_flight_per_key = d->max_in_flight_per_key;
         if (!(g->explicit_mask & EXPLICIT_PUSH_CONC))
@@ -502,6 +503,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         ks_group_conf_t *g = &gs[i];
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
+        g->redrive_max = cfg->group_defaults.redrive_max;
         g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
         g->retry = cfg->group_defaults.retry;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);

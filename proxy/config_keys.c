@@ -96,6 +96,9 @@ const key_t_ config_keys[] = {
      "topic for records that reach group.max_attempts (empty: retry forever)"},
     {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
      "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
+    {"group.redrive.max", T_INT, OFF(group_defaults.redrive_max), 1, 1000000,
+     "times a redrive moves one record back from the dead-letter topic; a record redriven this "
+     "often stays there (static groups inherit it)"},
     {"group.push.concurrency", T_INT, OFF(group_defaults.push_concurrency), 1, 10000,
      "push delivery: requests in flight to a group's push url at once"},
     {"group.push.timeout_ms", T_INT, OFF(group_defaults.push_timeout_ms), 100, 3600000,
@@ -240,6 +243,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_defaults.ordering = KS_ORDER_KEY;
     cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
+    cfg->group_defaults.redrive_max = 3;
     cfg->group_defaults.max_in_flight_per_key = 500;
     cfg->group_defaults.push_url = ks_xstrdup("");
     cfg->group_defaults.push_concurrency = 16;
