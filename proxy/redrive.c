@@ -571,11 +571,11 @@ static void redrive(run_t *r)
         abort();
     read_loop(r);
     report(r);
-    ks_info(
-        LOGC, "group %s: %s%lld records moved back from %s, %lld held, %lld skipped, %lld left%s%s",
-        r->group, r->dry_run ? "dry run: " : "", (long long)r->res->moved,
-        r->res->dead_letter_topic, (long long)r->res->held_total, (long long)r->res->skipped_total,
-        (long long)r->res->remaining, r->res->error[0] ? "; " : "", r->res->error);
+    ks_info(LOGC, "group %s: %lld records %s back from %s, %lld held, %lld skipped, %lld left%s%s",
+            r->group, (long long)r->res->moved, r->dry_run ? "would move (dry run)" : "moved",
+            r->res->dead_letter_topic, (long long)r->res->held_total,
+            (long long)r->res->skipped_total, (long long)r->res->remaining,
+            r->res->error[0] ? "; " : "", r->res->error);
 }
 
 static void run_close(run_t *r)
