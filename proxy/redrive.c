@@ -18,7 +18,7 @@
 #define CHUNK         1000  /* records produced before their delivery is waited for */
 #define KAFKA_WAIT_MS 10000 /* one metadata, watermark or committed-offsets request */
 #define IDLE_MAX_MS   30000 /* nothing read this long below the watermarks: give up */
-#define MAX_HEADERS   256   /* headers of one record a redrive keeps */
+#define STOP_WAIT_MS  5000  /* on shutdown, the most a redrive waits for delivery reports */
 
 int32_t ks_redrive_parse_count(const void *v, size_t len)
 {
@@ -353,12 +353,15 @@ static void skip(run_t *r, const rd_kafka_message_t *m, const char *fmt, ...)
 static void produce(run_t *r, const rd_kafka_message_t *m, const ks_header_t *hs, size_t nh,
                     const ks_redrive_meta_t *meta, size_t d)
 {
-    ks_header_t out[MAX_HEADERS + 1];
+    ks_header_t *out = malloc((nh + 1) * sizeof(*out));
+    if (!out)
+        abort();
     char count[KS_REDRIVE_COUNT_BUF];
     size_t n = ks_redrive_headers(hs, nh, meta->redriven + 1, count, out);
     rd_kafka_headers_t *hdrs = rd_kafka_headers_new(n);
     for (size_t i = 0; i < n; i++)
         rd_kafka_header_add(hdrs, out[i].name, -1, out[i].value, (ssize_t)out[i].value_len);
+    free(out);
     size_t i = r->pend_cnt++;
     r->pend[i] = (pending_t){.partition = m->partition, .offset = m->offset, .dest = d};
     int32_t part = meta->partition >= 0 && meta->partition < r->dests[d].partitions
@@ -383,20 +386,24 @@ static void produce(run_t *r, const rd_kafka_message_t *m, const ks_header_t *hs
     }
 }
 
-/* Decides what becomes of one dead letter (m, of partition p) and does it. */
+/* Decides what becomes of one dead letter (m) and does it: held, skipped, counted (dry run)
+ * or produced. */
 static void take(run_t *r, const rd_kafka_message_t *m)
 {
-    ks_header_t hs[MAX_HEADERS];
-    size_t nh = 0;
     rd_kafka_headers_t *rh = NULL;
+    if (rd_kafka_message_headers(m, &rh) != RD_KAFKA_RESP_ERR_NO_ERROR)
+        rh = NULL;
+    size_t cnt = rh ? rd_kafka_header_cnt(rh) : 0, nh = 0;
+    ks_header_t *hs = malloc((cnt + 1) * sizeof(*hs)); /* borrowed from m */
+    if (!hs)
+        abort();
     const char *name;
     const void *val;
     size_t size;
-    if (rd_kafka_message_headers(m, &rh) == RD_KAFKA_RESP_ERR_NO_ERROR)
-        while (nh < MAX_HEADERS && !rd_kafka_header_get_all(rh, nh, &name, &val, &size)) {
-            hs[nh] = (ks_header_t){.name = name, .value = val, .value_len = size};
-            nh++;
-        }
+    while (nh < cnt && !rd_kafka_header_get_all(rh, nh, &name, &val, &size)) {
+        hs[nh] = (ks_header_t){.name = name, .value = val, .value_len = size};
+        nh++;
+    }
     ks_redrive_meta_t meta;
     ks_redrive_meta_read(hs, nh, &meta);
     r->read_to[m->partition] = m->offset + 1;
@@ -428,6 +435,7 @@ static void take(run_t *r, const rd_kafka_message_t *m)
     } else {
         produce(r, m, hs, nh, &meta, d);
     }
+    free(hs);
 }
 
 /* Waits for every pending delivery, counts what moved and commits the place: in each
@@ -436,9 +444,16 @@ static void take(run_t *r, const rd_kafka_message_t *m)
 static int settle_chunk(run_t *r)
 {
     int rc = 0;
-    if (r->prod)
-        while (rd_kafka_outq_len(r->prod) > 0)
-            rd_kafka_poll(r->prod, 100); /* message.timeout.ms bounds it */
+    /* message.timeout.ms bounds the wait; on shutdown, STOP_WAIT_MS does: what is not
+     * reported delivered by then counts as failed, and is read again next time. */
+    int64_t give_up = 0;
+    while (r->prod && rd_kafka_outq_len(r->prod) > 0) {
+        if (atomic_load(&r->rd->stop) && !give_up)
+            give_up = ks_now_ms() + STOP_WAIT_MS;
+        if (give_up && ks_now_ms() > give_up)
+            break;
+        rd_kafka_poll(r->prod, 100);
+    }
     for (int32_t p = 0; p < r->nparts; p++)
         r->commit_to[p] = r->commit_to[p] > r->read_to[p] ? r->commit_to[p] : r->read_to[p];
     /* Records are in read order, so the first failure of a partition has its lowest offset. */
@@ -560,6 +575,8 @@ static void report(run_t *r)
 static void redrive(run_t *r)
 {
     char e[512];
+    ks_info(LOGC, "group %s: redrive of %s started (max %d%s)", r->group, r->res->dead_letter_topic,
+            (int)r->max, r->dry_run ? ", dry run" : "");
     if (open_clients(r, e, sizeof(e)) < 0) {
         fail(r, KS_E_INTERNAL, "making the redrive's Kafka clients: %s", e);
         return;

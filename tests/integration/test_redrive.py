@@ -5,11 +5,13 @@ dry run moves and commits nothing; max limits a call and the next continues wher
 (the place is the committed offsets of group "<group>.redrive"); the loop guard
 (group.redrive.max) holds a record that failed again; a token without the produce scope of the
 original topic gets its records skipped."""
+import threading
 import time
 
 import grpc
 
-from conftest import create_topic, fetch_all, kstool, unique, wait_for, watermarks
+from conftest import (create_topic, fetch_all, free_port, kstool, unique, wait_for,
+                      watermarks)
 from grpc_support import consumer_pb2, start_grpc, write_tokens_json
 
 from test_grpc import secure_sidecars  # noqa: F401 (fixture)
@@ -200,4 +202,33 @@ def test_grpc_redrive(bootstrap, sidecars):
         raise AssertionError("max=-1 was taken")
     except grpc.RpcError as e:
         assert e.code() == grpc.StatusCode.INVALID_ARGUMENT and "max must be" in e.details(), e
+    assert sc.stop() == 0
+
+
+def test_a_second_redrive_of_a_group_while_one_runs_is_refused(sidecars):
+    """With no broker to answer, a redrive waits (10 s) for the dead-letter topic's metadata:
+    a second one sent meanwhile is 409 ABORTED, and once the first has answered (503) the
+    group may be redriven again."""
+    sc = sidecars([f"--kafka.bootstrap.servers=127.0.0.1:{free_port()}",
+                   "--group.dead_letter_topic=dlt"])
+    first = {}
+
+    def run():
+        first["resp"] = sc.post("/v1/groups/g1/redrive", {})
+
+    t = threading.Thread(target=run)
+    t.start()
+    wait_for(lambda: "group g1: redrive of dlt started" in sc.logs(), 30, 0.05,
+             what="the first redrive to start")
+    st, body = sc.post("/v1/groups/g1/redrive", {"dry_run": True})
+    assert st == 409 and body["error"]["code"] == "ABORTED", (st, body)
+    assert 'a redrive of group "g1" is running' in body["error"]["message"], body
+    # Another group is not held up by it.
+    st2, body2 = sc.post("/v1/groups/g2/redrive", {"dry_run": True})
+    t.join(120)
+    st, body = first["resp"]
+    assert st == 503 and "dead-letter topic \"dlt\"" in body["error"]["message"], (st, body)
+    assert st2 == 503, (st2, body2)
+    st, body = sc.post("/v1/groups/g1/redrive", {})
+    assert st == 503, (st, body)  # not refused: the first one is over
     assert sc.stop() == 0
