@@ -98,7 +98,7 @@ const key_t_ config_keys[] = {
      "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
     {"group.redrive.max", T_INT, OFF(group_defaults.redrive_max), 1, 1000000,
      "times a redrive moves one record back from the dead-letter topic; a record redriven this "
-     "often stays there (static groups inherit it)"},
+     "often stays there"},
     {"group.push.concurrency", T_INT, OFF(group_defaults.push_concurrency), 1, 10000,
      "push delivery: requests in flight to a group's push url at once"},
     {"group.push.timeout_ms", T_INT, OFF(group_defaults.push_timeout_ms), 100, 3600000,
@@ -130,7 +130,8 @@ const key_t_ config_keys[] = {
      "how long a revoked partition's leases may still be acked"},
     {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON text as a flag); push "
+     "\"max_attempts\",\"redrive_max\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON "
+     "text as a flag); push "
      "is {\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
      "\"insecure\",\"cloudevents\"}, see docs/push.md; retry is {\"initial_ms\",\"max_ms\","
      "\"multiplier\",\"jitter\",\"backoff_ms\"}"},
@@ -412,12 +413,13 @@ char *ks_config_dump(const ks_config_t *cfg)
                     json_pack("{s:i,s:i,s:f,s:f,s:s}", "initial_ms", g->retry.initial_ms, "max_ms",
                               g->retry.max_ms, "multiplier", g->retry.multiplier, "jitter",
                               g->retry.jitter, "backoff_ms", list);
-                json_array_append_new(
-                    v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:o}", "name", g->name, "topics", ts,
-                                 "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
-                                 "dead_letter_topic", g->dead_letter_topic, "max_attempts",
-                                 g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key,
-                                 "retry", retry));
+                json_array_append_new(v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:i,s:o}", "name",
+                                                   g->name, "topics", ts, "ordering",
+                                                   ks_ordering_str((ks_ordering_t)g->ordering),
+                                                   "dead_letter_topic", g->dead_letter_topic,
+                                                   "max_attempts", g->max_attempts, "redrive_max",
+                                                   g->redrive_max, "max_in_flight_per_key",
+                                                   g->max_in_flight_per_key, "retry", retry));
                 if (*g->push_url)
                     json_object_set_new(
                         json_array_get(v, j), "push",

@@ -794,7 +794,7 @@ static void test_static_groups(void **state)
     int rc = load(&cfg,
                   "{\"groups\":{\"static\":["
                   "  {\"name\":\"g1\",\"topics\":[\"a\",\"b.c\"],\"ordering\":\"none\"},"
-                  "  {\"name\":\"g2\",\"topics\":[\"c\"],\"max_attempts\":7,"
+                  "  {\"name\":\"g2\",\"topics\":[\"c\"],\"max_attempts\":7,\"redrive_max\":1,"
                   "   \"dead_letter_topic\":\"dlq2\"}]}}",
                   err, sizeof(err));
     if (rc != 0)
@@ -814,6 +814,7 @@ static void test_static_groups(void **state)
     assert_string_equal(g2->name, "g2");
     assert_int_equal(g2->ordering, KS_ORDER_KEY);
     assert_int_equal(g2->max_attempts, 7);
+    assert_int_equal(g2->redrive_max, 1);
     assert_string_equal(g2->dead_letter_topic, "dlq2");
     assert_ptr_equal(ks_config_group(&cfg, "g3"), &cfg.group_defaults);
     assert_ptr_equal(ks_config_group(&cfg, "g"), &cfg.group_defaults);
@@ -844,6 +845,8 @@ static void test_static_groups(void **state)
          "groups.static[0]"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"max_attempts\":0}]}",
          "groups.static[0]"},
+        {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"redrive_max\":0}]}",
+         "redrive_max: 1-1000000"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"]},"
          "                    {\"name\":\"x\",\"topics\":[\"u\"]}]}",
          "groups.static[1]"},
