@@ -232,3 +232,41 @@ def test_a_second_redrive_of_a_group_while_one_runs_is_refused(sidecars):
     st, body = sc.post("/v1/groups/g1/redrive", {})
     assert st == 503, (st, body)  # not refused: the first one is over
     assert sc.stop() == 0
+
+
+def test_what_a_redrive_skips_holds_and_moves_by_its_headers(bootstrap, sidecars):
+    """Dead letters written straight to the dead-letter topic, one case each: skipped with the
+    reason, held by the loop guard (the default group.redrive.max, 3), or moved, by key when
+    its original partition is gone."""
+    topic, dlt, g = setup(bootstrap, "rdcase", 1)
+    sc = sidecars([f"--group.dead_letter_topic={dlt}"])
+
+    def rec(key, **hs):
+        return {"key": key, "value": "v", "partition": 0,
+                "headers": [{"key": k.replace("_", "."), "value": v} for k, v in hs.items()]}
+
+    o, r, p = "ksidecar_original_topic", "ksidecar_redriven", "ksidecar_original_partition"
+    recs = [rec("k0", app="a"),
+            rec("k1", **{o: unique("missing")}),
+            rec("k2", **{o: "bad name"}),
+            rec("k3", **{o: topic, r: "x"}),
+            rec("k4", **{o: topic, r: "3"}),
+            rec("k5", app="kept", **{o: topic, p: "7", r: "2"}),
+            rec("k6", **{o: "__consumer_offsets"})]
+    st, body = sc.post(f"/v1/topics/{dlt}/records", {"records": recs})
+    assert st == 200 and all(not x.get("error") for x in body["results"]), body
+    rep = redrive(sc, g)
+    assert rep["moved"] == 1 and rep["by_topic"] == {topic: 1}, rep
+    assert rep["held"] == [{"partition": 0, "offset": 4, "redriven": 3}], rep
+    reasons = {x["offset"]: x["reason"] for x in rep["skipped"]}
+    assert sorted(reasons) == [0, 1, 2, 3, 6] and rep["skipped_total"] == 5, rep
+    assert "no ksidecar.original.topic header" in reasons[0], reasons
+    assert "does not exist" in reasons[1], reasons
+    assert "not a valid topic name" in reasons[2], reasons
+    assert "ksidecar.redriven header is not a count" in reasons[3], reasons
+    assert "internal to Kafka" in reasons[6], reasons
+    assert rep["next_offsets"] == [{"partition": 0, "offset": 7}] and rep["remaining"] == 0, rep
+    back = fetch_all(sc, g, topic, 1)
+    assert [(x["partition"], x["key"]) for x in back] == [(0, "k5")], back
+    assert headers(back[0]) == {"app": "kept", "ksidecar.redriven": "3"}, back
+    assert sc.stop() == 0
