@@ -227,6 +227,9 @@ enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
  * takes one of http.max_long_polls, given back by the engine's callback; false when none
  * is free. */
 bool http_long_poll_claim(ks_http_t *h, req_t *r);
+/* http_redrive.c: the redrive row's decoder (POST /v1/groups/{group}/redrive). */
+enum MHD_Result http_decode_redrive(ks_http_t *h, req_t *r, const char *group, const char *method);
+
 /* http_settle.c: the acks, nacks and deadline rows' decoder. */
 enum MHD_Result http_decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method);
 

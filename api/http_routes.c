@@ -46,21 +46,6 @@ static void on_seek(ks_seek_result_t *res, void *opaque)
     http_wake(r);
 }
 
-static void on_redrive(ks_redrive_result_t *res, void *opaque)
-{
-    req_t *r = opaque;
-    r->redrive = res;
-    http_wake(r);
-}
-
-/* Whether r's caller may produce to topic: a redrive's check of each record's original topic
- * (the redrive's thread, while r is held for the command's callback). */
-static bool redrive_allow(const char *topic, void *opaque)
-{
-    req_t *r = opaque;
-    return ks_auth_covers(r->h->auth, ks_auth_current(r->h->auth, r->who), KS_SCOPE_PRODUCE, topic);
-}
-
 enum MHD_Result http_reply(req_t *r)
 {
     return r->route->encode(r);
@@ -378,44 +363,6 @@ out:
     return ret;
 }
 
-/* POST /v1/groups/{group}/redrive: {"max":N,"dry_run":bool}, both optional, the body too. */
-static enum MHD_Result decode_redrive(ks_http_t *h, req_t *r, const char *group, const char *method)
-{
-    static const char *const known[] = {"max", "dry_run", NULL};
-    enum MHD_Result ret = MHD_YES;
-    json_t *root = r->body_len || r->too_big
-                       ? http_body_json(h, r, "{\"max\":100,\"dry_run\":true}", 0, &ret)
-                       : json_object();
-    if (!root)
-        return ret;
-    ks_cmd_req_t cmd = {
-        .group = group,
-        .u.redrive = {.allow = redrive_allow, .allow_opaque = r, .cb = on_redrive, .opaque = r}};
-    json_t *max = json_object_get(root, "max"), *dry = json_object_get(root, "dry_run");
-    if (!json_is_object(root)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
-        goto out;
-    }
-    if (!http_only_fields(r, root, "body", known, "max, dry_run", &ret))
-        goto out;
-    if (max && (!json_is_integer(max) || json_integer_value(max) < 1 ||
-                json_integer_value(max) > KS_CMD_REDRIVE_MAX)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "max must be an integer from 1 to %d",
-                              KS_CMD_REDRIVE_MAX);
-        goto out;
-    }
-    if (dry && !json_is_boolean(dry)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "dry_run must be true or false");
-        goto out;
-    }
-    cmd.u.redrive.max = max ? (int32_t)json_integer_value(max) : 0;
-    cmd.u.redrive.dry_run = dry && json_is_true(dry);
-    ret = http_submit_park(h, r, &cmd); /* the validator holds the default and the DLT check */
-out:
-    json_decref(root);
-    return ret;
-}
-
 /* Notes why r is not ready (the first reason counts). */
 static void not_ready(req_t *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
@@ -640,8 +587,8 @@ static const route_t routes[] = {
     {"POST", "/v1/groups/{group}/seek", KS_CMD_SEEK, 0, false, AUTH_FIRST, decode_seek,
      http_reply_seek},
     /* Each dead letter's original topic is checked against the produce scope as it is read. */
-    {"POST", "/v1/groups/{group}/redrive", KS_CMD_REDRIVE, 0, false, AUTH_FIRST, decode_redrive,
-     http_reply_redrive},
+    {"POST", "/v1/groups/{group}/redrive", KS_CMD_REDRIVE, 0, false, AUTH_FIRST,
+     http_decode_redrive, http_reply_redrive},
     /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
     {"GET", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_get, NULL},
     {"PUT", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_put, NULL},
