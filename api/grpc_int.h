@@ -53,6 +53,7 @@ typedef enum {
     M_GET_GROUP,
     M_LIST_GROUPS,
     M_SEEK,
+    M_REDRIVE,
     M_PRODUCE,
     M_HEALTH_CHECK,
     M_HEALTH_WATCH,

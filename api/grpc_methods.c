@@ -200,6 +200,19 @@ static void on_seek(ks_seek_result_t *r, void *opaque)
     call_reply(opaque, r, 0, NULL);
 }
 
+static void on_redrive(ks_redrive_result_t *r, void *opaque)
+{
+    call_reply(opaque, r, 0, NULL);
+}
+
+/* Whether the call's caller may produce to topic: a redrive's check of each record's original
+ * topic (the redrive's thread, while the command holds the call). */
+static bool redrive_allow(const char *topic, void *opaque)
+{
+    call_t *c = opaque;
+    return ks_auth_covers(c->s->auth, ks_auth_current(c->s->auth, c->who), KS_SCOPE_PRODUCE, topic);
+}
+
 static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 {
     call_reply(opaque, res, n, NULL);
@@ -400,6 +413,80 @@ static void encode_seek(call_t *c, const reply_t *rp)
     call_unref(c);
 }
 
+/* n items (one block) as RedriveItem messages, into *out (one block of pointers). */
+static Ksidecar__V1__RedriveItem *redrive_items(ks_redrive_item_t *it, size_t n,
+                                                Ksidecar__V1__RedriveItem ***out)
+{
+    Ksidecar__V1__RedriveItem *ms = calloc(n + 1, sizeof(*ms));
+    *out = calloc(n + 1, sizeof(**out));
+    if (!ms || !*out)
+        abort();
+    for (size_t i = 0; i < n; i++) {
+        ksidecar__v1__redrive_item__init(&ms[i]);
+        ms[i].partition = it[i].partition;
+        ms[i].offset = it[i].offset;
+        ms[i].redriven = it[i].redriven;
+        ms[i].reason = it[i].reason;
+        (*out)[i] = &ms[i];
+    }
+    return ms;
+}
+
+static void encode_redrive(call_t *c, const reply_t *rp)
+{
+    ks_redrive_result_t *r = rp->res;
+    if (r->status) {
+        call_finish(c, grpc_code_of(r->status), "%s", r->message);
+        ks_redrive_result_free(r);
+        call_unref(c);
+        return;
+    }
+    Ksidecar__V1__RedriveResponse rr = KSIDECAR__V1__REDRIVE_RESPONSE__INIT;
+    rr.dead_letter_topic = r->dead_letter_topic;
+    rr.dry_run = r->dry_run;
+    rr.moved = r->moved;
+    rr.held_total = r->held_total;
+    rr.skipped_total = r->skipped_total;
+    rr.remaining = r->remaining;
+    rr.error = r->error;
+    Ksidecar__V1__RedriveItem *held = redrive_items(r->held, r->held_cnt, &rr.held);
+    Ksidecar__V1__RedriveItem *skipped = redrive_items(r->skipped, r->skipped_cnt, &rr.skipped);
+    rr.n_held = r->held_cnt;
+    rr.n_skipped = r->skipped_cnt;
+    Ksidecar__V1__RedriveResponse__ByTopicEntry *bt = calloc(r->topic_cnt + 1, sizeof(*bt));
+    Ksidecar__V1__RedriveOffset *no = calloc(r->part_cnt + 1, sizeof(*no));
+    rr.by_topic = calloc(r->topic_cnt + 1, sizeof(*rr.by_topic));
+    rr.next_offsets = calloc(r->part_cnt + 1, sizeof(*rr.next_offsets));
+    if (!bt || !no || !rr.by_topic || !rr.next_offsets)
+        abort();
+    for (size_t i = 0; i < r->topic_cnt; i++) {
+        ksidecar__v1__redrive_response__by_topic_entry__init(&bt[i]);
+        bt[i].key = r->by_topic[i].topic;
+        bt[i].value = r->by_topic[i].moved;
+        rr.by_topic[i] = &bt[i];
+    }
+    for (size_t i = 0; i < r->part_cnt; i++) {
+        ksidecar__v1__redrive_offset__init(&no[i]);
+        no[i].partition = r->parts[i].partition;
+        no[i].offset = r->parts[i].next_offset;
+        rr.next_offsets[i] = &no[i];
+    }
+    rr.n_by_topic = r->topic_cnt;
+    rr.n_next_offsets = r->part_cnt;
+    call_send(c, &rr.base);
+    call_finish(c, GRPC_STATUS_OK, "%s", "");
+    free(held);
+    free(rr.held);
+    free(skipped);
+    free(rr.skipped);
+    free(bt);
+    free(rr.by_topic);
+    free(no);
+    free(rr.next_offsets);
+    ks_redrive_result_free(r);
+    call_unref(c);
+}
+
 static void encode_produced(call_t *c, const reply_t *r)
 {
     ks_produce_result_t *res = r->res;
@@ -449,6 +536,7 @@ GROUP_OF(group_of_nack, Ksidecar__V1__NackRequest)
 GROUP_OF(group_of_modify, Ksidecar__V1__ModifyAckDeadlineRequest)
 GROUP_OF(group_of_get_group, Ksidecar__V1__GetGroupRequest)
 GROUP_OF(group_of_seek, Ksidecar__V1__SeekRequest)
+GROUP_OF(group_of_redrive, Ksidecar__V1__RedriveRequest)
 #undef GROUP_OF
 
 static void decode_fetch(call_t *c, ProtobufCMessage *m)
@@ -557,6 +645,20 @@ static void decode_seek(call_t *c, ProtobufCMessage *m)
     }
 }
 
+static void decode_redrive(call_t *c, ProtobufCMessage *m)
+{
+    Ksidecar__V1__RedriveRequest *r = (Ksidecar__V1__RedriveRequest *)m;
+    ks_cmd_req_t cmd = {.type = c->row->cmd,
+                        .group = r->group,
+                        .u.redrive = {.max = r->max, /* 0: the default */
+                                      .dry_run = r->dry_run,
+                                      .allow = redrive_allow,
+                                      .allow_opaque = c,
+                                      .cb = on_redrive,
+                                      .opaque = c}};
+    (void)grpc_submit(c, &cmd);
+}
+
 static void decode_produce(call_t *c, ProtobufCMessage *m)
 {
     Ksidecar__V1__ProduceRequest *r = (Ksidecar__V1__ProduceRequest *)m;
@@ -619,6 +721,8 @@ static const method_row_t methods[] = {
      REQ(list_groups_request), NULL, decode_list_groups, NULL, encode_groups},
     {"/ksidecar.v1.Consumer/Seek", M_SEEK, KS_CMD_SEEK, false, true, REQ(seek_request),
      group_of_seek, decode_seek, NULL, encode_seek},
+    {"/ksidecar.v1.Consumer/Redrive", M_REDRIVE, KS_CMD_REDRIVE, false, true, REQ(redrive_request),
+     group_of_redrive, decode_redrive, NULL, encode_redrive},
     {"/ksidecar.v1.Producer/Produce", M_PRODUCE, KS_CMD_PRODUCE, false, true, REQ(produce_request),
      NULL, decode_produce, NULL, encode_produced},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, KS_CMD_NONE, false, false,

@@ -148,6 +148,7 @@ typedef struct req {
     http_produce_t *prod;          /* a produce request's records (http_produce.c), else NULL */
     ks_produce_result_t *produced; /* the engine's answer: one per record sent */
     ks_seek_result_t *seek;        /* a seek's answer */
+    ks_redrive_result_t *redrive;  /* a redrive's answer */
     char topic[256];               /* a seek's topic, for its answer */
 } req_t;
 
@@ -226,6 +227,9 @@ enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
  * takes one of http.max_long_polls, given back by the engine's callback; false when none
  * is free. */
 bool http_long_poll_claim(ks_http_t *h, req_t *r);
+/* http_redrive.c: the redrive row's decoder (POST /v1/groups/{group}/redrive). */
+enum MHD_Result http_decode_redrive(ks_http_t *h, req_t *r, const char *group, const char *method);
+
 /* http_settle.c: the acks, nacks and deadline rows' decoder. */
 enum MHD_Result http_decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method);
 
@@ -335,6 +339,7 @@ enum MHD_Result http_reply_metrics(req_t *r); /* r->groups: the Prometheus expos
 enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
 enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
 enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
+enum MHD_Result http_reply_redrive(req_t *r); /* r->redrive: {"moved":N,"held":[...],...} */
 
 /* ---- http_push.c: /v1/groups/{group}/push (a push set by API call) ---- */
 

@@ -574,3 +574,70 @@ enum MHD_Result http_reply_seek(req_t *r)
     ks_jbuf_lit(&jb, "}");
     return send_jbuf(r->conn, 200, &jb);
 }
+
+/* One list of a redrive's report: held (with each count) or skipped (with each reason). */
+static void put_redrive_items(ks_jbuf_t *jb, const ks_redrive_item_t *it, size_t n, bool held)
+{
+    ks_jbuf_lit(jb, "[");
+    for (size_t i = 0; i < n; i++) {
+        ks_jbuf_lit(jb, i ? ",{\"partition\":" : "{\"partition\":");
+        ks_jbuf_int(jb, it[i].partition);
+        ks_jbuf_lit(jb, ",\"offset\":");
+        ks_jbuf_int(jb, it[i].offset);
+        if (held) {
+            ks_jbuf_lit(jb, ",\"redriven\":");
+            ks_jbuf_int(jb, it[i].redriven);
+        } else {
+            ks_jbuf_lit(jb, ",\"reason\":");
+            put_str(jb, it[i].reason);
+        }
+        ks_jbuf_lit(jb, "}");
+    }
+    ks_jbuf_lit(jb, "]");
+}
+
+enum MHD_Result http_reply_redrive(req_t *r)
+{
+    const ks_redrive_result_t *s = r->redrive;
+    if (s->status)
+        return http_send_error(r->conn, s->status, "%s", s->message);
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb,
+                 512 + (s->held_cnt + s->skipped_cnt) * 64 + s->topic_cnt * 280 + s->part_cnt * 48);
+    ks_jbuf_lit(&jb, "{\"dead_letter_topic\":");
+    put_str(&jb, s->dead_letter_topic);
+    ks_jbuf_lit(&jb, s->dry_run ? ",\"dry_run\":true,\"moved\":" : ",\"dry_run\":false,\"moved\":");
+    ks_jbuf_int(&jb, s->moved);
+    ks_jbuf_lit(&jb, ",\"by_topic\":{");
+    for (size_t i = 0; i < s->topic_cnt; i++) {
+        if (i)
+            ks_jbuf_lit(&jb, ",");
+        put_str(&jb, s->by_topic[i].topic);
+        ks_jbuf_lit(&jb, ":");
+        ks_jbuf_int(&jb, s->by_topic[i].moved);
+    }
+    ks_jbuf_lit(&jb, "},\"held\":");
+    put_redrive_items(&jb, s->held, s->held_cnt, true);
+    ks_jbuf_lit(&jb, ",\"held_total\":");
+    ks_jbuf_int(&jb, s->held_total);
+    ks_jbuf_lit(&jb, ",\"skipped\":");
+    put_redrive_items(&jb, s->skipped, s->skipped_cnt, false);
+    ks_jbuf_lit(&jb, ",\"skipped_total\":");
+    ks_jbuf_int(&jb, s->skipped_total);
+    ks_jbuf_lit(&jb, ",\"next_offsets\":[");
+    for (size_t i = 0; i < s->part_cnt; i++) {
+        ks_jbuf_lit(&jb, i ? ",{\"partition\":" : "{\"partition\":");
+        ks_jbuf_int(&jb, s->parts[i].partition);
+        ks_jbuf_lit(&jb, ",\"offset\":");
+        ks_jbuf_int(&jb, s->parts[i].next_offset);
+        ks_jbuf_lit(&jb, "}");
+    }
+    ks_jbuf_lit(&jb, "],\"remaining\":");
+    ks_jbuf_int(&jb, s->remaining);
+    if (s->error[0]) {
+        ks_jbuf_lit(&jb, ",\"error\":");
+        put_str(&jb, s->error);
+    }
+    ks_jbuf_lit(&jb, "}");
+    return send_jbuf(r->conn, 200, &jb);
+}

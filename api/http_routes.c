@@ -586,6 +586,9 @@ static const route_t routes[] = {
      http_decode_settle, http_reply_ack},
     {"POST", "/v1/groups/{group}/seek", KS_CMD_SEEK, 0, false, AUTH_FIRST, decode_seek,
      http_reply_seek},
+    /* Each dead letter's original topic is checked against the produce scope as it is read. */
+    {"POST", "/v1/groups/{group}/redrive", KS_CMD_REDRIVE, 0, false, AUTH_FIRST,
+     http_decode_redrive, http_reply_redrive},
     /* Each record's topic is checked against the produce scope on its own (http_produce.c). */
     {"GET", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_get, NULL},
     {"PUT", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_put, NULL},

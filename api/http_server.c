@@ -31,6 +31,7 @@ void http_req_unref(req_t *r)
     free(r->groups);
     free(r->produced);
     free(r->seek);
+    ks_redrive_result_free(r->redrive);
     if (r->prod)
         free(r->prod->rec);
     free(r->prod);

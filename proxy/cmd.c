@@ -334,6 +334,28 @@ static ks_status_t check_produce(const ks_config_t *cfg, const ks_cmd_req_t *req
     return KS_OK;
 }
 
+static ks_status_t check_redrive(const ks_config_t *cfg, ks_cmd_req_t *req, char *err,
+                                 size_t errsize)
+{
+    int32_t max = req->u.redrive.max;
+    if (max < 0 || max > KS_CMD_REDRIVE_MAX) {
+        snprintf(err, errsize, "max must be from 1 to %d, got %d; leave it out for %d",
+                 KS_CMD_REDRIVE_MAX, (int)max, KS_CMD_REDRIVE_DEFAULT_MAX);
+        return KS_E_INVALID;
+    }
+    if (max == 0)
+        req->u.redrive.max = KS_CMD_REDRIVE_DEFAULT_MAX;
+    req->u.redrive.dry_run = req->u.redrive.dry_run != 0;
+    const ks_group_conf_t *gc = ks_config_group(cfg, req->group);
+    if (!*gc->dead_letter_topic) {
+        snprintf(
+            err, errsize, "group \"%s\" has no dead-letter topic to redrive: set %s", req->group,
+            gc->name ? "dead_letter_topic in its groups.static entry" : "group.dead_letter_topic");
+        return KS_E_INVALID;
+    }
+    return KS_OK;
+}
+
 /* A command added to the catalogue without its case here does not build, with or without a
  * default (there is none: a command with nothing to check says so in its case). */
 #pragma GCC diagnostic push
@@ -350,7 +372,7 @@ ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err
      * looked up, and a bad name finds none). */
     unsigned fl = ks_cmd_flags(req->type);
     bool named = ((fl & KS_CMDF_GROUP) && !(fl & KS_CMDF_NO_REPLY)) ||
-                 (req->type == KS_CMD_STATUS && req->group);
+                 (req->type == KS_CMD_STATUS && req->group) || req->type == KS_CMD_REDRIVE;
     ks_status_t st;
     if (named && (st = ks_cmd_check_group(cfg, req->group, err, errsize)))
         return st;
@@ -363,6 +385,8 @@ ks_status_t ks_cmd_validate(const ks_config_t *cfg, ks_cmd_req_t *req, char *err
         return check_seek(cfg, req, err, errsize);
     case KS_CMD_PRODUCE:
         return check_produce(cfg, req, err, errsize);
+    case KS_CMD_REDRIVE:
+        return check_redrive(cfg, req, err, errsize);
     case KS_CMD_STATUS: /* its group, checked above, is all it names */
         return KS_OK;
     case KS_CMD_RELEASE:

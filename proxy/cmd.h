@@ -87,6 +87,14 @@ typedef struct ks_cmd_req {
             void *opaque;
         } produce;
         struct {
+            int32_t max;  /* records read at most; 0: KS_CMD_REDRIVE_DEFAULT_MAX */
+            bool dry_run; /* read and report only: nothing produced, nothing committed */
+            ks_redrive_allow_fn *allow; /* may the caller produce to a topic; NULL: yes */
+            void *allow_opaque;
+            ks_redrive_cb *cb;
+            void *opaque;
+        } redrive; /* never copied into an inbox: its thread reads it before submit returns */
+        struct {
             int64_t ack_deadline_ms; /* acks are waited for until then (CLOCK_MONOTONIC) */
         } shutdown;                  /* no answer; STOP_DELIVERING has no arguments */
     } u;
@@ -104,6 +112,7 @@ typedef struct ks_cmd_req {
 #define KS_CMD_DEEP_RELEASE_UNREAD(S, V)  S(release.subscriber)
 #define KS_CMD_DEEP_DELIVERED(S, V)       /* numbers only */
 #define KS_CMD_DEEP_PRODUCE(S, V)         /* never copied: ks_producer_send copies the records */
+#define KS_CMD_DEEP_REDRIVE(S, V)         /* never copied: redrive.c copies what it keeps */
 #define KS_CMD_DEEP_STOP_DELIVERING(S, V) /* no arguments */
 #define KS_CMD_DEEP_SHUTDOWN(S, V)        /* numbers only */
 
@@ -123,6 +132,10 @@ typedef struct ks_cmd_req {
 
 /* The records a fetch that names no max asks for (at most fetch.max_records). */
 #define KS_CMD_DEFAULT_MAX 100
+
+/* The records a redrive reads when it names no max, and the most it may name. */
+#define KS_CMD_REDRIVE_DEFAULT_MAX 1000
+#define KS_CMD_REDRIVE_MAX         100000
 
 /* The subscriber a fetch without one is served as. */
 #define KS_CMD_DEFAULT_SUBSCRIBER "default"

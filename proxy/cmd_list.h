@@ -24,7 +24,9 @@
  *   partition's of the topic; their leases become stale and their windows start again there.
  * RELEASE, RELEASE_UNREAD, DELIVERED: ks_engine_release, _release_unread, _delivered.
  * PRODUCE: produces the records (copied); the callback runs once all are delivered or
- *   failed. */
+ *   failed.
+ * REDRIVE: moves up to max records of the group's dead-letter topic back to their original
+ *   topics, on a thread of its own (proxy/redrive.c); the group need not run here. */
 #define KS_CMD_LIST(X)                                                                             \
     X(FETCH, fetch, KS_CMDF_GROUP | KS_CMDF_CREATE)                                                \
     X(SETTLE, settle, KS_CMDF_GROUP | KS_CMDF_REBALANCE)                                           \
@@ -34,6 +36,7 @@
     X(RELEASE_UNREAD, release_unread, KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)        \
     X(DELIVERED, delivered, KS_CMDF_GROUP | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)                  \
     X(PRODUCE, produce, 0)                                                                         \
+    X(REDRIVE, redrive, 0)                                                                         \
     X(STOP_DELIVERING, stop_delivering, KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)   \
     X(SHUTDOWN, shutdown, KS_CMDF_INTERNAL | KS_CMDF_REBALANCE | KS_CMDF_NO_REPLY)
 

@@ -99,6 +99,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
 #define EXPLICIT_PUSH_TIME 0x20
 #define EXPLICIT_PUSH_BAT  0x40
 #define EXPLICIT_RETRY     0x80
+#define EXPLICIT_REDRIVE   0x100
 
 /* Static groups inherit every group.* default they do not set themselves, whatever
  * order the keys came in. */
@@ -111,6 +112,8 @@ static void propagate_defaults(ks_config_t *cfg)
             g->ordering = d->ordering;
         if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
             g->max_attempts = d->max_attempts;
+        if (!(g->explicit_mask & EXPLICIT_REDRIVE))
+            g->redrive_max = d->redrive_max;
         if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
             g->max_in_flight_per_key = d->max_in_flight_per_key;
         if (!(g->explicit_mask & EXPLICIT_PUSH_CONC))
@@ -502,6 +505,7 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         ks_group_conf_t *g = &gs[i];
         g->ordering = cfg->group_defaults.ordering;
         g->max_attempts = cfg->group_defaults.max_attempts;
+        g->redrive_max = cfg->group_defaults.redrive_max;
         g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
         g->retry = cfg->group_defaults.retry;
         g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
@@ -551,6 +555,10 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
                 g->max_attempts = (int)json_integer_value(v);
                 g->explicit_mask |= EXPLICIT_ATTEMPTS;
+            } else if (!strcmp(k, "redrive_max") && json_is_integer(v) &&
+                       json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
+                g->redrive_max = (int)json_integer_value(v);
+                g->explicit_mask |= EXPLICIT_REDRIVE;
             } else if (!strcmp(k, "max_in_flight_per_key") && json_is_integer(v) &&
                        json_integer_value(v) >= 1 && json_integer_value(v) <= 100000) {
                 g->max_in_flight_per_key = (int)json_integer_value(v);
@@ -565,11 +573,12 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
                     rc = static_err(err, errsize, i, what);
                 g->explicit_mask |= EXPLICIT_RETRY;
             } else {
-                char what[440];
+                char what[480];
                 snprintf(what, sizeof(what),
                          "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
                          "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                         "name, max_attempts: 1-1000000, max_in_flight_per_key: 1-100000, push: "
+                         "name, max_attempts: 1-1000000, redrive_max: 1-1000000, "
+                         "max_in_flight_per_key: 1-100000, push: "
                          "object, retry: object of group.retry.* fields)",
                          k);
                 rc = static_err(err, errsize, i, what);

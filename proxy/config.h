@@ -24,6 +24,7 @@ typedef struct ks_group_conf {
     int ordering;              /* ks_ordering_t */
     char *dead_letter_topic;   /* empty: none, retries never stop */
     int max_attempts;          /* deliveries before dead-lettering (with a dead-letter topic) */
+    int redrive_max;           /* redrives of one record before a redrive leaves it (loop guard) */
     int max_in_flight_per_key; /* records of one chain an ordered-batches subscriber may hold */
     /* Push delivery (api/push.c): a static group with a url gets its records POSTed there. */
     char *push_url;          /* http:// or https://; empty: no push */

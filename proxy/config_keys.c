@@ -96,6 +96,9 @@ const key_t_ config_keys[] = {
      "topic for records that reach group.max_attempts (empty: retry forever)"},
     {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
      "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
+    {"group.redrive.max", T_INT, OFF(group_defaults.redrive_max), 1, 1000000,
+     "times a redrive moves one record back from the dead-letter topic; a record redriven this "
+     "often stays there"},
     {"group.push.concurrency", T_INT, OFF(group_defaults.push_concurrency), 1, 10000,
      "push delivery: requests in flight to a group's push url at once"},
     {"group.push.timeout_ms", T_INT, OFF(group_defaults.push_timeout_ms), 100, 3600000,
@@ -127,7 +130,8 @@ const key_t_ config_keys[] = {
      "how long a revoked partition's leases may still be acked"},
     {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
      "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON text as a flag); push "
+     "\"max_attempts\",\"redrive_max\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON "
+     "text as a flag); push "
      "is {\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
      "\"insecure\",\"cloudevents\"}, see docs/push.md; retry is {\"initial_ms\",\"max_ms\","
      "\"multiplier\",\"jitter\",\"backoff_ms\"}"},
@@ -240,6 +244,7 @@ void ks_config_defaults(ks_config_t *cfg)
     cfg->group_defaults.ordering = KS_ORDER_KEY;
     cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
     cfg->group_defaults.max_attempts = 5;
+    cfg->group_defaults.redrive_max = 3;
     cfg->group_defaults.max_in_flight_per_key = 500;
     cfg->group_defaults.push_url = ks_xstrdup("");
     cfg->group_defaults.push_concurrency = 16;
@@ -408,12 +413,13 @@ char *ks_config_dump(const ks_config_t *cfg)
                     json_pack("{s:i,s:i,s:f,s:f,s:s}", "initial_ms", g->retry.initial_ms, "max_ms",
                               g->retry.max_ms, "multiplier", g->retry.multiplier, "jitter",
                               g->retry.jitter, "backoff_ms", list);
-                json_array_append_new(
-                    v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:o}", "name", g->name, "topics", ts,
-                                 "ordering", ks_ordering_str((ks_ordering_t)g->ordering),
-                                 "dead_letter_topic", g->dead_letter_topic, "max_attempts",
-                                 g->max_attempts, "max_in_flight_per_key", g->max_in_flight_per_key,
-                                 "retry", retry));
+                json_array_append_new(v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:i,s:o}", "name",
+                                                   g->name, "topics", ts, "ordering",
+                                                   ks_ordering_str((ks_ordering_t)g->ordering),
+                                                   "dead_letter_topic", g->dead_letter_topic,
+                                                   "max_attempts", g->max_attempts, "redrive_max",
+                                                   g->redrive_max, "max_in_flight_per_key",
+                                                   g->max_in_flight_per_key, "retry", retry));
                 if (*g->push_url)
                     json_object_set_new(
                         json_array_get(v, j), "push",

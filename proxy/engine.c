@@ -13,6 +13,7 @@
 #include "group.h"
 #include "log.h"
 #include "producer.h"
+#include "redrive.h"
 #include "util.h"
 
 /* A registered group. `refs` counts API threads using it right now; a group that
@@ -32,6 +33,7 @@ struct ks_engine {
     size_t ent_cnt;
     bool stopping;
     ks_producer_t *producer;
+    ks_redriver_t *redriver; /* the running dead-letter redrives */
 };
 
 ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
@@ -52,6 +54,7 @@ ks_engine_t *ks_engine_new(const ks_config_t *cfg, char *err, size_t errsize)
         free(e);
         return NULL;
     }
+    e->redriver = ks_redriver_new(cfg);
     return e;
 }
 
@@ -324,6 +327,8 @@ ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err,
     if (req.type == KS_CMD_PRODUCE)
         return ks_producer_send(e->producer, req.u.produce.recs, req.u.produce.n, req.u.produce.cb,
                                 req.u.produce.opaque, err, errsize);
+    if (req.type == KS_CMD_REDRIVE)
+        return ks_redriver_start(e->redriver, &req, err, errsize);
     snprintf(err, errsize, "%s has no way to its engine part", ks_cmd_name(req.type));
     return KS_E_INTERNAL;
 }
@@ -402,6 +407,8 @@ int ks_engine_shutdown(ks_engine_t *e, int grace_ms)
     pthread_mutex_lock(&e->lock);
     e->stopping = true;
     pthread_mutex_unlock(&e->lock);
+    /* A running redrive commits what it moved and answers before the edges stop. */
+    ks_redriver_stop(e->redriver);
     /* No group is added once stopping is set, so the list is stable now. */
     ks_cmd_req_t down = {.type = KS_CMD_SHUTDOWN, .u.shutdown = {deadline - margin}};
     for (size_t i = 0; i < e->ent_cnt; i++)
@@ -424,6 +431,7 @@ void ks_engine_destroy(ks_engine_t *e)
         free(e->ents[i]);
     }
     free(e->ents);
+    ks_redriver_free(e->redriver);
     ks_producer_destroy(e->producer);
     pthread_mutex_destroy(&e->lock);
     free(e);

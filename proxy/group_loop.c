@@ -87,6 +87,9 @@ static void cmd_shutdown(ks_group_t *g, cmd_t *c, int64_t now)
 /* The producer's, never posted to a group (ks_group_post refuses it). */
 #define cmd_produce NULL
 
+/* The redrive's own thread's (redrive.c), never posted to a group either. */
+#define cmd_redrive NULL
+
 /* The handler of each command, indexed by it and made from the catalogue: a row whose
  * cmd_<name> is missing here does not build. */
 static cmd_fn *const cmd_fns[KS_CMD__CNT] = {

@@ -25,6 +25,7 @@ static const struct {
     [-KS_E_INTERNAL] = {"INTERNAL", 13, 500, 0},
     [-KS_E_URI_TOO_LONG] = {"RESOURCE_EXHAUSTED", 8, 414, 0},
     [-KS_E_BUSY] = {"RESOURCE_EXHAUSTED", 8, 429, 1},
+    [-KS_E_ABORTED] = {"ABORTED", 10, 409, 0},
 };
 
 #define STATUS_CNT (sizeof(status_tab) / sizeof(status_tab[0]))
@@ -123,4 +124,15 @@ const char *ks_commit_wait_name(ks_commit_wait_t w)
         break;
     }
     return NULL;
+}
+
+void ks_redrive_result_free(ks_redrive_result_t *res)
+{
+    if (!res)
+        return;
+    free(res->held);
+    free(res->skipped);
+    free(res->by_topic);
+    free(res->parts);
+    free(res);
 }

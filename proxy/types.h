@@ -25,6 +25,7 @@ typedef enum {
     /* RESOURCE_EXHAUSTED refined for HTTP, where the status says more: */
     KS_E_URI_TOO_LONG = -9, /* HTTP 414: a URL past the edge's bound */
     KS_E_BUSY = -10,        /* HTTP 429 with Retry-After: 1: an edge's bound, free again soon */
+    KS_E_ABORTED = -11,     /* ABORTED, HTTP 409: it clashes with one running (a redrive) */
 } ks_status_t;
 
 /* "INVALID_ARGUMENT", "NOT_FOUND", ...; "UNKNOWN" for a value outside the enum. Any thread. */
@@ -274,6 +275,56 @@ typedef struct ks_produce_result {
 
 /* Called once, from the producer's thread; the callee owns results (free()). */
 typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque);
+
+/* One dead letter a redrive left where it was: held by the loop guard (redriven: its count)
+ * or skipped (reason). */
+typedef struct ks_redrive_item {
+    int32_t partition;
+    int64_t offset;
+    int32_t redriven;
+    char reason[200];
+} ks_redrive_item_t;
+
+/* Records moved back to one topic. */
+typedef struct ks_redrive_topic {
+    char topic[256];
+    int64_t moved;
+} ks_redrive_topic_t;
+
+/* Where a redrive left one partition of the dead-letter topic: the next offset it reads. */
+typedef struct ks_redrive_part {
+    int32_t partition;
+    int64_t next_offset;
+} ks_redrive_part_t;
+
+/* What a redrive did (or, dry_run, would do). held and skipped list at most
+ * KS_REDRIVE_LIST_MAX entries each; held_total and skipped_total count them all. */
+typedef struct ks_redrive_result {
+    ks_status_t status; /* not KS_OK: nothing was read; message says why */
+    char message[256];
+    char error[256]; /* a produce failed: the place stopped before it; "" when none */
+    bool dry_run;
+    char dead_letter_topic[256];
+    int64_t moved;     /* records produced back and delivered */
+    int64_t remaining; /* records left below the high watermarks taken at the start */
+    int64_t held_total, skipped_total;
+    size_t held_cnt, skipped_cnt, topic_cnt, part_cnt;
+    ks_redrive_item_t *held, *skipped;
+    ks_redrive_topic_t *by_topic;
+    ks_redrive_part_t *parts;
+} ks_redrive_result_t;
+
+#define KS_REDRIVE_LIST_MAX 1000
+
+/* Frees res and its arrays; NULL is fine. Any thread. */
+void ks_redrive_result_free(ks_redrive_result_t *res);
+
+/* Called once from the redrive's own thread; the callee owns res (ks_redrive_result_free). */
+typedef void(ks_redrive_cb)(ks_redrive_result_t *res, void *opaque);
+
+/* Whether a redrive may produce to topic for the caller (its produce scope); the edge's,
+ * called on the redrive's thread while the command's callback has not run. */
+typedef bool(ks_redrive_allow_fn)(const char *topic, void *opaque);
 
 /* The kinds of names clients give. Each is at most KS_NAME_MAX characters. */
 typedef enum {

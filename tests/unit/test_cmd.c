@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "cmd.h"
+#include "util.h"
 
 static ks_config_t cfg;
 static char err[512];
@@ -58,10 +59,35 @@ static void test_tables(void **state)
     for (int t = 0; t < KS_CMD__CNT; t++) {
         unsigned f = ks_cmd_flags((ks_cmd_t)t);
         assert_int_equal((f & KS_CMDF_CREATE) != 0, t == KS_CMD_FETCH);
-        assert_int_equal((f & KS_CMDF_REBALANCE) == 0, t == KS_CMD_FETCH || t == KS_CMD_PRODUCE);
+        assert_int_equal((f & KS_CMDF_REBALANCE) == 0,
+                         t == KS_CMD_FETCH || t == KS_CMD_PRODUCE || t == KS_CMD_REDRIVE);
         assert_true(strcmp(ks_cmd_name((ks_cmd_t)t), "unknown") != 0);
     }
     assert_int_equal(ks_cmd_flags(KS_CMD_PRODUCE) & KS_CMDF_GROUP, 0);
+    /* A redrive names a group that need not run here. */
+    assert_int_equal(ks_cmd_flags(KS_CMD_REDRIVE) & KS_CMDF_GROUP, 0);
+}
+
+/* A redrive: max from 1 to KS_CMD_REDRIVE_MAX (0: the default), and the group must have a
+ * dead-letter topic, named by the key that sets it. */
+static void test_redrive(void **state)
+{
+    (void)state;
+    ks_cmd_req_t r = {.type = KS_CMD_REDRIVE, .group = "g"};
+    expect(r, KS_E_INVALID, "group.dead_letter_topic");
+    free(cfg.group_defaults.dead_letter_topic);
+    cfg.group_defaults.dead_letter_topic = ks_xstrdup("g.dlt");
+    assert_int_equal(ks_cmd_validate(&cfg, &r, err, sizeof(err)), KS_OK);
+    assert_int_equal(r.u.redrive.max, KS_CMD_REDRIVE_DEFAULT_MAX);
+    r.u.redrive.max = KS_CMD_REDRIVE_MAX + 1;
+    expect(r, KS_E_INVALID, "max must be from 1 to 100000");
+    r.u.redrive.max = -1;
+    expect(r, KS_E_INVALID, "max must be");
+    r.group = "bad name";
+    r.u.redrive.max = 5;
+    expect(r, KS_E_INVALID, "group name");
+    free(cfg.group_defaults.dead_letter_topic);
+    cfg.group_defaults.dead_letter_topic = ks_xstrdup("");
 }
 
 static void test_fetch_defaults(void **state)
@@ -409,6 +435,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_tables),
+        cmocka_unit_test(test_redrive),
         cmocka_unit_test(test_fetch_defaults),
         cmocka_unit_test(test_fetch_ranges),
         cmocka_unit_test(test_fetch_unset_defaults),

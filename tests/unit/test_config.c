@@ -132,6 +132,7 @@ static void test_defaults(void **state)
     assert_non_null(cfg.group_defaults.dead_letter_topic);
     assert_string_equal(cfg.group_defaults.dead_letter_topic, "");
     assert_int_equal(cfg.group_defaults.max_attempts, 5);
+    assert_int_equal(cfg.group_defaults.redrive_max, 3);
     assert_int_equal(cfg.static_group_cnt, 0);
     /* any group gets the defaults */
     assert_ptr_equal(ks_config_group(&cfg, "anything"), &cfg.group_defaults);
@@ -793,7 +794,7 @@ static void test_static_groups(void **state)
     int rc = load(&cfg,
                   "{\"groups\":{\"static\":["
                   "  {\"name\":\"g1\",\"topics\":[\"a\",\"b.c\"],\"ordering\":\"none\"},"
-                  "  {\"name\":\"g2\",\"topics\":[\"c\"],\"max_attempts\":7,"
+                  "  {\"name\":\"g2\",\"topics\":[\"c\"],\"max_attempts\":7,\"redrive_max\":1,"
                   "   \"dead_letter_topic\":\"dlq2\"}]}}",
                   err, sizeof(err));
     if (rc != 0)
@@ -806,12 +807,14 @@ static void test_static_groups(void **state)
     assert_string_equal(g1->topics[0], "a");
     assert_string_equal(g1->topics[1], "b.c");
     assert_int_equal(g1->ordering, KS_ORDER_NONE);
-    assert_int_equal(g1->max_attempts, 5);          /* from the defaults */
+    assert_int_equal(g1->max_attempts, 5); /* from the defaults */
+    assert_int_equal(g1->redrive_max, 3);
     assert_string_equal(g1->dead_letter_topic, ""); /* from the defaults */
     const ks_group_conf_t *g2 = ks_config_group(&cfg, "g2");
     assert_string_equal(g2->name, "g2");
     assert_int_equal(g2->ordering, KS_ORDER_KEY);
     assert_int_equal(g2->max_attempts, 7);
+    assert_int_equal(g2->redrive_max, 1);
     assert_string_equal(g2->dead_letter_topic, "dlq2");
     assert_ptr_equal(ks_config_group(&cfg, "g3"), &cfg.group_defaults);
     assert_ptr_equal(ks_config_group(&cfg, "g"), &cfg.group_defaults);
@@ -842,6 +845,8 @@ static void test_static_groups(void **state)
          "groups.static[0]"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"max_attempts\":0}]}",
          "groups.static[0]"},
+        {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"],\"redrive_max\":0}]}",
+         "redrive_max: 1-1000000"},
         {"{\"groups.static\":[{\"name\":\"x\",\"topics\":[\"t\"]},"
          "                    {\"name\":\"x\",\"topics\":[\"u\"]}]}",
          "groups.static[1]"},

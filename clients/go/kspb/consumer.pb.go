@@ -2554,6 +2554,312 @@ func (x *SeekResponse) GetStaleLeases() int64 {
 	return 0
 }
 
+type RedriveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Group         string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
+	Max           int32                  `protobuf:"varint,2,opt,name=max,proto3" json:"max,omitempty"`                     // records read at most; 0: 1000 (at most 100000)
+	DryRun        bool                   `protobuf:"varint,3,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"` // report what would move; produce and commit nothing
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveRequest) Reset() {
+	*x = RedriveRequest{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveRequest) ProtoMessage() {}
+
+func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
+func (*RedriveRequest) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *RedriveRequest) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *RedriveRequest) GetMax() int32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *RedriveRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+// A dead letter left in the dead-letter topic.
+type RedriveItem struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Redriven      int32                  `protobuf:"varint,3,opt,name=redriven,proto3" json:"redriven,omitempty"` // held: how often it was redriven already
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`      // skipped: why
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveItem) Reset() {
+	*x = RedriveItem{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveItem) ProtoMessage() {}
+
+func (x *RedriveItem) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveItem.ProtoReflect.Descriptor instead.
+func (*RedriveItem) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *RedriveItem) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RedriveItem) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+func (x *RedriveItem) GetRedriven() int32 {
+	if x != nil {
+		return x.Redriven
+	}
+	return 0
+}
+
+func (x *RedriveItem) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+// Where a redrive left one partition of the dead-letter topic.
+type RedriveOffset struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RedriveOffset) Reset() {
+	*x = RedriveOffset{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveOffset) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveOffset) ProtoMessage() {}
+
+func (x *RedriveOffset) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveOffset.ProtoReflect.Descriptor instead.
+func (*RedriveOffset) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *RedriveOffset) GetPartition() int32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *RedriveOffset) GetOffset() int64 {
+	if x != nil {
+		return x.Offset
+	}
+	return 0
+}
+
+type RedriveResponse struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	DeadLetterTopic string                 `protobuf:"bytes,1,opt,name=dead_letter_topic,json=deadLetterTopic,proto3" json:"dead_letter_topic,omitempty"`
+	DryRun          bool                   `protobuf:"varint,2,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	Moved           int64                  `protobuf:"varint,3,opt,name=moved,proto3" json:"moved,omitempty"`                                                                                              // records produced back (dry run: that would be)
+	ByTopic         map[string]int64       `protobuf:"bytes,4,rep,name=by_topic,json=byTopic,proto3" json:"by_topic,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"` // moved, by original topic
+	Held            []*RedriveItem         `protobuf:"bytes,5,rep,name=held,proto3" json:"held,omitempty"`                                                                                                 // the loop guard's (group.redrive.max); the first 1000
+	HeldTotal       int64                  `protobuf:"varint,6,opt,name=held_total,json=heldTotal,proto3" json:"held_total,omitempty"`
+	Skipped         []*RedriveItem         `protobuf:"bytes,7,rep,name=skipped,proto3" json:"skipped,omitempty"` // no original topic, not allowed, topic gone; the first 1000
+	SkippedTotal    int64                  `protobuf:"varint,8,opt,name=skipped_total,json=skippedTotal,proto3" json:"skipped_total,omitempty"`
+	NextOffsets     []*RedriveOffset       `protobuf:"bytes,9,rep,name=next_offsets,json=nextOffsets,proto3" json:"next_offsets,omitempty"` // where the next redrive starts, per partition
+	Remaining       int64                  `protobuf:"varint,10,opt,name=remaining,proto3" json:"remaining,omitempty"`                      // records left below the high watermarks taken at the start
+	Error           string                 `protobuf:"bytes,11,opt,name=error,proto3" json:"error,omitempty"`                               // a produce or commit failed: the place stopped before it
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *RedriveResponse) Reset() {
+	*x = RedriveResponse{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RedriveResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RedriveResponse) ProtoMessage() {}
+
+func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
+func (*RedriveResponse) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *RedriveResponse) GetDeadLetterTopic() string {
+	if x != nil {
+		return x.DeadLetterTopic
+	}
+	return ""
+}
+
+func (x *RedriveResponse) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
+}
+
+func (x *RedriveResponse) GetMoved() int64 {
+	if x != nil {
+		return x.Moved
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetByTopic() map[string]int64 {
+	if x != nil {
+		return x.ByTopic
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetHeld() []*RedriveItem {
+	if x != nil {
+		return x.Held
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetHeldTotal() int64 {
+	if x != nil {
+		return x.HeldTotal
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetSkipped() []*RedriveItem {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetSkippedTotal() int64 {
+	if x != nil {
+		return x.SkippedTotal
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetNextOffsets() []*RedriveOffset {
+	if x != nil {
+		return x.NextOffsets
+	}
+	return nil
+}
+
+func (x *RedriveResponse) GetRemaining() int64 {
+	if x != nil {
+		return x.Remaining
+	}
+	return 0
+}
+
+func (x *RedriveResponse) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 var File_ksidecar_v1_consumer_proto protoreflect.FileDescriptor
 
 const file_ksidecar_v1_consumer_proto_rawDesc = "" +
@@ -2774,7 +3080,36 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x06target\"I\n" +
 	"\fSeekResponse\x12\x16\n" +
 	"\x06offset\x18\x01 \x01(\x03R\x06offset\x12!\n" +
-	"\fstale_leases\x18\x02 \x01(\x03R\vstaleLeases*\x95\x01\n" +
+	"\fstale_leases\x18\x02 \x01(\x03R\vstaleLeases\"Q\n" +
+	"\x0eRedriveRequest\x12\x14\n" +
+	"\x05group\x18\x01 \x01(\tR\x05group\x12\x10\n" +
+	"\x03max\x18\x02 \x01(\x05R\x03max\x12\x17\n" +
+	"\adry_run\x18\x03 \x01(\bR\x06dryRun\"w\n" +
+	"\vRedriveItem\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x1a\n" +
+	"\bredriven\x18\x03 \x01(\x05R\bredriven\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"E\n" +
+	"\rRedriveOffset\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
+	"\x06offset\x18\x02 \x01(\x03R\x06offset\"\x87\x04\n" +
+	"\x0fRedriveResponse\x12*\n" +
+	"\x11dead_letter_topic\x18\x01 \x01(\tR\x0fdeadLetterTopic\x12\x17\n" +
+	"\adry_run\x18\x02 \x01(\bR\x06dryRun\x12\x14\n" +
+	"\x05moved\x18\x03 \x01(\x03R\x05moved\x12D\n" +
+	"\bby_topic\x18\x04 \x03(\v2).ksidecar.v1.RedriveResponse.ByTopicEntryR\abyTopic\x12,\n" +
+	"\x04held\x18\x05 \x03(\v2\x18.ksidecar.v1.RedriveItemR\x04held\x12\x1d\n" +
+	"\n" +
+	"held_total\x18\x06 \x01(\x03R\theldTotal\x122\n" +
+	"\askipped\x18\a \x03(\v2\x18.ksidecar.v1.RedriveItemR\askipped\x12#\n" +
+	"\rskipped_total\x18\b \x01(\x03R\fskippedTotal\x12=\n" +
+	"\fnext_offsets\x18\t \x03(\v2\x1a.ksidecar.v1.RedriveOffsetR\vnextOffsets\x12\x1c\n" +
+	"\tremaining\x18\n" +
+	" \x01(\x03R\tremaining\x12\x14\n" +
+	"\x05error\x18\v \x01(\tR\x05error\x1a:\n" +
+	"\fByTopicEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x03R\x05value:\x028\x01*\x95\x01\n" +
 	"\tAckStatus\x12\x1a\n" +
 	"\x16ACK_STATUS_UNSPECIFIED\x10\x00\x12\f\n" +
 	"\bACCEPTED\x10\x01\x12\v\n" +
@@ -2783,7 +3118,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x05STALE\x10\x04\x12\r\n" +
 	"\tCOMMITTED\x10\x05\x12\x15\n" +
 	"\x11LOST_TO_REBALANCE\x10\x06\x12\x11\n" +
-	"\rCOMMIT_FAILED\x10\a2\xb6\x04\n" +
+	"\rCOMMIT_FAILED\x10\a2\xfc\x04\n" +
 	"\bConsumer\x12N\n" +
 	"\tSubscribe\x12\x1d.ksidecar.v1.SubscribeRequest\x1a\x1e.ksidecar.v1.SubscribeResponse(\x010\x01\x12>\n" +
 	"\x05Fetch\x12\x19.ksidecar.v1.FetchRequest\x1a\x1a.ksidecar.v1.FetchResponse\x128\n" +
@@ -2793,7 +3128,8 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\bGetGroup\x12\x1c.ksidecar.v1.GetGroupRequest\x1a\x18.ksidecar.v1.GroupStatus\x12M\n" +
 	"\n" +
 	"ListGroups\x12\x1e.ksidecar.v1.ListGroupsRequest\x1a\x1f.ksidecar.v1.ListGroupsResponse\x12;\n" +
-	"\x04Seek\x12\x18.ksidecar.v1.SeekRequest\x1a\x19.ksidecar.v1.SeekResponseB\x18Z\x16ksidecar/v1;ksidecarv1b\x06proto3"
+	"\x04Seek\x12\x18.ksidecar.v1.SeekRequest\x1a\x19.ksidecar.v1.SeekResponse\x12D\n" +
+	"\aRedrive\x12\x1b.ksidecar.v1.RedriveRequest\x1a\x1c.ksidecar.v1.RedriveResponseB\x18Z\x16ksidecar/v1;ksidecarv1b\x06proto3"
 
 var (
 	file_ksidecar_v1_consumer_proto_rawDescOnce sync.Once
@@ -2808,7 +3144,7 @@ func file_ksidecar_v1_consumer_proto_rawDescGZIP() []byte {
 }
 
 var file_ksidecar_v1_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
 var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(AckStatus)(0),                   // 0: ksidecar.v1.AckStatus
 	(*Header)(nil),                   // 1: ksidecar.v1.Header
@@ -2842,6 +3178,11 @@ var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(*ListGroupsResponse)(nil),       // 29: ksidecar.v1.ListGroupsResponse
 	(*SeekRequest)(nil),              // 30: ksidecar.v1.SeekRequest
 	(*SeekResponse)(nil),             // 31: ksidecar.v1.SeekResponse
+	(*RedriveRequest)(nil),           // 32: ksidecar.v1.RedriveRequest
+	(*RedriveItem)(nil),              // 33: ksidecar.v1.RedriveItem
+	(*RedriveOffset)(nil),            // 34: ksidecar.v1.RedriveOffset
+	(*RedriveResponse)(nil),          // 35: ksidecar.v1.RedriveResponse
+	nil,                              // 36: ksidecar.v1.RedriveResponse.ByTopicEntry
 }
 var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	1,  // 0: ksidecar.v1.Record.headers:type_name -> ksidecar.v1.Header
@@ -2871,27 +3212,33 @@ var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	27, // 24: ksidecar.v1.GroupStatus.commit_round_trip_ms:type_name -> ksidecar.v1.Histogram
 	27, // 25: ksidecar.v1.GroupStatus.record_age_at_delivery_ms:type_name -> ksidecar.v1.Histogram
 	26, // 26: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
-	9,  // 27: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
-	16, // 28: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
-	18, // 29: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
-	19, // 30: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
-	20, // 31: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
-	22, // 32: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
-	23, // 33: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
-	30, // 34: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
-	15, // 35: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
-	17, // 36: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
-	21, // 37: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
-	21, // 38: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
-	21, // 39: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
-	26, // 40: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
-	29, // 41: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
-	31, // 42: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
-	35, // [35:43] is the sub-list for method output_type
-	27, // [27:35] is the sub-list for method input_type
-	27, // [27:27] is the sub-list for extension type_name
-	27, // [27:27] is the sub-list for extension extendee
-	0,  // [0:27] is the sub-list for field type_name
+	36, // 27: ksidecar.v1.RedriveResponse.by_topic:type_name -> ksidecar.v1.RedriveResponse.ByTopicEntry
+	33, // 28: ksidecar.v1.RedriveResponse.held:type_name -> ksidecar.v1.RedriveItem
+	33, // 29: ksidecar.v1.RedriveResponse.skipped:type_name -> ksidecar.v1.RedriveItem
+	34, // 30: ksidecar.v1.RedriveResponse.next_offsets:type_name -> ksidecar.v1.RedriveOffset
+	9,  // 31: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
+	16, // 32: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
+	18, // 33: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
+	19, // 34: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
+	20, // 35: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
+	22, // 36: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
+	23, // 37: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
+	30, // 38: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
+	32, // 39: ksidecar.v1.Consumer.Redrive:input_type -> ksidecar.v1.RedriveRequest
+	15, // 40: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
+	17, // 41: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
+	21, // 42: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
+	21, // 43: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
+	21, // 44: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
+	26, // 45: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
+	29, // 46: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
+	31, // 47: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
+	35, // 48: ksidecar.v1.Consumer.Redrive:output_type -> ksidecar.v1.RedriveResponse
+	40, // [40:49] is the sub-list for method output_type
+	31, // [31:40] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_ksidecar_v1_consumer_proto_init() }
@@ -2924,7 +3271,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ksidecar_v1_consumer_proto_rawDesc), len(file_ksidecar_v1_consumer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   31,
+			NumMessages:   36,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

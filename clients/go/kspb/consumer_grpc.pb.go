@@ -29,6 +29,7 @@ const (
 	Consumer_GetGroup_FullMethodName          = "/ksidecar.v1.Consumer/GetGroup"
 	Consumer_ListGroups_FullMethodName        = "/ksidecar.v1.Consumer/ListGroups"
 	Consumer_Seek_FullMethodName              = "/ksidecar.v1.Consumer/Seek"
+	Consumer_Redrive_FullMethodName           = "/ksidecar.v1.Consumer/Redrive"
 )
 
 // ConsumerClient is the client API for Consumer service.
@@ -48,6 +49,9 @@ type ConsumerClient interface {
 	ListGroups(ctx context.Context, in *ListGroupsRequest, opts ...grpc.CallOption) (*ListGroupsResponse, error)
 	// Moves a partition's fetch position. Its in-flight leases become stale.
 	Seek(ctx context.Context, in *SeekRequest, opts ...grpc.CallOption) (*SeekResponse, error)
+	// Moves the group's dead letters back to the topics they came from (docs/operations.md,
+	// "Redriving dead letters"). The group need not be running here.
+	Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error)
 }
 
 type consumerClient struct {
@@ -141,6 +145,16 @@ func (c *consumerClient) Seek(ctx context.Context, in *SeekRequest, opts ...grpc
 	return out, nil
 }
 
+func (c *consumerClient) Redrive(ctx context.Context, in *RedriveRequest, opts ...grpc.CallOption) (*RedriveResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RedriveResponse)
+	err := c.cc.Invoke(ctx, Consumer_Redrive_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // ConsumerServer is the server API for Consumer service.
 // All implementations must embed UnimplementedConsumerServer
 // for forward compatibility.
@@ -158,6 +172,9 @@ type ConsumerServer interface {
 	ListGroups(context.Context, *ListGroupsRequest) (*ListGroupsResponse, error)
 	// Moves a partition's fetch position. Its in-flight leases become stale.
 	Seek(context.Context, *SeekRequest) (*SeekResponse, error)
+	// Moves the group's dead letters back to the topics they came from (docs/operations.md,
+	// "Redriving dead letters"). The group need not be running here.
+	Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error)
 	mustEmbedUnimplementedConsumerServer()
 }
 
@@ -191,6 +208,9 @@ func (UnimplementedConsumerServer) ListGroups(context.Context, *ListGroupsReques
 }
 func (UnimplementedConsumerServer) Seek(context.Context, *SeekRequest) (*SeekResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Seek not implemented")
+}
+func (UnimplementedConsumerServer) Redrive(context.Context, *RedriveRequest) (*RedriveResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Redrive not implemented")
 }
 func (UnimplementedConsumerServer) mustEmbedUnimplementedConsumerServer() {}
 func (UnimplementedConsumerServer) testEmbeddedByValue()                  {}
@@ -346,6 +366,24 @@ func _Consumer_Seek_Handler(srv interface{}, ctx context.Context, dec func(inter
 	return interceptor(ctx, in, info, handler)
 }
 
+func _Consumer_Redrive_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RedriveRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(ConsumerServer).Redrive(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: Consumer_Redrive_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(ConsumerServer).Redrive(ctx, req.(*RedriveRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // Consumer_ServiceDesc is the grpc.ServiceDesc for Consumer service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -380,6 +418,10 @@ var Consumer_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Seek",
 			Handler:    _Consumer_Seek_Handler,
+		},
+		{
+			MethodName: "Redrive",
+			Handler:    _Consumer_Redrive_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
