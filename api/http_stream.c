@@ -28,10 +28,9 @@
 #include "util.h"
 
 #define STREAM_BATCH_MAX 1000 /* records in one batch from the core */
-/* libmicrohttpd's buffer for the body, one per stream: each body_cb call fills up to this and
- * each send writes it. 16 KiB was about 60 records a call and a send(2); 256 KiB is about
- * 1,000 (tests/bench/RESULTS.md, the stream row). */
-#define STREAM_BLOCK 262144
+/* libmicrohttpd's buffer for the body, one per stream: each body_cb call fills up to this (about
+ * 60 records). 256 KiB was measured and gave nothing (tests/bench/RESULTS.md, 2026-12-03). */
+#define STREAM_BLOCK 16384
 
 /* What waits to be written: a batch of records, or a line of text (assignment news, the
  * closing error). */
