@@ -107,6 +107,7 @@ static bool sent_done_locked(call_t *c, bool taken)
     c->in_flight_batch = false;
     c->in_flight_token = 0;
     c->in_flight_bytes = 0;
+    c->reply_since_ms = 0;
     if (c->has_ss)
         ks_substream_send_end(&c->ss);
     return refill;
@@ -157,6 +158,8 @@ static void kick_locked(call_t *c)
         c->in_flight_bytes = it.batch ? it.batch->bytes : 0;
         if (c->has_ss)
             ks_substream_send_begin(&c->ss, ks_now_ms());
+        else if (it.batch && it.batch->deliver_token)
+            c->reply_since_ms = ks_now_ms(); /* a Fetch's held records: the stall clock */
         if (it.batch)
             bb = encode_records(it.batch, c->has_ss); /* a stream's, or a Fetch's reply */
         else if (it.acks)
@@ -399,4 +402,33 @@ bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *cons
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);
     return false;
+}
+
+/* A unary reply of held records in flight for the stall time (pick_calls' predicate): marked
+ * so it is cut once. */
+static bool pick_stalled_reply(call_t *c, const void *arg)
+{
+    int64_t cutoff = *(const int64_t *)arg;
+    if (!c->reply_since_ms || c->reply_since_ms > cutoff || c->closed)
+        return false;
+    c->reply_since_ms = 0;
+    return true;
+}
+
+void call_cut_stalled_replies(ks_grpc_t *s)
+{
+    int stall = s->cfg->grpc_stream_stall_ms;
+    int64_t cutoff = ks_now_ms() - stall;
+    call_t *todo[64];
+    size_t n = pick_calls(s, pick_stalled_reply, &cutoff, todo, 64);
+    for (size_t i = 0; i < n; i++) {
+        char msg[256];
+        snprintf(msg, sizeof(msg),
+                 "the client took no reply for %d ms (grpc.stream_stall_ms): its records go to "
+                 "other callers",
+                 stall);
+        ks_warn(LOGC, "Fetch of group %s: %s", todo[i]->group ? todo[i]->group : "?", msg);
+        grpc_call_cancel_with_status(todo[i]->call, GRPC_STATUS_RESOURCE_EXHAUSTED, msg, NULL);
+        call_unref(todo[i]);
+    }
 }

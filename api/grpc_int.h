@@ -189,6 +189,10 @@ struct call {
     char *group;
     /* Health watches: the status last sent (-1: none to follow). */
     int last_health;
+    /* A unary Fetch's reply in flight since (ms; 0: none): its records are held for it (no
+     * lease runs until the send ends), so one the client does not take is cut off
+     * (call_cut_stalled_replies). */
+    int64_t reply_since_ms;
 };
 
 /* What an engine settle answers: the ids it was asked about, kept with the call. */
@@ -316,6 +320,10 @@ void *health_main(void *arg);
 
 /* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
  * held), at most max of them, into out. Returns how many. */
+/* Cancels each unary Fetch whose reply has been in flight for grpc.stream_stall_ms: the
+ * send fails, and its records go back counting no attempt. @locality the health thread */
+void call_cut_stalled_replies(ks_grpc_t *s);
+
 size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
                   call_t **out, size_t max);
 

@@ -251,6 +251,7 @@ void *health_main(void *arg)
     while (!atomic_load(&s->stopping)) {
         struct timespec ts = {0, 250 * 1000000};
         nanosleep(&ts, NULL);
+        call_cut_stalled_replies(s); /* a unary Fetch's reply the client does not take */
         pass.kafka = health_status(s);
         pass.n = 0;
         call_t *todo[256];

@@ -76,6 +76,7 @@ struct ks_push {
     bool th_started;
     atomic_bool stopping;  /* the thread ends */
     atomic_bool quiescing; /* no new request starts */
+    atomic_bool closing;   /* shutdown began: an API call starts no push */
     /* Guards ps and n: an API call adds a stream and marks one removing; the push thread
      * reads them, and takes out the removed ones. */
     pthread_mutex_t ps_lock;
@@ -485,6 +486,7 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
 /* Frees r; its easy handle stays its place's. */
 static void req_free(preq_t *r)
 {
+    curl_easy_setopt(r->easy, CURLOPT_ERRORBUFFER, NULL); /* r->cerr goes with r */
     curl_slist_free_all(r->hdrs);
     for (size_t i = 0; i < r->n; i++)
         free(r->ids[i]);
@@ -783,6 +785,7 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
     e->hub = hub;
     atomic_init(&e->stopping, false);
     atomic_init(&e->quiescing, false);
+    atomic_init(&e->closing, false);
     e->multi = curl_multi_init();
     e->conns = -1; /* the push thread sets the bounds from its streams */
     for (size_t i = 0; i < cfg->static_group_cnt; i++) {
@@ -810,6 +813,7 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
 void ks_push_quiesce(ks_push_t *e)
 {
     pthread_mutex_lock(&e->ps_lock);
+    atomic_store(&e->closing, true); /* under the lock: no add is half done */
     for (size_t i = 0; i < e->n; i++)
         ks_substream_stop(&e->ps[i]->ss);
     pthread_mutex_unlock(&e->ps_lock);
@@ -929,7 +933,7 @@ ks_status_t ks_push_add(ks_push_t *e, const char *group, const char *const *topi
     }
     pthread_mutex_lock(&e->ps_lock);
     pusher_t *old = find_locked(e, group);
-    if (old || atomic_load(&e->quiescing)) {
+    if (old || atomic_load(&e->closing)) {
         pthread_mutex_unlock(&e->ps_lock);
         ks_config_push_group_free(gc);
         snprintf(err, errsize, "%s",

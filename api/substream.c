@@ -189,9 +189,18 @@ static void run_batch(ks_substream_t *ss, ks_batch_t *b)
     }
     pthread_mutex_unlock(&ss->lock);
     if (gone) {
-        /* Records leased to a stream that ended: give them back at once. */
-        if (b->cnt)
+        /* Records leased to a stream that ended, never handed to its transport: this batch
+         * goes back at once, counting no attempt. What the stream did take is its own
+         * release's (ks_substream_release, _close): a push stream that is removed still has
+         * requests out whose answers settle their records. */
+        if (b->cnt && b->deliver_token) {
+            ks_cmd_req_t r = {.type = KS_CMD_DELIVERED,
+                              .group = ss->group,
+                              .u.delivered = {.token = b->deliver_token, .taken = false}};
+            submit_quiet(ss, &r);
+        } else if (b->cnt) {
             release_subscriber(ss, stalled);
+        }
     } else if (b->status) {
         ss->ops->finish(ss->t, b->status, b->message);
     } else {

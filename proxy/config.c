@@ -752,8 +752,37 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
 _Static_assert(KS_MAX_ACK_IDS *(int64_t)(321 + 4) + 64 <= KS_DEFAULT_REQUEST_BYTES,
                "the default body limit must hold the largest ack request");
 
+/* Each prefix of push.allowed_urls names a whole origin: http:// or https://, a host, and a
+ * '/' that ends it, so no url can add to its host or port ("...:9000" would let
+ * "...:90001/" and "...:9000@elsewhere/" through). Returns 0, or -1 with err. */
+static int check_allowed_urls(const char *list, char *err, size_t errsize)
+{
+    for (const char *a = list; *a;) {
+        a += strspn(a, " ,");
+        size_t n = strcspn(a, ",");
+        while (n && a[n - 1] == ' ')
+            n--;
+        if (!n)
+            break;
+        size_t scheme = !strncmp(a, "http://", 7) ? 7 : !strncmp(a, "https://", 8) ? 8 : 0;
+        const char *slash = scheme ? memchr(a + scheme, '/', n - scheme) : NULL;
+        if (!scheme || !slash || slash == a + scheme || memchr(a, '@', (size_t)(slash - a)) ||
+            memchr(a, ' ', n)) {
+            snprintf(err, errsize,
+                     "config key 'push.allowed_urls': \"%.*s\" is not a url prefix of the form "
+                     "http://host[:port]/[path] (https:// too), ending its host with a '/'",
+                     (int)(n > 200 ? 200 : n), a);
+            return -1;
+        }
+        a += strcspn(a, ",");
+    }
+    return 0;
+}
+
 int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
 {
+    if (check_allowed_urls(cfg->push_allowed_urls, err, errsize) < 0)
+        return -1;
     if (cfg->static_group_cnt > (size_t)cfg->groups_max) {
         snprintf(err, errsize,
                  "config key 'groups.static' names %zu groups, more than 'groups.max' (%d)",

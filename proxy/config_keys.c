@@ -109,8 +109,8 @@ const key_t_ config_keys[] = {
      "array of records)"},
     {"push.allowed_urls", T_STR, OFF(push_allowed_urls), 0, 0,
      "push delivery set by API call (PUT /v1/groups/{group}/push): comma-separated URL "
-     "prefixes its url must start with, e.g. http://127.0.0.1:9000/ (empty: no push by API "
-     "call)"},
+     "prefixes its url must start with, each http(s)://host[:port]/..., e.g. "
+     "http://127.0.0.1:9000/ (empty: no push by API call)"},
     {"group.retry.initial_ms", T_INT, OFF(group_defaults.retry.initial_ms), 0, 86400000,
      "redelivery delay after a record's first failed delivery (a nack without a delay, or an "
      "expired lease), growing by group.retry.multiplier up to group.retry.max_ms; 0: none, "

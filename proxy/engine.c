@@ -407,12 +407,14 @@ int ks_engine_shutdown(ks_engine_t *e, int grace_ms)
     pthread_mutex_lock(&e->lock);
     e->stopping = true;
     pthread_mutex_unlock(&e->lock);
-    /* A running redrive commits what it moved and answers before the edges stop. */
-    ks_redriver_stop(e->redriver);
     /* No group is added once stopping is set, so the list is stable now. */
     ks_cmd_req_t down = {.type = KS_CMD_SHUTDOWN, .u.shutdown = {deadline - margin}};
     for (size_t i = 0; i < e->ent_cnt; i++)
         (void)ks_group_post(e->ents[i]->g, &down); /* a closing group stops anyway */
+    /* A running redrive commits what it moved and answers before the edges stop; the groups
+     * drain and commit meanwhile, on their own threads (a redrive waiting on a slow broker
+     * used to hold them back for most of the grace). */
+    ks_redriver_stop(e->redriver);
     int rc = 0;
     for (size_t i = 0; i < e->ent_cnt; i++) {
         if (ks_group_join(e->ents[i]->g, deadline) < 0) {

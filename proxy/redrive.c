@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -56,6 +57,11 @@ void ks_redrive_meta_read(const ks_header_t *hs, size_t n, ks_redrive_meta_t *ou
             out->partition = ks_redrive_parse_count(v, len);
         } else if (!strcmp(hs[i].name, KS_HDR_REDRIVEN)) {
             out->redriven = ks_redrive_parse_count(v, len);
+        } else if (!strcmp(hs[i].name, KS_HDR_GROUP)) {
+            out->has_group = true;
+            size_t k = len < sizeof(out->group) - 1 ? len : sizeof(out->group) - 1;
+            memcpy(out->group, v, k);
+            out->group[k] = '\0';
         }
     }
 }
@@ -315,7 +321,7 @@ static size_t dest_of(run_t *r, const char *topic, char *why, size_t whysize)
     snprintf(d->name, sizeof(d->name), "%s", topic);
     d->partitions = topic_partitions(r->cons, topic, why, whysize);
     if (d->partitions < 0)
-        return r->dest_cnt; /* not kept: asked again next time */
+        return SIZE_MAX; /* not kept: asked again next time */
     return r->dest_cnt++;
 }
 
@@ -409,7 +415,11 @@ static void take(run_t *r, const rd_kafka_message_t *m)
     r->read_to[m->partition] = m->offset + 1;
     char why[256] = "";
     size_t d;
-    if (meta.redriven < 0) {
+    if (meta.has_group && strcmp(meta.group, r->group)) {
+        /* Groups may share a dead-letter topic (every dynamic group has the default one):
+         * each redrives only its own, from its own place. */
+        skip(r, m, "group \"%.100s\" dead-lettered it (its own redrive moves it)", meta.group);
+    } else if (meta.redriven < 0) {
         skip(r, m, "its %s header is not a count", KS_HDR_REDRIVEN);
     } else if (meta.redriven >= r->redrive_max) {
         list_add(&r->res->held, &r->res->held_cnt, &r->res->held_total, m->partition, m->offset,
@@ -422,7 +432,7 @@ static void take(run_t *r, const rd_kafka_message_t *m)
         skip(r, m, "topic \"%s\" is internal to Kafka", meta.topic);
     } else if (r->allow && !r->allow(meta.topic, r->allow_opaque)) {
         skip(r, m, "the caller may not produce to topic \"%s\" (produce scope)", meta.topic);
-    } else if ((d = dest_of(r, meta.topic, why, sizeof(why))) == r->dest_cnt) {
+    } else if ((d = dest_of(r, meta.topic, why, sizeof(why))) == SIZE_MAX) {
         /* The broker did not say: not moved, and the place stops before it. */
         note_error(r, "reading the metadata of topic \"%s\": %s", meta.topic, why);
         r->read_to[m->partition] = m->offset;

@@ -15,6 +15,7 @@
 #define KS_REDRIVE_PREFIX    "ksidecar." /* every header of ours: a redriven record drops them */
 #define KS_HDR_ORIG_TOPIC    "ksidecar.original.topic"
 #define KS_HDR_ORIG_PART     "ksidecar.original.partition"
+#define KS_HDR_GROUP         "ksidecar.group"
 #define KS_HDR_REDRIVEN      "ksidecar.redriven"
 #define KS_REDRIVE_COUNT_BUF 12 /* an int32's decimal and its NUL */
 
@@ -25,6 +26,8 @@ typedef struct ks_redrive_meta {
     char topic[256];   /* the value, "" unless topic_ok */
     int32_t partition; /* ksidecar.original.partition, -1 when absent or not a partition */
     int32_t redriven;  /* ksidecar.redriven: 0 when absent, -1 when not a count */
+    bool has_group;    /* it has a ksidecar.group header (the group that dead-lettered it) */
+    char group[256];   /* its value, cut to fit */
 } ks_redrive_meta_t;
 
 /* The count in a ksidecar.redriven value (len bytes, not NUL-terminated): a decimal from 0 to

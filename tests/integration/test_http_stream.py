@@ -212,7 +212,7 @@ def test_client_that_stops_reading_is_cut_off(bootstrap, sidecars):
     except ConnectionResetError:
         pass
     s.close()
-    assert sc.stop() == 0
+    assert sc.stop() == 0, sc.logs()
 
 
 def test_bad_parameters_and_the_stream_bound(bootstrap, sidecars):

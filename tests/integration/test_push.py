@@ -402,3 +402,42 @@ def test_push_cloudevents_binary_mode(bootstrap, sidecars, apps):
     assert own == {"ce-specversion": "1.0", "ce-id": "order-7", "ce-source": "/shop",
                    "ce-type": "order.created"}, own
     assert sc.stop() == 0
+
+
+def test_push_backoff_follows_the_policy_from_the_apps_side_and_after_kill_9(bootstrap, sidecars,
+                                                                              apps):
+    """A record the app fails (500) comes back after the retry policy's delay, measured here
+    from the app's answer to the next request; a kill -9 and restart in the middle does not
+    reset the backoff (the attempt count is in the commit metadata)."""
+    topic, group = unique("push-bo"), unique("g-push-bo")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 1)
+    policy = ["--group.retry.initial_ms=800", "--group.retry.multiplier=2",
+              "--group.retry.max_ms=3200", "--commit.interval_ms=200"]
+    app = apps(lambda rec: (200, {}, b"") if rec["attempt"] >= 6 else (500, {}, b"down"))
+    args = push_args(group, topic, app.url) + policy
+    sc = sidecars(args)
+    wait_for(lambda: len(app.entries()) >= 3, 60, 0.05, "three attempts")
+    time.sleep(1.0)  # a commit (every 200 ms) carries attempt 3's count; attempt 4 waits 3.2 s
+    assert len(app.entries()) == 3, [e["attempt"] for e in app.entries()]
+    sc.proc.send_signal(signal.SIGKILL)
+    sc.proc.wait()
+    killed_at = time.monotonic()
+    sc2 = sidecars(args)
+    wait_for(lambda: any(e["status"] == 200 for e in app.entries()), 60, 0.05, "acked at last")
+    wait_committed(bootstrap, group, topic, 1, timeout=60)
+    assert sc2.stop() == 0
+    seen = sorted(app.entries(), key=lambda e: e["t0"])
+    attempts = [e["attempt"] for e in seen]
+    gaps = [(b["t0"] - a["t1"]) * 1000 for a, b in zip(seen, seen[1:])]
+    print(f"attempts {attempts}, gaps {[round(g) for g in gaps]} ms")
+    assert attempts[:3] == [1, 2, 3] and attempts[-1] >= 6, attempts
+    # Before the kill: 800 ms after attempt 1, 1600 ms after attempt 2.
+    for gap, policy_ms in zip(gaps[:2], (800, 1600)):
+        assert policy_ms - 50 <= gap <= policy_ms + 2500, (gaps, policy_ms)
+    # After the restart, the record comes back with its count (>= 4), and the failure after
+    # it waits the capped 3.2 s, not the first delay again.
+    after = [(e, g) for e, g in zip(seen[1:], gaps) if e["t0"] > killed_at]
+    assert after and after[0][0]["attempt"] >= 4, attempts
+    later = [g for e, g in after[1:]]
+    assert later and all(3200 - 50 <= g <= 3200 + 2500 for g in later), (attempts, gaps)

@@ -10,7 +10,9 @@ import urllib.request
 from conftest import create_topic, produce, unique, wait_for
 from test_push import App, all_offsets, apps, ok, push_args, wait_committed  # noqa: F401
 
-ALLOW = "--push.allowed_urls=http://127.0.0.1:"
+def allow(app):
+    """push.allowed_urls naming app's origin (http://127.0.0.1:PORT/)."""
+    return f"--push.allowed_urls={app.url.rsplit('/', 1)[0]}/"
 
 
 def call(sc, method, path, body=None, token=None, raw=None):
@@ -35,7 +37,7 @@ def test_push_set_by_api_call_pushes_until_deleted(bootstrap, sidecars, apps):
     create_topic(bootstrap, topic, 2)
     produce(bootstrap, topic, 200, partitions=2)
     app = apps(ok)
-    sc = sidecars([ALLOW])
+    sc = sidecars([allow(app)])
     st, body = call(sc, "PUT", f"/v1/groups/{g}/push",
                     {"topics": [topic], "url": app.url, "concurrency": 4, "batch": 1})
     assert st == 201, body
@@ -83,7 +85,7 @@ def test_delete_lets_requests_in_flight_settle_and_gives_back_the_rest(bootstrap
         return 200, {}, b""
 
     app = apps(slow)
-    sc = sidecars([ALLOW])
+    sc = sidecars([allow(app)])
     st, body = call(sc, "PUT", f"/v1/groups/{g}/push",
                     {"topics": [topic], "url": app.url, "concurrency": 3, "batch": 1})
     assert st == 201, body
@@ -126,7 +128,7 @@ def test_push_api_refusals_name_the_problem(bootstrap, sidecars, apps, tmp_path)
         {"sha256": hashlib.sha256(b"narrow").hexdigest(), "groups": ["*"],
          "consume": [static_topic]}]}))
     static = unique("gpref-static")
-    sc = sidecars([ALLOW, f"--auth.tokens_file={tokens}",
+    sc = sidecars([allow(app), f"--auth.tokens_file={tokens}",
                    *push_args(static, static_topic, app.url)])
     put = lambda body, token="all", group=g: call(sc, "PUT", f"/v1/groups/{group}/push", body,  # noqa
                                                   token=token)
@@ -175,7 +177,7 @@ def test_push_ends_when_a_reload_removes_the_token_that_set_it(bootstrap, sideca
 
     path = tmp_path / "tokens.json"
     path.write_text(tokens("setter", "reader"))
-    sc = sidecars([ALLOW, f"--auth.tokens_file={path}"])
+    sc = sidecars([allow(app), f"--auth.tokens_file={path}"])
     st, body = call(sc, "PUT", f"/v1/groups/{g}/push", {"topics": [topic], "url": app.url},
                     token="setter")
     assert st == 201, body

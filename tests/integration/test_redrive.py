@@ -252,21 +252,26 @@ def test_what_a_redrive_skips_holds_and_moves_by_its_headers(bootstrap, sidecars
             rec("k3", **{o: topic, r: "x"}),
             rec("k4", **{o: topic, r: "3"}),
             rec("k5", app="kept", **{o: topic, p: "7", r: "2"}),
-            rec("k6", **{o: "__consumer_offsets"})]
+            rec("k6", **{o: "__consumer_offsets"}),
+            rec("k7", **{o: topic, "ksidecar_group": "another-group"}),
+            rec("k8", **{o: topic, "ksidecar_group": g, r: "1"})]
     st, body = sc.post(f"/v1/topics/{dlt}/records", {"records": recs})
     assert st == 200 and all(not x.get("error") for x in body["results"]), body
     rep = redrive(sc, g)
-    assert rep["moved"] == 1 and rep["by_topic"] == {topic: 1}, rep
+    assert rep["moved"] == 2 and rep["by_topic"] == {topic: 2}, rep
     assert rep["held"] == [{"partition": 0, "offset": 4, "redriven": 3}], rep
     reasons = {x["offset"]: x["reason"] for x in rep["skipped"]}
-    assert sorted(reasons) == [0, 1, 2, 3, 6] and rep["skipped_total"] == 5, rep
+    assert sorted(reasons) == [0, 1, 2, 3, 6, 7] and rep["skipped_total"] == 6, rep
     assert "no ksidecar.original.topic header" in reasons[0], reasons
     assert "does not exist" in reasons[1], reasons
     assert "not a valid topic name" in reasons[2], reasons
     assert "ksidecar.redriven header is not a count" in reasons[3], reasons
     assert "internal to Kafka" in reasons[6], reasons
-    assert rep["next_offsets"] == [{"partition": 0, "offset": 7}] and rep["remaining"] == 0, rep
-    back = fetch_all(sc, g, topic, 1)
-    assert [(x["partition"], x["key"]) for x in back] == [(0, "k5")], back
+    # Groups may share a dead-letter topic: another group's dead letter is its own to move.
+    assert 'group "another-group" dead-lettered it' in reasons[7], reasons
+    assert rep["next_offsets"] == [{"partition": 0, "offset": 9}] and rep["remaining"] == 0, rep
+    back = sorted(fetch_all(sc, g, topic, 2), key=lambda x: x["key"])
+    assert [(x["partition"], x["key"]) for x in back] == [(0, "k5"), (0, "k8")], back
     assert headers(back[0]) == {"app": "kept", "ksidecar.redriven": "3"}, back
+    assert headers(back[1]) == {"ksidecar.redriven": "2"}, back
     assert sc.stop() == 0

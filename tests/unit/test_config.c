@@ -1372,6 +1372,36 @@ static void test_usage_lists_keys(void **state)
 
 /* ---- ks_valid_kafka_name ----------------------------------------------------------------- */
 
+/* push.allowed_urls: each prefix ends its host (and port) with a '/', so no url can add to
+ * them; a bad one stops startup, naming it. */
+static void test_push_allowed_urls(void **state)
+{
+    (void)state;
+    const char *good[] = {"", "http://127.0.0.1:9000/", "https://app:8443/hooks/",
+                          "http://a/, https://b:1/x"};
+    const char *bad[] = {"http://127.0.0.1:9000", "ftp://a/", "http:///x", "http://u@h/",
+                         "http://a/, http://b:90"};
+    for (size_t i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+        ks_config_t cfg;
+        char err[512] = "";
+        ks_config_defaults(&cfg);
+        cfg.dev = true;
+        assert_int_equal(ks_config_set(&cfg, "push.allowed_urls", good[i], err, sizeof(err)), 0);
+        assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), 0);
+        ks_config_free(&cfg);
+    }
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        ks_config_t cfg;
+        char err[512] = "";
+        ks_config_defaults(&cfg);
+        cfg.dev = true;
+        assert_int_equal(ks_config_set(&cfg, "push.allowed_urls", bad[i], err, sizeof(err)), 0);
+        assert_int_equal(ks_config_validate(&cfg, err, sizeof(err)), -1);
+        assert_contains(err, "push.allowed_urls");
+        ks_config_free(&cfg);
+    }
+}
+
 static void test_valid_kafka_name(void **state)
 {
     char name[300];
@@ -1441,6 +1471,7 @@ int main(void)
         cmocka_unit_test(test_http_limits_keys),
         cmocka_unit_test(test_dump_masks_secrets),
         cmocka_unit_test(test_usage_lists_keys),
+        cmocka_unit_test(test_push_allowed_urls),
         cmocka_unit_test(test_valid_kafka_name),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);
