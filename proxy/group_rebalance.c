@@ -157,6 +157,16 @@ static void revoke_finish(ks_group_t *g, rd_kafka_topic_partition_list_t *parts)
     g->in_rebalance = was;
 }
 
+/* Hands parts to librdkafka as this rebalance's assignment, by the protocol in use. */
+static void take_assignment(ks_group_t *g, rd_kafka_t *rk, bool coop,
+                            rd_kafka_topic_partition_list_t *parts)
+{
+    if (coop)
+        assign_result(g, rd_kafka_incremental_assign(rk, parts), RD_KAFKA_RESP_ERR_NO_ERROR);
+    else
+        assign_result(g, NULL, rd_kafka_assign(rk, parts));
+}
+
 void revoke_step(ks_group_t *g, int64_t now, bool force)
 {
     if (!g->rv_parts)
@@ -188,8 +198,6 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
     }
     g->in_rebalance = true;
     bool coop = strcmp(rd_kafka_rebalance_protocol(rk), "COOPERATIVE") == 0;
-    rd_kafka_error_t *error = NULL;
-    rd_kafka_resp_err_t aerr = RD_KAFKA_RESP_ERR_NO_ERROR;
 
     if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS && g->life == GROUP_STOPPING) {
         /* A join that ends inside consumer_close: the partitions are taken (the protocol
@@ -200,11 +208,7 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
         ks_info(g->log_name,
                 "%d partition(s) assigned while leaving the group: given back as they are",
                 parts->cnt);
-        if (coop)
-            error = rd_kafka_incremental_assign(rk, parts);
-        else
-            aerr = rd_kafka_assign(rk, parts);
-        assign_result(g, error, aerr);
+        take_assignment(g, rk, coop, parts);
     } else if (err == RD_KAFKA_RESP_ERR__ASSIGN_PARTITIONS) {
         g->ever_assigned = true;
         g->down[0] = '\0';
@@ -224,11 +228,7 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
         if (coop && ks_rejoin_guard_assign(&g->rj))
             ks_info(g->log_name, "cooperative rebalance complete after %lld ms; commits resume",
                     (long long)(ks_now_ms() - g->rj.since_ms));
-        if (coop)
-            error = rd_kafka_incremental_assign(rk, parts);
-        else
-            aerr = rd_kafka_assign(rk, parts);
-        assign_result(g, error, aerr);
+        take_assignment(g, rk, coop, parts);
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         /* 1. stop delivering (streams hear of it); 2. let leases finish, in the loop;
          * 3. commit; 4. give them up (revoke_finish). */
