@@ -77,6 +77,41 @@ void ks_edge_ack_summarize(const ks_ack_result_t *res, size_t n, ks_edge_ack_sum
     out->message = failed ? first_bad->reason : NULL;
 }
 
+bool ks_edge_ack_quiet(const ks_ack_result_t *a)
+{
+    return a->status == KS_OK && (a->commit == KS_COMMIT_NONE || a->commit == KS_COMMIT_COMMITTED);
+}
+
+void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids)
+{
+    w->ids = ids;
+    w->n_ids = n_ids;
+    w->pos = 0;
+    w->j = (size_t)-1;
+    w->k = 0;
+    w->cnt = n_ids ? ks_ack_id_count(ids[0]) : 0;
+}
+
+bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
+{
+    if (w->j != (size_t)-1 && ++w->k >= w->cnt) {
+        if (++w->pos >= w->n_ids)
+            return false;
+        w->k = 0;
+        w->cnt = ks_ack_id_count(w->ids[w->pos]);
+    }
+    w->j++;
+    return w->pos < w->n_ids;
+}
+
+const char *ks_edge_ack_walk_id(ks_edge_ack_walk_t *w)
+{
+    if (w->cnt <= 1)
+        return w->ids[w->pos];
+    ks_ack_id_nth(w->ids[w->pos], w->k, w->buf, sizeof(w->buf));
+    return w->buf;
+}
+
 bool ks_edge_group_visible(const ks_auth_t *auth, const ks_principal_t *who, const char *group)
 {
     return ks_auth_covers(auth, who, KS_SCOPE_GROUPS, group);

@@ -7,6 +7,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "ack_id.h"
 #include "auth.h"
 #include "engine.h"
 
@@ -48,6 +49,28 @@ typedef struct ks_edge_ack_summary {
 /* Sums up the engine's n results of one settle (borrowed; message points into them).
  * Cannot fail. Any thread. */
 void ks_edge_ack_summarize(const ks_ack_result_t *res, size_t n, ks_edge_ack_summary_t *out);
+
+/* Whether a result says only what was asked: accepted (or, for a waited ack, committed). An
+ * answer by position (results=errors on HTTP, results_by_position on gRPC) leaves it out. */
+bool ks_edge_ack_quiet(const ks_ack_result_t *a);
+
+/* Walks a settle's results beside the ids that asked for them: the engine answers one result
+ * per record, so a range id ("<first>~<last>") has one per offset. Start with
+ * ks_edge_ack_walk_init; each ks_edge_ack_walk_next moves to the next result (false past the
+ * last), with pos the request entry it answers and j its index in the results. */
+typedef struct ks_edge_ack_walk {
+    const char *const *ids;
+    size_t n_ids;
+    size_t pos, j; /* the request entry, the result */
+    size_t k, cnt; /* the offset within the entry, and how many it names */
+    char buf[KS_ACK_ID_MAX + 24];
+} ks_edge_ack_walk_t;
+
+void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids);
+bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w);
+/* The current result's id: its entry's, or, in a range, the single id of its offset (valid
+ * until the next call). */
+const char *ks_edge_ack_walk_id(ks_edge_ack_walk_t *w);
 
 /* Whether who may see group in a listing (its groups scope covers the name). Always true
  * with auth == NULL. Any thread. */

@@ -200,7 +200,9 @@ struct settle_ctx {
     call_t *c;
     char **ids;
     size_t n;
+    size_t nres;              /* results: one per record (a range id has one per offset) */
     bool stream;              /* answer on the Subscribe stream, not as a unary reply */
+    bool by_position;         /* results_by_position: only the results not accepted */
     ks_ack_result_t *results; /* a stream's, until their turn to be queued */
 };
 
@@ -263,7 +265,7 @@ Ksidecar__V1__AckStatus ack_result_status(const ks_ack_result_t *r);
 bool read_varint(const uint8_t **p, const uint8_t *end, uint64_t *v);
 /* SubscribeRequest{ack} read in place into one block of ids (ks_strv_pack's shape), or
  * NULL for any other message (protobuf-c reads those). */
-char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out);
+char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out, bool *by_position);
 
 /* ---- grpc_methods.c: the method table, unary methods ---- */
 
@@ -279,7 +281,7 @@ unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
                        const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
-                       bool wait_commit, int32_t commit_timeout_ms);
+                       bool wait_commit, int32_t commit_timeout_ms, bool by_position);
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
                  bool dead_letter, char **ids, size_t n, bool stream);

@@ -169,6 +169,7 @@ static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
 {
     settle_ctx_t *x = opaque;
     call_t *c = x->c;
+    x->nres = n;
     if (x->stream) {
         x->results = res;
         ks_substream_defer(&c->ss, send_ack_results, x);
@@ -222,9 +223,10 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
  * Returns false (call finished) on a synchronous error. */
 bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
                        const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
-                       bool wait_commit, int32_t commit_timeout_ms)
+                       bool wait_commit, int32_t commit_timeout_ms, bool by_position)
 {
     settle_ctx_t *x = settle_ctx_new(c, ids, n, stream), *later = NULL;
+    x->by_position = by_position;
     char err[512];
     ks_status_t st =
         ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
@@ -249,6 +251,7 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
         /* The stream's second answer, where each accepted ack's commit stands, is sent as
          * another AckResults with the same ids; it holds its own reference on c. */
         later = settle_ctx_new(c, ks_strv_pack((const char *const *)ids, n), n, true);
+        later->by_position = by_position;
         cmd.u.settle.confirm_cb = on_settled;
         cmd.u.settle.confirm_opaque = later;
         call_ref(c);
@@ -269,7 +272,7 @@ bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, co
                  bool dead_letter, char **ids, size_t n, bool stream)
 {
     return grpc_settle_owned(c, group, op, ms, reason, dead_letter,
-                             ks_strv_pack((const char *const *)ids, n), n, stream, false, 0);
+                             ks_strv_pack((const char *const *)ids, n), n, stream, false, 0, false);
 }
 
 /* ---- reply encoders ----
@@ -305,19 +308,27 @@ static void encode_fetch(call_t *c, const reply_t *r)
 static void encode_settled(call_t *c, const reply_t *r)
 {
     ks_ack_result_t *res = r->res;
-    size_t n = r->n;
+    size_t n = r->n, m = 0;
     settle_ctx_t *x = r->ctx;
     Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
     Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
-    if (!rs || !rp)
+    char **ids = calloc(n + 1, sizeof(*ids)); /* a range's single ids */
+    if (!rs || !rp || !ids)
         abort();
-    for (size_t i = 0; i < n; i++) {
-        ksidecar__v1__ack_result__init(&rs[i]);
-        rs[i].ack_id = x->ids[i];
-        rs[i].status = ack_result_status(&res[i]);
-        rs[i].message = (char *)(uintptr_t)res[i].reason;
-        rs[i].committed_offset = res[i].commit ? res[i].committed_offset : 0;
-        rp[i] = &rs[i];
+    ks_edge_ack_walk_t w;
+    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n);
+    while (ks_edge_ack_walk_next(&w) && w.j < n) {
+        size_t i = w.j;
+        if (x->by_position && ks_edge_ack_quiet(&res[i]))
+            continue;
+        ksidecar__v1__ack_result__init(&rs[m]);
+        rs[m].ack_id = w.cnt > 1 ? (ids[m] = ks_xstrdup(ks_edge_ack_walk_id(&w))) : x->ids[w.pos];
+        rs[m].status = ack_result_status(&res[i]);
+        rs[m].message = (char *)(uintptr_t)res[i].reason;
+        rs[m].committed_offset = res[i].commit ? res[i].committed_offset : 0;
+        rs[m].position = x->by_position ? (int32_t)w.pos : 0;
+        rp[m] = &rs[m];
+        m++;
     }
     ks_edge_ack_summary_t sum;
     ks_edge_ack_summarize(res, n, &sum);
@@ -325,13 +336,16 @@ static void encode_settled(call_t *c, const reply_t *r)
         call_finish(c, grpc_code_of(sum.status), "%s", sum.message);
     } else {
         Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
-        ar.n_results = n;
+        ar.n_results = m;
         ar.results = rp;
         ar.accepted = (int32_t)sum.accepted;
         ar.rejected = (int32_t)sum.rejected;
         call_send(c, &ar.base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");
     }
+    for (size_t i = 0; i < m; i++)
+        free(ids[i]);
+    free(ids);
     free(rs);
     free(rp);
     free(res);
@@ -570,7 +584,7 @@ static void decode_ack(call_t *c, ProtobufCMessage *m)
     Ksidecar__V1__AckRequest *r = (Ksidecar__V1__AckRequest *)m;
     grpc_settle_owned(c, r->group, KS_SETTLE_ACK, 0, NULL, false,
                       ks_strv_pack((const char *const *)r->ack_ids, r->n_ack_ids), r->n_ack_ids,
-                      false, r->wait_commit, r->commit_timeout_ms);
+                      false, r->wait_commit, r->commit_timeout_ms, r->results_by_position);
 }
 
 static void decode_nack(call_t *c, ProtobufCMessage *m)

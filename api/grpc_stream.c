@@ -243,9 +243,11 @@ void stream_next(call_t *c, grpc_slice sl)
 {
     size_t n;
     const char *group = ks_substream_group(&c->ss);
-    char **ids = grpc_fast_ack_ids(sl, &n);
+    bool by_position = false;
+    char **ids = grpc_fast_ack_ids(sl, &n, &by_position);
     if (ids) {
-        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, false, ids, n, true, false, 0);
+        grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, false, ids, n, true, false, 0,
+                          by_position);
         return;
     }
     Ksidecar__V1__SubscribeRequest *r = UNPACK(x, ksidecar__v1__subscribe_request, sl);
@@ -262,7 +264,7 @@ void stream_next(call_t *c, grpc_slice sl)
             grpc_settle_owned(c, group, KS_SETTLE_ACK, 0, NULL, false,
                               ks_strv_pack((const char *const *)r->ack->ack_ids, r->ack->n_ack_ids),
                               r->ack->n_ack_ids, true, r->ack->wait_commit,
-                              r->ack->commit_timeout_ms);
+                              r->ack->commit_timeout_ms, r->ack->results_by_position);
         break;
     case KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_NACK:
         if (r->nack->n_ack_ids)

@@ -1,5 +1,6 @@
 /* grpc_wire.c: the gRPC edge's wire format by hand where protobuf-c costs too much: the
  * record and ack-result encoders, and the fast decoder of the stream's acks. */
+#include "edge.h"
 #include "grpc_int.h"
 
 #include <stdlib.h>
@@ -255,34 +256,73 @@ static size_t ack_result_size(size_t al, const ks_ack_result_t *r, size_t ml)
            (r->commit && r->committed_offset ? 1 + vlen((uint64_t)r->committed_offset) : 0);
 }
 
+/* One AckResult (its id al bytes, its position pos, written when by position) at p, or only
+ * its size when p is NULL. Returns the end, or the size. */
+static size_t ack_result_put(uint8_t **pp, const char *id, const ks_ack_result_t *r, size_t pos,
+                             bool by_position)
+{
+    const char *msg = ack_result_msg(r);
+    size_t al = strlen(id), ml = strlen(msg);
+    int st = ack_result_status(r);
+    size_t inner = ack_result_size(al, r, ml) + (by_position && pos ? 1 + vlen(pos) : 0);
+    if (!pp)
+        return ld_size(inner);
+    uint8_t *p = *pp;
+    *p++ = 1 << 3 | 2; /* AckResults.results */
+    p = vput(p, inner);
+    p = ld_put(p, 1, id, al);
+    if (st) {
+        *p++ = 2 << 3;
+        p = vput(p, (uint64_t)st);
+    }
+    if (ml)
+        p = ld_put(p, 3, msg, ml);
+    if (r->commit && r->committed_offset) {
+        *p++ = 4 << 3;
+        p = vput(p, (uint64_t)r->committed_offset);
+    }
+    if (by_position && pos) {
+        *p++ = 5 << 3;
+        p = vput(p, pos);
+    }
+    *pp = p;
+    return 0;
+}
+
+/* The results, all (each with its id), or by position: the quiet ones only counted. Writes
+ * at *pp, or sizes them when pp is NULL; *accepted gets the count left out. */
+static size_t ack_results_put(uint8_t **pp, const settle_ctx_t *x, const ks_ack_result_t *res,
+                              size_t *accepted)
+{
+    size_t body = 0, quiet = 0;
+    ks_edge_ack_walk_t w;
+    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n);
+    while (ks_edge_ack_walk_next(&w) && w.j < x->nres) {
+        if (x->by_position && ks_edge_ack_quiet(&res[w.j])) {
+            quiet++;
+            continue;
+        }
+        body += ack_result_put(pp, ks_edge_ack_walk_id(&w), &res[w.j], w.pos, x->by_position);
+    }
+    *accepted = quiet;
+    return body;
+}
+
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res)
 {
-    size_t body = 0;
-    for (size_t i = 0; i < x->n; i++)
-        body +=
-            ld_size(ack_result_size(strlen(x->ids[i]), &res[i], strlen(ack_result_msg(&res[i]))));
+    size_t accepted;
+    size_t body = ack_results_put(NULL, x, res, &accepted);
+    if (x->by_position && accepted)
+        body += 1 + vlen(accepted);
     size_t total = ld_size(body);
     grpc_slice sl = grpc_slice_malloc(total);
     uint8_t *p = GRPC_SLICE_START_PTR(sl);
     *p++ = 4 << 3 | 2; /* SubscribeResponse.ack_results */
     p = vput(p, body);
-    for (size_t i = 0; i < x->n; i++) {
-        const char *msg = ack_result_msg(&res[i]);
-        size_t al = strlen(x->ids[i]), ml = strlen(msg);
-        int st = ack_result_status(&res[i]);
-        *p++ = 1 << 3 | 2; /* AckResults.results */
-        p = vput(p, ack_result_size(al, &res[i], ml));
-        p = ld_put(p, 1, x->ids[i], al);
-        if (st) {
-            *p++ = 2 << 3;
-            p = vput(p, (uint64_t)st);
-        }
-        if (ml)
-            p = ld_put(p, 3, msg, ml);
-        if (res[i].commit && res[i].committed_offset) {
-            *p++ = 4 << 3;
-            p = vput(p, (uint64_t)res[i].committed_offset);
-        }
+    ack_results_put(&p, x, res, &accepted);
+    if (x->by_position && accepted) {
+        *p++ = 2 << 3; /* AckResults.accepted */
+        p = vput(p, accepted);
     }
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
@@ -316,15 +356,23 @@ static bool read_len(const uint8_t **p, const uint8_t *end, uint64_t *v)
  * one block of ids, as ks_strv_pack makes it: protobuf-c allocated every id, then the
  * ids were copied again. Any other shape, or an id with a byte outside printable ASCII
  * (no ack id has one), returns NULL, and protobuf-c reads the message as before. */
-char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out)
+char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out, bool *by_position)
 {
     const uint8_t *p = GRPC_SLICE_START_PTR(sl), *end = p + GRPC_SLICE_LENGTH(sl);
     uint64_t len;
     if (p == end || *p++ != (2 << 3 | 2) || !read_len(&p, end, &len) || len != (uint64_t)(end - p))
         return NULL;
     size_t n = 0, bytes = 0;
+    *by_position = false;
     for (const uint8_t *q = p; q < end;) {
         uint64_t l;
+        if (*q == (4 << 3)) { /* AckIds.results_by_position */
+            q++;
+            if (!read_varint(&q, end, &l) || l > 1)
+                return NULL;
+            *by_position = l;
+            continue;
+        }
         if (*q++ != (1 << 3 | 2) || !read_len(&q, end, &l) || l > (uint64_t)(end - q))
             return NULL;
         for (uint64_t i = 0; i < l; i++)
@@ -340,13 +388,16 @@ char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out)
     if (!v)
         abort();
     char *s = (char *)(v + n);
-    for (size_t i = 0; p < end; i++) {
+    for (size_t i = 0; p < end;) {
         uint64_t l = 0;
-        p++;
+        if (*p++ == (4 << 3)) {
+            read_varint(&p, end, &l);
+            continue;
+        }
         read_varint(&p, end, &l);
         memcpy(s, p, l);
         s[l] = '\0';
-        v[i] = s;
+        v[i++] = s;
         s += l + 1;
         p += l;
     }

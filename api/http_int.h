@@ -124,6 +124,7 @@ typedef struct req {
     bool suspended, done;
     ks_batch_t *batch;
     ks_ack_result_t *acks;
+    size_t acks_n; /* results in acks: one per record (a range id has one per offset) */
     size_t ack_cnt;
     char **ack_ids;             /* what the ack results answer, in order */
     bool ack_ids_in_body;       /* the strings point into body (not separately allocated) */

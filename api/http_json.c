@@ -309,22 +309,23 @@ enum MHD_Result http_reply_fetch(req_t *r)
 enum MHD_Result http_reply_ack(req_t *r)
 {
     ks_jbuf_t jb;
-    ks_jbuf_init(&jb, 128 + r->ack_cnt * 96);
+    ks_jbuf_init(&jb, 128 + r->acks_n * 96);
     ks_jbuf_lit(&jb, "{\"results\":[");
     bool first = true;
-    for (size_t i = 0; i < r->ack_cnt; i++) {
-        ks_ack_result_t *a = &r->acks[i];
+    ks_edge_ack_walk_t w;
+    ks_edge_ack_walk_init(&w, (const char *const *)r->ack_ids, r->ack_cnt);
+    while (ks_edge_ack_walk_next(&w) && w.j < r->acks_n) {
+        ks_ack_result_t *a = &r->acks[w.j];
         /* results=errors: a client acking thousands of ids at once reads only the refused
          * ones (and a waited ack not known committed), each with its place in the request. */
-        if (r->errors_only && a->status == KS_OK &&
-            (a->commit == KS_COMMIT_NONE || a->commit == KS_COMMIT_COMMITTED))
+        if (r->errors_only && ks_edge_ack_quiet(a))
             continue;
         ks_jbuf_lit(&jb, first ? "{\"ack_id\":" : ",{\"ack_id\":");
         first = false;
-        put_str(&jb, r->ack_ids[i]);
+        put_str(&jb, ks_edge_ack_walk_id(&w));
         if (r->errors_only) {
             ks_jbuf_lit(&jb, ",\"index\":");
-            ks_jbuf_int(&jb, (int64_t)i);
+            ks_jbuf_int(&jb, (int64_t)w.pos);
         }
         ks_jbuf_lit(&jb, ",\"status\":\"");
         /* A waited ack says where its commit stands instead of OK. */
@@ -339,7 +340,7 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, "}");
     }
     ks_edge_ack_summary_t sum;
-    ks_edge_ack_summarize(r->acks, r->ack_cnt, &sum);
+    ks_edge_ack_summarize(r->acks, r->acks_n, &sum);
     ks_jbuf_lit(&jb, "],\"accepted\":");
     ks_jbuf_int(&jb, (int64_t)sum.accepted);
     ks_jbuf_lit(&jb, ",\"rejected\":");

@@ -19,6 +19,7 @@ static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
     if (r->long_poll) /* a wait for the commit, counted as a long-poll */
         atomic_fetch_sub(&r->h->long_polls, 1);
     r->acks = res;
+    r->acks_n = n;
     http_wake(r);
 }
 

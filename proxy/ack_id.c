@@ -1,5 +1,6 @@
 /* ack_id.c: the opaque ack id:
- * "a1<instance><group hash>-<epoch>-<partition>-<offset>-<attempt>-<topic>". */
+ * "a1<instance><group hash>-<epoch>-<partition>-<offset>-<attempt>-<topic>", and its range
+ * form, "<first>~<last>" in place of the offset. */
 #include "ack_id.h"
 
 #include <errno.h>
@@ -124,8 +125,8 @@ size_t ks_ack_id_format(const ks_ack_id_t *id, char *buf, size_t size)
 }
 
 /* Reads an unsigned decimal (at most 19 digits after leading zeros, so no overflow while
- * reading) up to the next '-'. Returns the position after the '-'. */
-static const char *read_num(const char *p, uint64_t max, uint64_t *out)
+ * reading). Returns the position of the first byte after its digits, or NULL. */
+static const char *read_digits(const char *p, uint64_t max, uint64_t *out)
 {
     uint64_t v = 0;
     if (*p != '0' && (unsigned)(*p - '0') > 9)
@@ -135,11 +136,17 @@ static const char *read_num(const char *p, uint64_t max, uint64_t *out)
     const char *start = p;
     for (; (unsigned)(*p - '0') <= 9; p++)
         v = v * 10 + (uint64_t)(*p - '0');
-    size_t nd = (size_t)(p - start);
-    if (nd > 19 || *p != '-' || v > max)
+    if ((size_t)(p - start) > 19 || v > max)
         return NULL;
     *out = v;
-    return p + 1;
+    return p;
+}
+
+/* read_digits up to the next '-'. Returns the position after the '-'. */
+static const char *read_num(const char *p, uint64_t max, uint64_t *out)
+{
+    p = read_digits(p, max, out);
+    return p && *p == '-' ? p + 1 : NULL;
 }
 
 static int hex8(const char *p, uint32_t *out)
@@ -160,20 +167,33 @@ static int hex8(const char *p, uint32_t *out)
     return 0;
 }
 
-/* The offset, attempt and topic of s from p on (p just past the partition's '-'). A topic
- * equal to *checked passed ks_valid_kafka_name already; one that passes it now is kept
- * there (when checked is not NULL). */
+/* The offset (or range), attempt and topic of s from p on (p just past the partition's '-').
+ * A topic equal to *checked passed ks_valid_kafka_name already; one that passes it now is
+ * kept there (when checked is not NULL). */
 static int parse_tail(const char *s, const char *p, ks_ack_ref_t *out, const char **checked)
 {
-    uint64_t v;
-    if (!(p = read_num(p, INT64_MAX, &v)))
+    uint64_t v, last;
+    if (!(p = read_digits(p, INT64_MAX, &v)))
         return -1;
     out->offset = (int64_t)v;
+    out->last = (int64_t)v;
+    size_t range_len = 0; /* "~<last>": a range id may be that much longer */
+    if (*p == '~') {
+        const char *r = p;
+        out->range = true;
+        if (!(p = read_digits(p + 1, INT64_MAX, &last)) || last < v || last - v >= KS_ACK_RANGE_MAX)
+            return -1;
+        out->last = (int64_t)last;
+        range_len = (size_t)(p - r);
+    }
+    if (*p++ != '-')
+        return -1;
     if (!(p = read_num(p, UINT32_MAX, &v)))
         return -1;
     out->attempt = (uint32_t)v;
     size_t tl = strnlen(p, sizeof(((ks_ack_id_t *)0)->topic));
-    if (tl >= sizeof(((ks_ack_id_t *)0)->topic) || (size_t)(p - s) + tl >= KS_ACK_ID_MAX)
+    if (tl >= sizeof(((ks_ack_id_t *)0)->topic) ||
+        (size_t)(p - s) - range_len + tl >= KS_ACK_ID_MAX)
         return -1;
     if (!(checked && *checked && strcmp(p, *checked) == 0)) {
         if (!ks_valid_kafka_name(p))
@@ -203,6 +223,7 @@ static const char *parse_epoch_partition(const char *p, ks_ack_ref_t *out)
 int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out)
 {
     out->ok = false;
+    out->range = false;
     if (s[0] != 'a' || s[1] != '1')
         return -1;
     const char *p = s + 2;
@@ -217,6 +238,7 @@ int ks_ack_id_parse_ref(const char *s, ks_ack_ref_t *out)
 int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_cache_t *c)
 {
     out->ok = false;
+    out->range = false;
     /* 19 bytes before the epoch: "a1", 16 hex digits, '-' (strnlen: never past the NUL). */
     if (s[0] != 'a' || s[1] != '1' || strnlen(s + 2, 17) < 17)
         return -1;
@@ -241,7 +263,7 @@ int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_ca
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
 {
     ks_ack_ref_t r;
-    if (ks_ack_id_parse_ref(s, &r) < 0)
+    if (ks_ack_id_parse_ref(s, &r) < 0 || r.range)
         return -1;
     out->instance = r.instance;
     out->group_hash = r.group_hash;
@@ -251,4 +273,29 @@ int ks_ack_id_parse(const char *s, ks_ack_id_t *out)
     out->attempt = r.attempt;
     memcpy(out->topic, r.topic, strlen(r.topic) + 1); /* valid names are at most 249 chars */
     return 0;
+}
+
+size_t ks_ack_id_count(const char *s)
+{
+    ks_ack_ref_t r;
+    if (!strchr(s, '~') || ks_ack_id_parse_ref(s, &r) < 0)
+        return 1;
+    return (size_t)(r.last - r.offset) + 1;
+}
+
+size_t ks_ack_id_nth(const char *s, size_t k, char *buf, size_t size)
+{
+    ks_ack_ref_t r;
+    if (!strchr(s, '~') || ks_ack_id_parse_ref(s, &r) < 0) {
+        size_t n = strlen(s);
+        if (n >= size)
+            n = size ? size - 1 : 0;
+        if (size) {
+            memcpy(buf, s, n);
+            buf[n] = '\0';
+        }
+        return n;
+    }
+    return ks_ack_id_write(buf, size, r.instance, r.group_hash, r.epoch, r.partition,
+                           r.offset + (int64_t)k, r.attempt, r.topic, strlen(r.topic));
 }

@@ -47,8 +47,14 @@ size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint3
                             uint32_t group_hash, uint32_t epoch, int32_t partition, int64_t offset,
                             uint32_t attempt, const char *topic);
 
-/* Parses text made by ks_ack_id_format. Returns 0, or -1 if s is not a well-formed id
- * (out is then undefined). */
+/* An ack range: consecutive offsets of one partition whose ids would differ only in offset,
+ * acked by one id whose offset field is "<first>~<last>" (first <= last, at most
+ * KS_ACK_RANGE_MAX offsets). Each offset is settled as if its own id had been sent. A parser
+ * older than ranges reads one as malformed. */
+#define KS_ACK_RANGE_MAX 100000
+
+/* Parses text made by ks_ack_id_format (a single id: a range is -1). Returns 0, or -1 if s
+ * is not a well-formed id (out is then undefined). */
 int ks_ack_id_parse(const char *s, ks_ack_id_t *out);
 
 /* A parsed id whose topic points into the text it was parsed from (which must outlive
@@ -59,8 +65,10 @@ typedef struct ks_ack_ref {
     uint32_t instance, group_hash, epoch;
     int32_t partition;
     int64_t offset;
+    int64_t last; /* a range id's last offset ("<offset>~<last>"); offset for a single id */
     uint32_t attempt;
     const char *topic;
+    bool range; /* the id had the range form (when ok is false: a malformed range) */
 } ks_ack_ref_t;
 
 /* Parses s like ks_ack_id_parse, without copying the topic. Returns 0 or -1 (out->ok
@@ -84,5 +92,13 @@ typedef struct ks_ack_parse_cache {
 int ks_ack_id_parse_ref_cached(const char *s, ks_ack_ref_t *out, ks_ack_parse_cache_t *c);
 
 uint32_t ks_ack_id_group_hash(const char *group);
+
+/* How many records s names: last - first + 1 for a well-formed range id, else 1 (a single
+ * id, or a malformed one, which settles as one INVALID result). Any thread. */
+size_t ks_ack_id_count(const char *s);
+
+/* Writes into buf the single id of the k-th offset (from 0) of the range id s (s itself when
+ * it is no range). Returns the length. Any thread. */
+size_t ks_ack_id_nth(const char *s, size_t k, char *buf, size_t size);
 
 #endif

@@ -1,6 +1,8 @@
 /* cmd.c: the command catalogue's tables, and the one validator of a command's arguments. */
 #include "cmd.h"
 
+#include "ack_id.h"
+
 #include <fnmatch.h>
 #include <stdio.h>
 #include <string.h>
@@ -267,6 +269,16 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
     if (req->u.settle.n == 0 || req->u.settle.n > KS_MAX_ACK_IDS) {
         snprintf(err, errsize, "ack_ids must hold 1 to %d ack ids, got %zu", KS_MAX_ACK_IDS,
                  req->u.settle.n);
+        return KS_E_INVALID;
+    }
+    size_t records = 0; /* a range id names each of its offsets */
+    for (size_t i = 0; i < req->u.settle.n && records <= KS_MAX_ACK_IDS; i++)
+        records += ks_ack_id_count(req->u.settle.ack_ids[i]);
+    if (records > KS_MAX_ACK_IDS) {
+        snprintf(err, errsize,
+                 "ack_ids (ranges counted by their offsets) must name at most %d "
+                 "records",
+                 KS_MAX_ACK_IDS);
         return KS_E_INVALID;
     }
     if (op != KS_SETTLE_NACK)

@@ -9,9 +9,18 @@ static void free_strv(char **v, size_t n)
     free(v);
 }
 
+/* How many records a settle's ids name: a range id names each of its offsets. */
+static size_t settle_records(const ks_cmd_req_t *req)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < req->u.settle.n; i++)
+        n += ks_ack_id_count(req->u.settle.ack_ids[i]);
+    return n;
+}
+
 cmd_t *cmd_copy(const ks_cmd_req_t *req)
 {
-    size_t nrefs = req->type == KS_CMD_SETTLE ? req->u.settle.n : 0;
+    size_t nrefs = req->type == KS_CMD_SETTLE ? settle_records(req) : 0;
     size_t refs = align8(nrefs * sizeof(ks_ack_ref_t));
     cmd_t *c = malloc(sizeof(*c) + refs + ks_cmd_copy_size(req));
     if (!c)
@@ -20,11 +29,22 @@ cmd_t *cmd_copy(const ks_cmd_req_t *req)
     c->posted_ms = ks_now_ms();
     ks_cmd_copy(&c->req, req, c->data + refs);
     if (nrefs) {
-        /* Each ref's topic points into its id's copy, in this same block. */
+        /* Each ref's topic points into its id's copy, in this same block; a range id becomes
+         * one ref per offset, in order. */
         c->refs = (ks_ack_ref_t *)(void *)c->data;
+        c->nrefs = nrefs;
         ks_ack_parse_cache_t pc = {0};
-        for (size_t i = 0; i < nrefs; i++)
-            ks_ack_id_parse_ref_cached(c->req.u.settle.ack_ids[i], &c->refs[i], &pc);
+        size_t j = 0;
+        for (size_t i = 0; i < c->req.u.settle.n; i++) {
+            ks_ack_ref_t *r = &c->refs[j++];
+            ks_ack_id_parse_ref_cached(c->req.u.settle.ack_ids[i], r, &pc);
+            if (!r->ok || !r->range)
+                continue;
+            for (int64_t o = r->offset + 1; o <= r->last; o++) {
+                c->refs[j] = *r;
+                c->refs[j++].offset = o;
+            }
+        }
     }
     return c;
 }

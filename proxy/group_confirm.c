@@ -34,9 +34,9 @@ static const char lost_seek[] = "the partition was seeked before a confirmed com
 void cwait_answer_cmd(cmd_t *c, ks_ack_result_t *res)
 {
     if (c->req.u.settle.confirm_cb)
-        c->req.u.settle.confirm_cb(res, c->req.u.settle.n, c->req.u.settle.confirm_opaque);
+        c->req.u.settle.confirm_cb(res, c->nrefs, c->req.u.settle.confirm_opaque);
     else
-        c->req.u.settle.cb(res, c->req.u.settle.n, c->req.u.settle.opaque);
+        c->req.u.settle.cb(res, c->nrefs, c->req.u.settle.opaque);
 }
 
 /* Fills in every result's commit point as of now (of those whose partition is still here),
@@ -81,7 +81,7 @@ static void ent_settle(cwait_t *w, cwait_ent_t *e, ks_commit_wait_t to, const ch
 
 bool cwait_settle(ks_group_t *g, cmd_t *c, ks_ack_result_t *res, int64_t now)
 {
-    size_t n = c->req.u.settle.n, waits = 0;
+    size_t n = c->nrefs, waits = 0;
     for (size_t i = 0; i < n; i++)
         waits += res[i].status == KS_OK;
     if (!waits)

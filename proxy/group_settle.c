@@ -102,7 +102,11 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
 {
     const ks_ack_ref_t id = c->refs[i]; /* parsed on the caller's thread */
     if (!id.ok)
-        return (ks_ack_result_t){.status = KS_E_INVALID, "malformed ack id"};
+        return (ks_ack_result_t){.status = KS_E_INVALID,
+                                 id.range ? "malformed ack id range: the offset field must be "
+                                            "<first>~<last>, first <= last, at most 100000 "
+                                            "offsets"
+                                          : "malformed ack id"};
     if (id.group_hash != g->group_hash)
         return (ks_ack_result_t){.status = KS_E_INVALID, "ack id belongs to another group"};
     if (id.instance != g->instance)
@@ -214,20 +218,20 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
 
 void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
 {
-    ks_ack_result_t *res = calloc(c->req.u.settle.n ? c->req.u.settle.n : 1, sizeof(*res));
+    ks_ack_result_t *res = calloc(c->nrefs ? c->nrefs : 1, sizeof(*res));
     if (!res)
         abort();
     bool wait = c->req.u.settle.wait_commit;
     if (wait && cwait_full(g) && !c->req.u.settle.confirm_cb) {
         /* Refused before any is taken: nothing to redo but the request. */
-        for (size_t i = 0; i < c->req.u.settle.n; i++)
+        for (size_t i = 0; i < c->nrefs; i++)
             res[i] = (ks_ack_result_t){.status = KS_E_EXHAUSTED,
                                        "too many acks of this group wait for "
                                        "their commit already; retry later or "
                                        "without waiting"};
         wait = false;
     } else {
-        for (size_t i = 0; i < c->req.u.settle.n; i++) {
+        for (size_t i = 0; i < c->nrefs; i++) {
             res[i] = settle_one(g, c, i, now);
             g->st_acks_stale += res[i].status == KS_E_STALE;
             g->st_acks_unknown += res[i].status == KS_E_NOT_FOUND;
@@ -239,9 +243,8 @@ void handle_settle(ks_group_t *g, cmd_t *c, int64_t now)
     }
     if (c->req.u.settle.confirm_cb) {
         /* A stream's wait: the results now, and where their commits stand later. */
-        ks_ack_result_t *now_res =
-            ks_xmemdup(res, (c->req.u.settle.n ? c->req.u.settle.n : 1) * sizeof(*res));
-        c->req.u.settle.cb(now_res, c->req.u.settle.n, c->req.u.settle.opaque);
+        ks_ack_result_t *now_res = ks_xmemdup(res, (c->nrefs ? c->nrefs : 1) * sizeof(*res));
+        c->req.u.settle.cb(now_res, c->nrefs, c->req.u.settle.opaque);
     }
     if (wait && cwait_settle(g, c, res, now))
         return; /* answered once its commits are confirmed */

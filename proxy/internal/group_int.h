@@ -57,6 +57,7 @@ typedef struct cmd {
     ks_inbox_node_t node;  /* first member: the inbox links through it */
     struct cmd *next_wait; /* parked fetches, oldest first */
     int64_t posted_ms;     /* when it was posted (ks_now_ms): a fetch waits from then */
+    size_t nrefs;          /* SETTLE: how many refs (a range id has one per offset) */
     ks_ack_ref_t *refs;    /* SETTLE: req.u.settle.ack_ids parsed, one each, on the poster's
                             * thread so the loop does not spend its time on it */
     ks_cmd_req_t req;      /* a command the group loop serves (group_serves); its pointers

@@ -16,11 +16,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memcpy(copy, data, size);
     grpc_slice sl = grpc_slice_from_static_buffer(copy, size);
     size_t n = 0;
-    char **fast = grpc_fast_ack_ids(sl, &n);
+    bool by_position = false;
+    char **fast = grpc_fast_ack_ids(sl, &n, &by_position);
     Ksidecar__V1__SubscribeRequest *r = ksidecar__v1__subscribe_request__unpack(NULL, size, copy);
     if (fast) {
         if (!r || r->kind_case != KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK ||
-            r->ack->n_ack_ids != n)
+            r->ack->n_ack_ids != n || r->ack->results_by_position != by_position)
             abort();
         for (size_t i = 0; i < n; i++)
             if (strcmp(fast[i], r->ack->ack_ids[i]) != 0)

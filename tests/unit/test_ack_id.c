@@ -436,6 +436,57 @@ static void test_parse_cached_matches_parse(void **state)
     }
 }
 
+/* The range form: "<first>~<last>" in the offset field, first <= last, at most
+ * KS_ACK_RANGE_MAX offsets; the single-id parser refuses it. */
+static void test_range(void **state)
+{
+    (void)state;
+    ks_ack_ref_t r;
+    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-10~19-4-t", &r), 0);
+    assert_true(r.ok && r.range);
+    assert_int_equal(r.offset, 10);
+    assert_int_equal(r.last, 19);
+    assert_int_equal(r.attempt, 4);
+    assert_int_equal(r.partition, 3);
+    assert_string_equal(r.topic, "t");
+    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-10~19-4-t"), 10);
+    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-7~7-4-t", &r), 0);
+    assert_int_equal(r.last, 7);
+    /* A single id: last is its offset. */
+    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-10-4-t", &r), 0);
+    assert_false(r.range);
+    assert_int_equal(r.last, 10);
+    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-10-4-t"), 1);
+    /* Reversed, empty ends, too long, doubled: malformed, and a malformed range counts 1. */
+    static const char *const bad[] = {
+        "a10000000a00000001-2-3-19~10-4-t", "a10000000a00000001-2-3-~10-4-t",
+        "a10000000a00000001-2-3-10~-4-t",   "a10000000a00000001-2-3-0~100000-4-t",
+        "a10000000a00000001-2-3-1~2~3-4-t", "a10000000a00000001-2-3-1-4~5-t",
+        "a10000000a00000001-2~3-3-1-4-t",
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        if (ks_ack_id_parse_ref(bad[i], &r) == 0)
+            fail_msg("%s parsed", bad[i]);
+        assert_int_equal(ks_ack_id_count(bad[i]), 1);
+    }
+    assert_true(ks_ack_id_parse_ref("a10000000a00000001-2-3-19~10-4-t", &r) < 0 && r.range);
+    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-0~99999-4-t", &r), 0);
+    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-0~99999-4-t"), 100000);
+    /* The single-id parser refuses a range, as an older server does. */
+    ks_ack_id_t id;
+    assert_true(ks_ack_id_parse("a10000000a00000001-2-3-10~19-4-t", &id) < 0);
+    /* The cached parser agrees. */
+    ks_ack_parse_cache_t c = {0};
+    assert_int_equal(ks_ack_id_parse_ref_cached("a10000000a00000001-2-3-10~19-4-t", &r, &c), 0);
+    assert_int_equal(r.last, 19);
+    /* One offset of a range as its own id; a single id as itself. */
+    char buf[KS_ACK_ID_MAX];
+    ks_ack_id_nth("a10000000a00000001-2-3-10~19-4-t", 3, buf, sizeof(buf));
+    assert_string_equal(buf, "a10000000a00000001-2-3-13-4-t");
+    ks_ack_id_nth("a10000000a00000001-2-3-10-4-t", 0, buf, sizeof(buf));
+    assert_string_equal(buf, "a10000000a00000001-2-3-10-4-t");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +501,7 @@ int main(void)
         cmocka_unit_test(test_group_hash),
         cmocka_unit_test(test_writer_matches_write),
         cmocka_unit_test(test_parse_cached_matches_parse),
+        cmocka_unit_test(test_range),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

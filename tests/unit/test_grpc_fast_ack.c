@@ -13,12 +13,14 @@
 static size_t both(const uint8_t *msg, size_t len)
 {
     size_t n = 0;
-    char **fast = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n);
+    bool by_position = false;
+    char **fast = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n, &by_position);
     Ksidecar__V1__SubscribeRequest *r = ksidecar__v1__subscribe_request__unpack(NULL, len, msg);
     if (fast) {
         assert_non_null(r);
         assert_int_equal(r->kind_case, KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_ACK);
         assert_int_equal(r->ack->n_ack_ids, n);
+        assert_int_equal(r->ack->results_by_position, by_position);
         for (size_t i = 0; i < n; i++)
             assert_string_equal(fast[i], r->ack->ack_ids[i]);
         free(fast);

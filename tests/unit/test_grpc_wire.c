@@ -208,7 +208,7 @@ static void test_empty_batch(void **state)
 static void check_ack_results(const char *const *ids, const ks_ack_result_t *res, size_t n)
 {
     char **block = ks_strv_pack(ids, n);
-    settle_ctx_t x = {.ids = block, .n = n, .stream = true};
+    settle_ctx_t x = {.ids = block, .n = n, .nres = n, .stream = true};
     Ksidecar__V1__AckResult *rs = calloc(n + 1, sizeof(*rs));
     Ksidecar__V1__AckResult **rp = calloc(n + 1, sizeof(*rp));
     assert_true(rs && rp);
@@ -254,6 +254,43 @@ static void check_ack_results(const char *const *ids, const ks_ack_result_t *res
     free(want);
     free(rs);
     free(rp);
+    free(block);
+}
+
+/* By position: a range id's results one per offset, only the refused ones written, each with
+ * its offset's own id and its entry's position, and the accepted count. */
+static void test_ack_results_by_position(void **state)
+{
+    (void)state;
+    static const char *const ids[] = {"a18bea1b5d43ce1e18-1-0-5-1-demo",
+                                      "a18bea1b5d43ce1e18-1-0-10~13-1-demo", "bad~"};
+    static const ks_ack_result_t res[] = {
+        {.status = KS_OK},
+        {.status = KS_OK},
+        {.status = KS_E_STALE, .reason = "stale"},
+        {.status = KS_OK},
+        {.status = KS_E_NOT_FOUND, .reason = "unknown"},
+        {.status = KS_E_INVALID, .reason = "malformed"},
+    };
+    char **block = ks_strv_pack(ids, 3);
+    settle_ctx_t x = {.ids = block, .n = 3, .nres = 6, .stream = true, .by_position = true};
+    grpc_slice sl = grpc_flatten(encode_ack_results(&x, res));
+    Ksidecar__V1__SubscribeResponse *back = ksidecar__v1__subscribe_response__unpack(
+        NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
+    assert_non_null(back);
+    Ksidecar__V1__AckResults *ar = back->ack_results;
+    assert_int_equal(ar->accepted, 3);
+    assert_int_equal(ar->n_results, 3);
+    assert_string_equal(ar->results[0]->ack_id, "a18bea1b5d43ce1e18-1-0-11-1-demo");
+    assert_int_equal(ar->results[0]->position, 1);
+    assert_int_equal(ar->results[0]->status, KSIDECAR__V1__ACK_STATUS__STALE);
+    assert_string_equal(ar->results[1]->ack_id, "a18bea1b5d43ce1e18-1-0-13-1-demo");
+    assert_int_equal(ar->results[1]->position, 1);
+    assert_string_equal(ar->results[2]->ack_id, "bad~");
+    assert_int_equal(ar->results[2]->position, 2);
+    assert_int_equal(ar->results[2]->status, KSIDECAR__V1__ACK_STATUS__INVALID);
+    ksidecar__v1__subscribe_response__free_unpacked(back, NULL);
+    grpc_slice_unref(sl);
     free(block);
 }
 
@@ -322,7 +359,8 @@ static void check_fast_ack(const char *const *ids, size_t n)
     size_t len;
     uint8_t *msg = pack_pb(&r.base, &len);
     size_t got = 0;
-    char **v = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &got);
+    bool bp = false;
+    char **v = grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &got, &bp);
     assert_non_null(v);
     assert_int_equal(got, n);
     for (size_t i = 0; i < n; i++)
@@ -365,7 +403,8 @@ static void assert_declined(const Ksidecar__V1__SubscribeRequest *r)
 {
     size_t len, n = 0;
     uint8_t *msg = pack_pb(&r->base, &len);
-    assert_null(grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n));
+    bool bp = false;
+    assert_null(grpc_fast_ack_ids(grpc_slice_from_static_buffer(msg, len), &n, &bp));
     free(msg);
 }
 
@@ -410,6 +449,7 @@ int main(void)
         cmocka_unit_test(test_long_values_and_many_records),
         cmocka_unit_test(test_empty_batch),
         cmocka_unit_test(test_ack_results),
+        cmocka_unit_test(test_ack_results_by_position),
         cmocka_unit_test(test_fast_ack_decoder_reads_what_protobuf_c_packs),
         cmocka_unit_test(test_fast_ack_decoder_declines_other_messages),
     };
