@@ -1,0 +1,162 @@
+"""Ack ranges and results by position, through the real binary against the real broker: an
+old-style client's acks answered as before, ranges acked with results by position on the
+Subscribe stream, the unary Ack and the HTTP acks body, a range's refused offsets reported by
+their own ids, and malformed ranges refused as INVALID."""
+import time
+
+from conftest import create_topic, produce, unique, wait_for, watermarks
+from grpc_support import ACCEPTED, INVALID, consumer_pb2, open_msg, start_grpc
+from test_grpc import all_committed, ack_results, next_batch, streams  # noqa: F401
+
+c = consumer_pb2
+NOT_FOUND = c.NOT_FOUND
+STALE = c.STALE
+COMMITTED = c.COMMITTED
+
+
+def split_id(ack_id):
+    """(head "a1...-<epoch>-<partition>", offset, "<attempt>-<topic>") of a single id."""
+    head, rest = ack_id.split("-", 3)[:3], ack_id.split("-", 3)[3]
+    off, tail = rest.split("-", 1)
+    return "-".join(head), int(off), tail
+
+
+def range_id(first_id, last):
+    head, first, tail = split_id(first_id)
+    return f"{head}-{first}~{last}-{tail}"
+
+
+def coalesce(ids):
+    """Runs of consecutive offsets sharing everything else, each as one range id (a batch
+    interleaves partitions: grouped first)."""
+    out, run = [], None
+    for head, off, tail in sorted(split_id(i) for i in ids):
+        if run and run[0] == head and run[2] == tail and run[3] + 1 == off:
+            run[3] = off
+        else:
+            if run:
+                out.append(f"{run[0]}-{run[1]}~{run[3]}-{run[2]}")
+            run = [head, off, tail, off]
+    if run:
+        out.append(f"{run[0]}-{run[1]}~{run[3]}-{run[2]}")
+    return out
+
+
+def next_ack_message(st, timeout=10):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        r = st.get(0.5)
+        if r is not None and r.WhichOneof("kind") == "ack_results":
+            return r.ack_results
+    return None
+
+
+def test_old_style_and_ranges_by_position_commit_everything(bootstrap, sidecars, streams):
+    topic, g = unique("tarng"), unique("garng")
+    create_topic(bootstrap, topic, 3)
+    produce(bootstrap, topic, 3000, partitions=3)
+    ends = watermarks(bootstrap, topic)
+    sc = start_grpc(sidecars)
+    st = streams(sc.consumer, open_msg(g, topic, records=500))
+    got, old_checked, ranges_sent = 0, False, 0
+    deadline = time.time() + 60
+    while got < 3000 and time.time() < deadline:
+        recs = next_batch(st, 5)
+        if not recs:
+            continue
+        got += len(recs)
+        ids = [x.ack_id for x in recs]
+        if not old_checked:
+            # (a) an old client: one id each, every id echoed with its status, in order.
+            st.ack(ids)
+            res = ack_results(st, len(ids))
+            assert [x.ack_id for x in res] == ids
+            assert all(x.status == ACCEPTED and x.position == 0 for x in res), res[:3]
+            old_checked = True
+            continue
+        # (b) ranges, answered by position: a count, and no result for an accepted record.
+        rs = coalesce(ids)
+        assert len(rs) < len(ids) or len(ids) == 1
+        ranges_sent += len(rs)
+        st.send(ack=c.AckIds(ack_ids=rs, results_by_position=True))
+        ar = next_ack_message(st)
+        assert ar is not None
+        assert ar.accepted == len(ids) and not ar.results, ar
+    assert got == 3000 and ranges_sent
+    wait_for(lambda: all_committed(bootstrap, g, topic, ends), 60, 1, "all committed")
+    st.cancel()
+    assert sc.stop() == 0
+
+
+def test_a_range_reports_its_refused_offsets_by_id(bootstrap, sidecars, streams):
+    topic, g = unique("tarbad"), unique("garbad")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 200, partitions=1)
+    sc = start_grpc(sidecars)
+    st = streams(sc.consumer, open_msg(g, topic, records=10))
+    recs = next_batch(st, 30)
+    assert recs
+    recs.sort(key=lambda x: x.offset)
+    k = len(recs)
+    assert [x.offset for x in recs] == list(range(k))
+    first = recs[0].ack_id
+    head, _, tail = split_id(first)
+    attempt, t = tail.split("-", 1)
+    # (c) offsets k..k+2 were never delivered: each reported NOT_FOUND by its own id; a range
+    # of another attempt (position 1) is stale for each of its offsets; (d) a reversed range
+    # and a too long one are INVALID, by their id.
+    rs = [range_id(first, k + 2), f"{head}-0~1-{int(attempt) + 1}-{t}",
+          range_id(first, 0).replace("0~0", "5~3"), range_id(first, 100000)]
+    st.send(ack=c.AckIds(ack_ids=rs, results_by_position=True, wait_commit=True))
+    ar = next_ack_message(st)
+    assert ar is not None
+    assert ar.accepted == k, ar
+    bad = [(x.position, x.ack_id, x.status) for x in ar.results]
+    want = [(0, f"{head}-{o}-{tail}", NOT_FOUND) for o in range(k, k + 3)]
+    want += [(1, f"{head}-{o}-{int(attempt) + 1}-{t}", STALE) for o in (0, 1)]
+    want += [(2, rs[2], INVALID), (3, rs[3], INVALID)]
+    assert bad == want, ar
+    assert "range" in ar.results[-1].message
+    # The second answer (wait_commit): the k acks committed, so only the refused ones again.
+    ar2 = next_ack_message(st, 30)
+    assert ar2 is not None
+    assert ar2.accepted == k, ar2
+    assert [(x.position, x.ack_id, x.status) for x in ar2.results] == want
+    st.cancel()
+    assert sc.stop() == 0
+
+
+def test_unary_ack_and_http_take_ranges(bootstrap, sidecars):
+    topic, g = unique("tarun"), unique("garun")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 40, partitions=1)
+    ends = watermarks(bootstrap, topic)
+    sc = start_grpc(sidecars)
+    recs = []
+    deadline = time.time() + 30
+    while len(recs) < 40 and time.time() < deadline:
+        recs += sc.consumer.Fetch(c.FetchRequest(group=g, topics=[topic], max=40, wait_ms=1000),
+                                  timeout=30).records
+    assert len(recs) == 40
+    recs.sort(key=lambda x: x.offset)
+    # Unary Ack: a range of 0..19, by position; without it, a result per record with its id.
+    r = sc.consumer.Ack(c.AckRequest(group=g, ack_ids=[range_id(recs[0].ack_id, 9)],
+                                     results_by_position=True), timeout=30)
+    assert r.accepted == 10 and not r.results, r
+    r = sc.consumer.Ack(c.AckRequest(group=g, ack_ids=[range_id(recs[10].ack_id, 19)]),
+                        timeout=30)
+    assert [x.ack_id for x in r.results] == [x.ack_id for x in recs[10:20]]
+    assert all(x.status == ACCEPTED for x in r.results)
+    # HTTP: the same ranges in the JSON body, results=errors lists only the refused.
+    st, body = sc.post(f"/v1/groups/{g}/acks?results=errors",
+                       {"ack_ids": [range_id(recs[20].ack_id, 41)]})
+    assert st == 200, body
+    assert body["accepted"] == 20 and body["rejected"] == 2, body
+    head, _, tail = split_id(recs[0].ack_id)
+    assert [(x["index"], x["ack_id"], x["status"]) for x in body["results"]] == \
+        [(0, f"{head}-40-{tail}", "NOT_FOUND"), (0, f"{head}-41-{tail}", "NOT_FOUND")]
+    st, body = sc.post(f"/v1/groups/{g}/acks", {"ack_ids": [range_id(recs[0].ack_id, 0)
+                                                           .replace("0~0", "9~2")]})
+    assert st == 400 and "range" in body["error"]["message"], body
+    wait_for(lambda: all_committed(bootstrap, g, topic, ends), 60, 1, "all committed")
+    assert sc.stop() == 0
