@@ -82,18 +82,24 @@ bool ks_edge_ack_quiet(const ks_ack_result_t *a)
     return a->status == KS_OK && (a->commit == KS_COMMIT_NONE || a->commit == KS_COMMIT_COMMITTED);
 }
 
-void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids)
+void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids, size_t nres)
 {
     w->ids = ids;
     w->n_ids = n_ids;
     w->pos = 0;
     w->j = (size_t)-1;
     w->k = 0;
-    w->cnt = n_ids ? ks_ack_id_count(ids[0]) : 0;
+    /* Each id names at least one record: as many results as ids means one each. */
+    w->plain = nres == n_ids;
+    w->cnt = !n_ids ? 0 : w->plain ? 1 : ks_ack_id_count(ids[0]);
 }
 
 bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
 {
+    if (w->plain) {
+        w->pos = ++w->j;
+        return w->pos < w->n_ids;
+    }
     if (w->j != (size_t)-1 && ++w->k >= w->cnt) {
         if (++w->pos >= w->n_ids)
             return false;

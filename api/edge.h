@@ -63,10 +63,14 @@ typedef struct ks_edge_ack_walk {
     size_t n_ids;
     size_t pos, j; /* the request entry, the result */
     size_t k, cnt; /* the offset within the entry, and how many it names */
+    bool plain;    /* one result per id */
     char buf[KS_ACK_ID_MAX + 24];
 } ks_edge_ack_walk_t;
 
-void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids);
+/* nres: the results' count; equal to n_ids, no id is a range of more than one offset, and
+ * the walk reads no id. */
+void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids,
+                           size_t nres);
 bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w);
 /* The current result's id: its entry's, or, in a range, the single id of its offset (valid
  * until the next call). */

@@ -316,7 +316,7 @@ static void encode_settled(call_t *c, const reply_t *r)
     if (!rs || !rp || !ids)
         abort();
     ks_edge_ack_walk_t w;
-    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n);
+    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n, n);
     while (ks_edge_ack_walk_next(&w) && w.j < n) {
         size_t i = w.j;
         if (x->by_position && ks_edge_ack_quiet(&res[i]))

@@ -296,7 +296,7 @@ static size_t ack_results_put(uint8_t **pp, const settle_ctx_t *x, const ks_ack_
 {
     size_t body = 0, quiet = 0;
     ks_edge_ack_walk_t w;
-    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n);
+    ks_edge_ack_walk_init(&w, (const char *const *)x->ids, x->n, x->nres);
     while (ks_edge_ack_walk_next(&w) && w.j < x->nres) {
         if (x->by_position && ks_edge_ack_quiet(&res[w.j])) {
             quiet++;

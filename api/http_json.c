@@ -313,7 +313,7 @@ enum MHD_Result http_reply_ack(req_t *r)
     ks_jbuf_lit(&jb, "{\"results\":[");
     bool first = true;
     ks_edge_ack_walk_t w;
-    ks_edge_ack_walk_init(&w, (const char *const *)r->ack_ids, r->ack_cnt);
+    ks_edge_ack_walk_init(&w, (const char *const *)r->ack_ids, r->ack_cnt, r->acks_n);
     while (ks_edge_ack_walk_next(&w) && w.j < r->acks_n) {
         ks_ack_result_t *a = &r->acks[w.j];
         /* results=errors: a client acking thousands of ids at once reads only the refused

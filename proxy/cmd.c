@@ -274,6 +274,7 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
     size_t records = 0; /* a range id names each of its offsets */
     for (size_t i = 0; i < req->u.settle.n && records <= KS_MAX_ACK_IDS; i++)
         records += ks_ack_id_count(req->u.settle.ack_ids[i]);
+    req->u.settle.records = records;
     if (records > KS_MAX_ACK_IDS) {
         snprintf(err, errsize,
                  "ack_ids (ranges counted by their offsets) must name at most %d "

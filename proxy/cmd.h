@@ -50,7 +50,9 @@ typedef struct ks_cmd_req {
             bool dead_letter;   /* NACK: dead-letter at once, whatever the attempt count */
             const char *const *ack_ids;
             size_t n;
-            bool wait_commit;          /* ACK: answer once confirmed commits cover the acks */
+            size_t records;   /* ks_cmd_validate: the records ack_ids name (a range names each
+                               * of its offsets); 0 before it ran */
+            bool wait_commit; /* ACK: answer once confirmed commits cover the acks */
             int32_t commit_timeout_ms; /* wait_commit: at most this long; 0 is the default */
             ks_ack_cb *cb;
             /* wait_commit on a stream: cb answers at once, as without a wait, and confirm_cb

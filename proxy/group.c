@@ -12,6 +12,8 @@ static void free_strv(char **v, size_t n)
 /* How many records a settle's ids name: a range id names each of its offsets. */
 static size_t settle_records(const ks_cmd_req_t *req)
 {
+    if (req->u.settle.records) /* ks_cmd_validate counted them */
+        return req->u.settle.records;
     size_t n = 0;
     for (size_t i = 0; i < req->u.settle.n; i++)
         n += ks_ack_id_count(req->u.settle.ack_ids[i]);

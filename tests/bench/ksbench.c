@@ -38,8 +38,9 @@ static bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
 static long produce_n = 0;
-static bool ordered = false;  /* grpc: Open.ordered_batches */
-static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
+static bool ordered = false;    /* grpc: Open.ordered_batches */
+static bool ack_ranges = false; /* grpc: acks coalesced into ranges, results by position */
+static const char *order_log;   /* --order-log: the handling log (ksbench_ordered.c) */
 
 double now_s(void)
 {
@@ -252,6 +253,7 @@ typedef struct {
     /* Ack ids waiting for the next ack message, already in AckIds' wire format. */
     uint8_t *pend;
     size_t pend_len, pend_cap, pend_n;
+    size_t pend_recs; /* records those ids name (a range names each of its offsets) */
 } gclient_t;
 
 enum { TAG_START = 1, TAG_RECV, TAG_SEND, TAG_STATUS };
@@ -406,11 +408,75 @@ static void g_pend(gclient_t *g, const void *id, size_t n)
     g->pend_n++;
 }
 
+/* --ack-ranges: per partition, the run of consecutive offsets acked since the last flush,
+ * kept as its id's text around the offset (a later record of the partition whose id matches
+ * there and whose offset is next extends it). Flushed as "<head><first>~<last><tail>". */
+typedef struct {
+    int32_t partition;
+    int64_t first, last;
+    size_t hl, tl;
+    char head[64], tail[320];
+} ack_run_t;
+static ack_run_t runs[64];
+static size_t run_n;
+
+static void run_emit(gclient_t *g, const ack_run_t *r)
+{
+    char id[480];
+    int n = snprintf(id, sizeof(id), "%.*s%lld~%lld%.*s", (int)r->hl, r->head, (long long)r->first,
+                     (long long)r->last, (int)r->tl, r->tail);
+    g_pend(g, id, (size_t)n);
+}
+
+/* Adds one record's id (offset off) to its partition's run. */
+static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uint8_t *id, size_t n)
+{
+    /* The offset is the 4th '-'-separated field: "a1<hex16>-<epoch>-<partition>-<offset>-". */
+    size_t dashes = 0, h = 0, t;
+    while (h < n && dashes < 3)
+        dashes += id[h++] == '-';
+    for (t = h; t < n && id[t] != '-'; t++)
+        ;
+    if (dashes < 3 || t == n || h > sizeof(runs[0].head) || n - t > sizeof(runs[0].tail)) {
+        g_pend(g, id, n); /* not an id this client knows: sent as it is */
+        return;
+    }
+    ack_run_t *r = NULL;
+    for (size_t i = 0; i < run_n; i++)
+        if (runs[i].partition == partition)
+            r = &runs[i];
+    if (r && r->last + 1 == off && r->hl == h && r->tl == n - t && !memcmp(r->head, id, h) &&
+        !memcmp(r->tail, id + t, n - t)) {
+        r->last = off;
+        return;
+    }
+    if (r)
+        run_emit(g, r);
+    else if (run_n < sizeof(runs) / sizeof(runs[0]))
+        r = &runs[run_n++];
+    else {
+        g_pend(g, id, n);
+        return;
+    }
+    *r = (ack_run_t){.partition = partition, .first = off, .last = off, .hl = h, .tl = n - t};
+    memcpy(r->head, id, h);
+    memcpy(r->tail, id + t, n - t);
+}
+
 /* Sends the queued ack ids as SubscribeRequest{ack: AckIds} (field 2). */
 static void g_flush_acks(gclient_t *g)
 {
-    if (g->send_busy || g->pend_n == 0)
+    if (g->send_busy || (g->pend_n == 0 && run_n == 0))
         return;
+    if (ack_ranges) {
+        for (size_t i = 0; i < run_n; i++)
+            run_emit(g, &runs[i]);
+        run_n = 0;
+        uint8_t *p = g->pend + g->pend_len; /* g_pend left room */
+        *p++ = 4 << 3;                      /* AckIds.results_by_position */
+        *p++ = 1;
+        g->pend_len += 2;
+    }
     uint8_t head[11];
     head[0] = 2 << 3 | 2;
     size_t hl = (size_t)(put_varint(head + 1, g->pend_len) - head);
@@ -420,6 +486,7 @@ static void g_flush_acks(gclient_t *g)
     g_send_slice(g, sl);
     g->pend_len = 0;
     g->pend_n = 0;
+    g->pend_recs = 0;
 }
 
 /* Acks waiting out the simulated processing time (slow mode), oldest first. */
@@ -493,6 +560,7 @@ static void run_grpc(void)
             double now = now_s();
             while (dq_n && dq[dq_h].due <= now) {
                 g_pend(&g, dq[dq_h].id, strlen(dq[dq_h].id));
+                g.pend_recs++;
                 free(dq[dq_h].id);
                 dq_h = (dq_h + 1) % dq_cap;
                 dq_n--;
@@ -501,7 +569,7 @@ static void run_grpc(void)
                 wait = dq[dq_h].due - now;
         }
         g_flush_acks(&g);
-        if (n >= want && g.pend_n == 0 && dq_n == 0 && !g.send_busy)
+        if (n >= want && g.pend_n == 0 && run_n == 0 && dq_n == 0 && !g.send_busy)
             break;
         gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
                                        gpr_time_from_micros((int64_t)(wait * 1e6), GPR_TIMESPAN));
@@ -559,14 +627,18 @@ static void run_grpc(void)
                         char *id = strndup((const char *)rec.ack_id, rec.ack_id_len);
                         dq[(dq_h + dq_n) % dq_cap] = (delayed_t){now + delay_ms / 1000.0, id};
                         dq_n++;
+                    } else if (ack_ranges) {
+                        g_pend_range(&g, rec.partition, rec.offset, rec.ack_id, rec.ack_id_len);
+                        g.pend_recs++;
                     } else {
                         g_pend(&g, rec.ack_id, rec.ack_id_len);
+                        g.pend_recs++;
                     }
                     n++;
                 }
             }
             grpc_slice_unref(sl);
-            if (g.pend_n >= (size_t)ack_batch || n >= want)
+            if (g.pend_recs >= (size_t)ack_batch || n >= want)
                 g_flush_acks(&g);
             g_recv(&g);
             break;
@@ -879,6 +951,7 @@ int main(int argc, char **argv)
                                    {"produce", 1, 0, 'p'},
                                    {"ordered", 0, 0, 'O'},
                                    {"order-log", 1, 0, 'l'},
+                                   {"ack-ranges", 0, 0, 'R'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -928,6 +1001,9 @@ int main(int argc, char **argv)
             break;
         case 'l':
             order_log = optarg;
+            break;
+        case 'R':
+            ack_ranges = true;
             break;
         default:
             return 2;

@@ -33,7 +33,9 @@ if [ "$TOOL" = callgrind ]; then
   callgrind-stream) CLIENT=(stream --addr 127.0.0.1:"$HP" --credits 20000 --ack-batch 5000) ;;
   *) echo "profile.sh: unknown mode $MODE" >&2; kill -TERM $VP; exit 2 ;;
   esac
-  "$ROOT/build/ksbench" "${CLIENT[@]}" --topic "$TOPIC" --group "prof-$RANDOM" --count 200000 | tail -1
+  # KSBENCH_ARGS: more client options (e.g. --ack-ranges)
+  # shellcheck disable=SC2086
+  "$ROOT/build/ksbench" "${CLIENT[@]}" ${KSBENCH_ARGS:-} --topic "$TOPIC" --group "prof-$RANDOM" --count 200000 | tail -1
   kill -TERM $VP; wait $VP || true
   callgrind_annotate "$OUT" | grep -m1 "PROGRAM TOTALS" || true
 else
