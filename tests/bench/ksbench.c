@@ -431,13 +431,13 @@ static void run_emit(gclient_t *g, const ack_run_t *r)
 /* Adds one record's id (offset off) to its partition's run. */
 static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uint8_t *id, size_t n)
 {
-    /* The offset is the 4th '-'-separated field: "a1<hex16>-<epoch>-<partition>-<offset>-". */
-    size_t dashes = 0, h = 0, t;
-    while (h < n && dashes < 3)
-        dashes += id[h++] == '-';
-    for (t = h; t < n && id[t] != '-'; t++)
-        ;
-    if (dashes < 3 || t == n || h > sizeof(runs[0].head) || n - t > sizeof(runs[0].tail)) {
+    /* The offset is the 4th '-'-separated field: "a1<hex16>-<epoch>-<partition>-<offset>-";
+     * the first '-' is at 18. */
+    const uint8_t *e = n > 19 && id[18] == '-' ? memchr(id + 19, '-', n - 19) : NULL;
+    const uint8_t *o = e ? memchr(e + 1, '-', n - (size_t)(e + 1 - id)) : NULL;
+    const uint8_t *ot = o ? memchr(o + 1, '-', n - (size_t)(o + 1 - id)) : NULL;
+    size_t h = o ? (size_t)(o + 1 - id) : 0, t = ot ? (size_t)(ot - id) : n;
+    if (!ot || h > sizeof(runs[0].head) || n - t > sizeof(runs[0].tail)) {
         g_pend(g, id, n); /* not an id this client knows: sent as it is */
         return;
     }
