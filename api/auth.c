@@ -424,8 +424,8 @@ ks_status_t ks_auth_allow_ack_ids(const ks_auth_t *a, const ks_principal_t *who,
         return KS_OK;
     char allowed[sizeof(((ks_ack_id_t *)0)->topic)] = ""; /* ids mostly share a topic */
     for (size_t i = 0; i < n; i++) {
-        ks_ack_id_t id;
-        if (ks_ack_id_parse(ids[i], &id) < 0 || !strcmp(id.topic, allowed))
+        ks_ack_ref_t id; /* a range too: its topic is checked as an id's */
+        if (ks_ack_id_parse_ref(ids[i], &id) < 0 || !strcmp(id.topic, allowed))
             continue;
         const char *t = id.topic;
         char why[400];
@@ -433,7 +433,7 @@ ks_status_t ks_auth_allow_ack_ids(const ks_auth_t *a, const ks_principal_t *who,
             snprintf(err, errsize, "ack_ids[%zu]: %s", i, why);
             return KS_E_PERMISSION;
         }
-        memcpy(allowed, id.topic, sizeof(allowed));
+        memcpy(allowed, id.topic, strlen(id.topic) + 1); /* parsed: under 250 */
     }
     return KS_OK;
 }

@@ -42,6 +42,8 @@ cmd_t *cmd_copy(const ks_cmd_req_t *req)
             ks_ack_id_parse_ref_cached(c->req.u.settle.ack_ids[i], r, &pc);
             if (!r->ok || !r->range)
                 continue;
+            if ((uint64_t)(r->last - r->offset) > nrefs - j) /* counted otherwise: never */
+                abort();
             for (int64_t o = r->offset + 1; o <= r->last; o++) {
                 c->refs[j] = *r;
                 c->refs[j++].offset = o;

@@ -78,6 +78,11 @@ static void test_json_scopes(void **state)
     const char *ids_bad[] = {i1, i2, i3};
     assert_int_equal(ks_auth_allow_ack_ids(a, who, ids_bad, 3, err, sizeof(err)), KS_E_PERMISSION);
     assert_string_equal(err, "ack_ids[2]: token may not consume topic \"billing\" (consume scope)");
+    /* A range's topic is checked as an id's (a range parsed as malformed slipped through). */
+    const char *ids_range[] = {i1, "a10000000100000002-3-0-12~20-1-billing"};
+    assert_int_equal(ks_auth_allow_ack_ids(a, who, ids_range, 2, err, sizeof(err)),
+                     KS_E_PERMISSION);
+    assert_string_equal(err, "ack_ids[1]: token may not consume topic \"billing\" (consume scope)");
     assert_int_equal(ks_auth_allow_ack_ids(NULL, NULL, ids_bad, 3, err, sizeof(err)), KS_OK);
     ks_auth_free(a);
 }
