@@ -274,7 +274,9 @@ static void test_ack_results_by_position(void **state)
     };
     char **block = ks_strv_pack(ids, 3);
     settle_ctx_t x = {.ids = block, .n = 3, .nres = 6, .stream = true, .by_position = true};
-    grpc_slice sl = grpc_flatten(encode_ack_results(&x, res));
+    grpc_byte_buffer *bb = encode_ack_results(&x, res);
+    grpc_slice sl = grpc_flatten(bb);
+    grpc_byte_buffer_destroy(bb);
     Ksidecar__V1__SubscribeResponse *back = ksidecar__v1__subscribe_response__unpack(
         NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl));
     assert_non_null(back);
