@@ -34,11 +34,15 @@ static const char *boot;
 long want = 0;
 int credits = 20000, ack_batch = 1000;
 static int delay_ms = 0, fetch_max = 5000;
-static bool latency_mode = false;
+bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
 static long produce_n = 0;
-static bool ordered = false;  /* grpc: Open.ordered_batches */
+static bool ordered = false; /* grpc: Open.ordered_batches */
+/* native: --conf key=value, librdkafka properties set after the others (the latency
+ * baseline takes ksidecar's own consumer settings this way) */
+static const char *confs[32];
+static int conf_cnt;
 static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
 
 double now_s(void)
@@ -66,7 +70,7 @@ void die(const char *a, const char *b)
 static int64_t *lat;
 static size_t lat_n, lat_cap;
 
-static void lat_add(const void *payload, size_t len)
+void lat_add(const void *payload, size_t len)
 {
     /* Timed records start with "t=<wall clock microseconds>;". */
     if (len < 3 || memcmp(payload, "t=", 2) != 0)
@@ -126,17 +130,19 @@ void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
 
 void report(const char *mode, long n, double secs)
 {
+    /* end_unix: the wall clock now, so that runs in parallel can be put on one time line. */
     printf("mode=%s records=%ld seconds=%.3f rate=%.0f distinct=%ld duplicates=%ld "
-           "order_violations=%ld",
-           mode, n, secs, n / secs, distinct, dup_deliveries, order_violations);
+           "order_violations=%ld end_unix=%.6f",
+           mode, n, secs, n / secs, distinct, dup_deliveries, order_violations, wall_us() / 1e6);
     if (lat_n) {
         /* The first fifth of the run is a warm-up (group join, first fetch, connection
          * set-up) and is left out of the percentiles, in arrival order. */
         size_t skip = lat_n / 5, m = lat_n - skip;
         int64_t *l = lat + skip;
         qsort(l, m, sizeof(*l), cmp64);
-        printf(" lat_n=%zu warmup_skipped=%zu p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", m, skip,
-               l[m / 2] / 1000.0, l[(size_t)(m * 0.99)] / 1000.0, l[m - 1] / 1000.0);
+        printf(" lat_n=%zu warmup_skipped=%zu p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f", m,
+               skip, l[m / 2] / 1000.0, l[(size_t)(m * 0.99)] / 1000.0,
+               l[(size_t)(m * 0.999)] / 1000.0, l[m - 1] / 1000.0);
     }
     printf("\n");
     fflush(stdout);
@@ -177,6 +183,25 @@ static void *producer_main(void *arg)
     return NULL;
 }
 
+static pthread_t producer_thread;
+
+void latency_producer_start(void)
+{
+    if (latency_mode)
+        pthread_create(&producer_thread, NULL, producer_main, NULL);
+}
+
+void latency_go(void)
+{
+    atomic_store(&produce_go, true);
+}
+
+void latency_producer_join(void)
+{
+    if (latency_mode)
+        pthread_join(producer_thread, NULL);
+}
+
 /* ---- native: the baseline ---- */
 
 static void run_native(void)
@@ -195,6 +220,16 @@ static void run_native(void)
         rd_kafka_conf_set(conf, "queued.max.messages.kbytes", "1048576", err, sizeof(err));
         rd_kafka_conf_set(conf, "queued.min.messages", "10000000", err, sizeof(err));
     }
+    for (int i = 0; i < conf_cnt; i++) {
+        char k[128];
+        const char *eq = strchr(confs[i], '=');
+        if (!eq || (size_t)(eq - confs[i]) >= sizeof(k))
+            die("--conf wants key=value", confs[i]);
+        memcpy(k, confs[i], (size_t)(eq - confs[i]));
+        k[eq - confs[i]] = '\0';
+        if (rd_kafka_conf_set(conf, k, eq + 1, err, sizeof(err)) != RD_KAFKA_CONF_OK)
+            die("--conf", err);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!rk)
         die("consumer", err);
@@ -203,9 +238,7 @@ static void run_native(void)
     rd_kafka_topic_partition_list_add(l, topic, RD_KAFKA_PARTITION_UA);
     rd_kafka_subscribe(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    pthread_t pt;
-    if (latency_mode)
-        pthread_create(&pt, NULL, producer_main, NULL);
+    latency_producer_start();
     long n = 0;
     double t0 = 0;
     while (n < want) {
@@ -236,8 +269,7 @@ static void run_native(void)
     double secs = now_s() - t0;
     rd_kafka_commit(rk, NULL, 0);
     report("native", n, secs);
-    if (latency_mode)
-        pthread_join(pt, NULL);
+    latency_producer_join();
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
@@ -479,9 +511,7 @@ static void run_grpc(void)
 
     delayed_t *dq = calloc((size_t)credits + 16, sizeof(*dq));
     size_t dq_h = 0, dq_n = 0, dq_cap = (size_t)credits + 16;
-    pthread_t pt;
-    if (latency_mode)
-        pthread_create(&pt, NULL, producer_main, NULL);
+    latency_producer_start();
 
     long n = 0;
     double t0 = 0;
@@ -580,8 +610,7 @@ static void run_grpc(void)
     /* Give the last acks a moment to land, then cancel. */
     usleep(300000);
     grpc_call_cancel(g.call, NULL);
-    if (latency_mode)
-        pthread_join(pt, NULL);
+    latency_producer_join();
     grpc_call_unref(g.call);
     grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(g.cq);
@@ -879,6 +908,7 @@ int main(int argc, char **argv)
                                    {"produce", 1, 0, 'p'},
                                    {"ordered", 0, 0, 'O'},
                                    {"order-log", 1, 0, 'l'},
+                                   {"conf", 1, 0, 'C'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -928,6 +958,11 @@ int main(int argc, char **argv)
             break;
         case 'l':
             order_log = optarg;
+            break;
+        case 'C':
+            if (conf_cnt == (int)(sizeof(confs) / sizeof(confs[0])))
+                die("usage", "too many --conf");
+            confs[conf_cnt++] = optarg;
             break;
         default:
             return 2;
