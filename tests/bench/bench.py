@@ -409,7 +409,7 @@ def write_results(rows, smoke, only, a):
         dest.unlink()
     ran = {SECTIONS[k] for k in only}
     old = [l for l in results_md.read_block("headline", dest)
-           if l.startswith("| ") and not l.startswith("| Benchmark") and
+           if l.startswith("| ") and not l.startswith(("| Benchmark", "| ---")) and
            l.split("|")[1].strip() not in ran]
     new = [f"| {a_} | {b} | {c} | {d} | {e} | {when} |" for a_, b, c, d, e in rows]
     order = list(SECTIONS.values())
@@ -422,7 +422,7 @@ def write_results(rows, smoke, only, a):
         (f" --only {','.join(only)}" if a.only else "")
     lines = [f"### Headline{' (smoke run)' if smoke else ''}: `tests/bench/run.sh`", "",
              f"- last updated: {when}, by `{cmd}`",
-             f"- machine: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, "
+             f"- machine of the last run: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, "
              f"{platform.platform()}",
              "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
              "- throughput: the median of the rounds (native, gRPC, HTTP long-poll, HTTP stream, "

@@ -45,7 +45,8 @@ def now():
 def read_block(name, path=RESULTS):
     """The lines of block NAME (without its markers), or [] when the file has none."""
     text = path.read_text() if path.exists() else ""
-    m = re.search(re.escape(begin(name)) + r"\n(.*?)" + re.escape(end(name)), text, re.S)
+    m = re.search("^" + re.escape(begin(name)) + r"\n(.*?)^" + re.escape(end(name)) + "$", text,
+                  re.S | re.M)
     return m.group(1).splitlines() if m else []
 
 
@@ -53,11 +54,12 @@ def write_block(name, lines, path=RESULTS):
     """Replaces block NAME with lines, or adds it before the first hand-written section."""
     text = path.read_text() if path.exists() else "# ksidecar benchmark results\n"
     block = "\n".join([begin(name), *lines, end(name)])
-    pat = re.compile(re.escape(begin(name)) + r".*?" + re.escape(end(name)), re.S)
+    pat = re.compile("^" + re.escape(begin(name)) + r".*?^" + re.escape(end(name)) + "$",
+                     re.S | re.M)
     if pat.search(text):
         text = pat.sub(lambda _: block, text, count=1)
     else:  # after the last block, else before the first hand-written section
-        ends = [m.end() for m in re.finditer(r"<!-- results:\S+ end -->", text)]
+        ends = [m.end() for m in re.finditer(r"^<!-- results:\S+ end -->$", text, re.M)]
         at = ends[-1] if ends else text.find(FIRST_HAND_WRITTEN)
         at = len(text) if at < 0 else at
         text = text[:at].rstrip("\n") + "\n\n" + block + "\n" + text[at:]
