@@ -6,10 +6,15 @@ blocks is never touched.
     ...
     <!-- results:NAME end -->
 
-As a command, it replaces block NAME with the table rows (lines starting with "|") read from
-standard input:  ... | python3 tests/bench/results_md.py NAME "the command that made them"
+As a command, it replaces block NAME with what a benchmark printed, read from standard input:
+the table rows (lines starting with "|"), or with --text all of it, as a code block:
+
+    ... | python3 tests/bench/results_md.py NAME "the command that made it" [--text]
+
+KSIDECAR_BENCH_NO_RESULTS=1 makes it write nothing (a trial run).
 """
 import datetime
+import os
 import pathlib
 import re
 import subprocess
@@ -62,20 +67,27 @@ def write_block(name, lines, path=RESULTS):
         ends = [m.end() for m in re.finditer(r"^<!-- results:\S+ end -->$", text, re.M)]
         at = ends[-1] if ends else text.find(FIRST_HAND_WRITTEN)
         at = len(text) if at < 0 else at
-        text = text[:at].rstrip("\n") + "\n\n" + block + "\n" + text[at:]
+        text = text[:at].rstrip("\n") + "\n\n" + block + "\n\n" + text[at:].lstrip("\n")
     path.write_text(text)
 
 
 def main():
-    if len(sys.argv) != 3:
-        raise SystemExit("usage: ... | results_md.py NAME COMMAND  (table rows on standard input)")
-    name, command = sys.argv[1], sys.argv[2]
-    rows = [l.rstrip() for l in sys.stdin if l.startswith("|")]
-    if not rows:
-        raise SystemExit(f"results_md.py: no table rows on standard input; block {name} left as it is")
+    args = [x for x in sys.argv[1:] if x != "--text"]
+    if len(args) != 2:
+        raise SystemExit("usage: ... | results_md.py NAME COMMAND [--text]")
+    name, command = args
+    text = sys.stdin.read()
+    if os.environ.get("KSIDECAR_BENCH_NO_RESULTS"):
+        return
+    if "--text" in sys.argv:
+        body = ["~~~", *text.rstrip("\n").splitlines(), "~~~"]
+    else:
+        body = [l.rstrip() for l in text.splitlines() if l.startswith("|")]
+    if not text.strip() or not body:
+        raise SystemExit(f"results_md.py: nothing to write; block {name} left as it is")
     write_block(name, [f"### {name}: `{command}`", "",
-                       f"- date: {now()}, commit: {commit()}", "", *rows])
-    print(f"block {name} of {RESULTS} written", file=sys.stderr)
+                       f"- date: {now()}, commit: {commit()}", "", *body])
+    print(f"results_md.py: block {name} of {RESULTS} written", file=sys.stderr)
 
 
 if __name__ == "__main__":
