@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -43,6 +44,16 @@ static bool ordered = false; /* grpc: Open.ordered_batches */
  * baseline takes ksidecar's own consumer settings this way) */
 static const char *confs[32];
 static int conf_cnt;
+/* grpc --hold: one credit and no acks until SIGUSR1, "ready" printed once the first record
+ * came: clients started together join their groups first, then all run from one moment. */
+static bool hold = false;
+static volatile sig_atomic_t hold_go;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    hold_go = 1;
+}
 static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
 
 double now_s(void)
@@ -495,7 +506,10 @@ static void run_grpc(void)
 
     char *topics[1] = {(char *)topic};
     Ksidecar__V1__Credits c = KSIDECAR__V1__CREDITS__INIT;
-    c.records = credits;
+    c.records = hold ? 1 : credits;
+    bool held = hold, ready = false;
+    if (hold)
+        signal(SIGUSR1, on_usr1);
     Ksidecar__V1__Open open = KSIDECAR__V1__OPEN__INIT;
     open.group = (char *)group;
     open.n_topics = 1;
@@ -517,8 +531,18 @@ static void run_grpc(void)
     double t0 = 0;
     bool done = false;
     while (!done) {
+        if (held && hold_go && !g.send_busy) { /* released: all the credits, the clock starts */
+            Ksidecar__V1__Credits more = KSIDECAR__V1__CREDITS__INIT;
+            more.records = credits;
+            Ksidecar__V1__SubscribeRequest cr = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
+            cr.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS;
+            cr.credits = &more;
+            g_send(&g, &cr.base);
+            held = false;
+            t0 = now_s();
+        }
         /* Slow mode: acks come due 10 ms after receipt. */
-        double wait = 0.2;
+        double wait = held ? 0.01 : 0.2;
         if (dq_n) {
             double now = now_s();
             while (dq_n && dq[dq_h].due <= now) {
@@ -530,7 +554,8 @@ static void run_grpc(void)
             if (dq_n)
                 wait = dq[dq_h].due - now;
         }
-        g_flush_acks(&g);
+        if (!held)
+            g_flush_acks(&g);
         if (n >= want && g.pend_n == 0 && dq_n == 0 && !g.send_busy)
             break;
         gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -596,7 +621,12 @@ static void run_grpc(void)
                 }
             }
             grpc_slice_unref(sl);
-            if (g.pend_n >= (size_t)ack_batch || n >= want)
+            if (held && n > 0 && !ready) {
+                printf("ready\n");
+                fflush(stdout);
+                ready = true;
+            }
+            if (!held && (g.pend_n >= (size_t)ack_batch || n >= want))
                 g_flush_acks(&g);
             g_recv(&g);
             break;
@@ -909,6 +939,7 @@ int main(int argc, char **argv)
                                    {"ordered", 0, 0, 'O'},
                                    {"order-log", 1, 0, 'l'},
                                    {"conf", 1, 0, 'C'},
+                                   {"hold", 0, 0, 'H'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -958,6 +989,9 @@ int main(int argc, char **argv)
             break;
         case 'l':
             order_log = optarg;
+            break;
+        case 'H':
+            hold = true;
             break;
         case 'C':
             if (conf_cnt == (int)(sizeof(confs) / sizeof(confs[0])))
