@@ -183,11 +183,19 @@ static void *producer_main(void *arg)
         double d;
         while ((d = due - now_s()) > 0)
             usleep(d > 0.001 ? 500 : 50);
-        int n = snprintf(val, sizeof(val), "t=%lld;", (long long)wall_us());
-        memset(val + n, 'x', sizeof(val) - (size_t)n);
-        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_VALUE(val, sizeof(val)), RD_KAFKA_V_END);
-        rd_kafka_poll(rk, 0);
+        /* A full local queue is waited out (a record lost would leave the consumer short);
+         * the record is stamped when it is taken. */
+        rd_kafka_resp_err_t e;
+        do {
+            int n = snprintf(val, sizeof(val), "t=%lld;", (long long)wall_us());
+            memset(val + n, 'x', sizeof(val) - (size_t)n);
+            e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                  RD_KAFKA_V_VALUE(val, sizeof(val)), RD_KAFKA_V_END);
+            rd_kafka_poll(rk, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? 1 : 0);
+        } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+        if (e)
+            die("producer", rd_kafka_err2str(e));
     }
     rd_kafka_flush(rk, 10000);
     rd_kafka_destroy(rk);
