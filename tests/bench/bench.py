@@ -420,7 +420,7 @@ def write_results(rows, smoke, only, a):
         return order.index(sec) if sec in order else len(order)
     table = sorted(old + new, key=key)  # stable: a section's rows keep their order
     cmd = "tests/bench/run.sh" + (" --smoke" if smoke else "") + \
-        (f" --only {','.join(only)}" if a.only else "")
+        (f" --only {a.only}" if a.only else "")
     lines = [f"### Headline{' (smoke run)' if smoke else ''}: `tests/bench/run.sh`", "",
              f"- last updated: {when}, by `{cmd}`",
              f"- machine of the last run: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, "
