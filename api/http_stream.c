@@ -29,7 +29,7 @@
 
 #define STREAM_BATCH_MAX 1000 /* records in one batch from the core */
 /* libmicrohttpd's buffer for the body, one per stream: each body_cb call fills up to this (about
- * 60 records). 256 KiB was measured and gave nothing (tests/bench/RESULTS.md, 2026-12-03). */
+ * 60 records). 256 KiB was measured and gave nothing (tests/bench/HISTORY.md, 2026-12-03). */
 #define STREAM_BLOCK 16384
 
 /* What waits to be written: a batch of records, or a line of text (assignment news, the

@@ -1,19 +1,19 @@
 """ksidecar benchmarks against a real broker, each beside a native librdkafka consumer
-measured in the same run. Prints a table and writes RESULTS.md. Asserts no timing; it
-does check that every run delivered everything and committed every partition to its end."""
+measured in the same run. Prints a table and rewrites the headline block of RESULTS.md (the
+rest of the file is left alone). Asserts no timing; it does check that every run delivered
+everything and committed every partition to its end."""
 import argparse
-import datetime
 import os
 import pathlib
 import platform
-import re
 import signal
 import socket
 import statistics
 import subprocess
-import sys
 import time
 import uuid
+
+import results_md
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 BUILD = ROOT / "build"
@@ -24,6 +24,9 @@ KSIDECAR, KSTOOL, KSBENCH = (pathlib.Path(os.environ.get(var, BUILD / name)) for
 PUSH_APP = BUILD / "push_app"
 BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
 COMMANDS = []
+# --only's names for the sections, and each one's label in the table's first column.
+SECTIONS = {"throughput": "1. throughput", "slow": "2. slow consumer", "memory": "3. memory",
+            "latency": "4. latency", "groups": "5. many groups"}
 
 
 def sh(cmd, **kw):
@@ -237,7 +240,23 @@ def main():
     ap.add_argument("--throughput-only", action="store_true",
                     help="only the throughput rows (1.), printed, RESULTS.md left as it is")
     ap.add_argument("--rounds", type=int, default=3, help="throughput rounds (default 3)")
+    ap.add_argument("--only", metavar="SECTIONS",
+                    help="only these sections, comma-separated, of " + ",".join(SECTIONS) +
+                    "; their rows replace theirs in RESULTS.md's headline, the others stay")
+    ap.add_argument("--latency-seconds", type=int, default=20,
+                    help="how long each latency run produces (default 20 s at each rate)")
+    ap.add_argument("--groups-records", type=int, default=1_000_000,
+                    help="records per group in the many-groups rows (default 1,000,000)")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else set(SECTIONS)
+    if a.throughput_only:
+        only = {"throughput"}
+    if only - set(SECTIONS):
+        ap.error(f"--only: unknown section(s) {','.join(sorted(only - set(SECTIONS)))}; "
+                 f"known: {','.join(SECTIONS)}")
+
+    def want(section):
+        return section in only
     if a.partitions_memory:
         counts = [int(x) for x in a.partitions_memory.split(",")]
         per = {n: min(a.per_partition, 5_000) if n >= 1024 else a.per_partition for n in counts}
@@ -253,163 +272,310 @@ def main():
     n_tp = 20_000 if s else 2_000_000
     n_slow = 2_000 if s else 100_000
     n_mem = 50_000 if s else 5_000_000
-    lat_n, lat_rate = (2_000, 1_000) if s else (100_000, 10_000)
     rows = []
 
     # 1. Throughput ceiling: 8 partitions of 100-byte records.
-    t = uniq("tp")
-    secs = produce(t, n_tp, 8)
-    print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
-    # Three rounds of native, gRPC, HTTP long-poll and HTTP stream, each on a new group over
-    # the same records; the table shows each mode's median, so one noisy run on a shared
-    # machine does not decide.
-    rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": [], "push1": [],
-             "push500": []}
-    rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0, "push1": 0.0, "push500": 0.0}
-    for _ in range(1 if s else a.rounds):
-        for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
-            g = uniq("native")
-            r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp,
-                       *extra])
-            check_committed(g, t, 8)
-            assert int(r["distinct"]) == n_tp, r
-            rates[mode].append(float(r["rate"]))
-        # Each through its own ksidecar: mode, ksidecar's flags, its port, ksbench's flags. The
-        # NDJSON stream gets the long-poll's credits (max_in_flight) and ack batch (its fetch).
-        for mode, flags, port, args in (
-                ("grpc", ["--subscriber.max_credit_records=100000"], "grpc",
-                 ["--credits", "20000", "--ack-batch", "2000"]),
-                ("http", ["--subscriber.max_records=20000"], "http", ["--fetch-max", "5000"]),
-                ("stream", ["--subscriber.max_records=20000"], "http",
-                 ["--credits", "20000", "--ack-batch", "5000"])):
-            sc = Sidecar(flags)
-            g = uniq(mode)
-            r = bench([mode, "--addr", f"127.0.0.1:{getattr(sc, port)}", "--topic", t, "--group", g,
-                       "--count", n_tp, *args])
-            check_committed(g, t, 8)
-            rss[mode] = max(rss[mode], sc.stop())
-            assert int(r["distinct"]) == n_tp and int(r["duplicates"]) == 0, r
-            rates[mode].append(float(r["rate"]))
-        # Push to an app that answers at once: one record a request with 64 in flight, and
-        # batches of 500 (the default concurrency, 16).
-        for mode, batch, conc in (("push1", 1, 64), ("push500", 500, 16)):
-            rate, peak = push_run(t, n_tp, 8, batch, conc)
-            rates[mode].append(rate)
-            rss[mode] = max(rss[mode], peak)
-        print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
-              f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
-              f"HTTP {rates['http'][-1]:,.0f}, HTTP stream {rates['stream'][-1]:,.0f}, "
-              f"push {rates['push1'][-1]:,.0f} (batch 1), {rates['push500'][-1]:,.0f} "
-              "(batch 500) rec/s", flush=True)
-    med = {k: statistics.median(v) for k, v in rates.items()}
-    runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
-    rows.append(("1. throughput", "native librdkafka consumer, local queue unbounded (baseline)",
-                 f"{med['native']:,.0f} rec/s", "1.00x", runs["native"]))
-    rows.append(("1. throughput", "native librdkafka consumer, librdkafka's default queue limits",
-                 f"{med['native-defaults']:,.0f} rec/s",
-                 f"{med['native-defaults'] / med['native']:.2f}x",
-                 f"{runs['native-defaults']} (2.0.2 stops fetching ~1 s at the queue limits)"))
-    def verdict(ratio, target):  # exact, not the rounded figure
-        return f"{ratio:.3f}x (target >= {target}x: {'met' if ratio >= target else 'not met'})"
+    if want("throughput"):
+        t = uniq("tp")
+        secs = produce(t, n_tp, 8)
+        print(f"preloaded {n_tp} records into {t} in {secs:.1f} s", flush=True)
+        # Three rounds of native, gRPC, HTTP long-poll and HTTP stream, each on a new group over
+        # the same records; the table shows each mode's median, so one noisy run on a shared
+        # machine does not decide.
+        rates = {"native": [], "native-defaults": [], "grpc": [], "http": [], "stream": [], "push1": [],
+                 "push500": []}
+        rss = {"grpc": 0.0, "http": 0.0, "stream": 0.0, "push1": 0.0, "push500": 0.0}
+        for _ in range(1 if s else a.rounds):
+            for mode, extra in (("native", []), ("native-defaults", ["--librdkafka-defaults"])):
+                g = uniq("native")
+                r = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", n_tp,
+                           *extra])
+                check_committed(g, t, 8)
+                assert int(r["distinct"]) == n_tp, r
+                rates[mode].append(float(r["rate"]))
+            # Each through its own ksidecar: mode, ksidecar's flags, its port, ksbench's flags. The
+            # NDJSON stream gets the long-poll's credits (max_in_flight) and ack batch (its fetch).
+            for mode, flags, port, args in (
+                    ("grpc", ["--subscriber.max_credit_records=100000"], "grpc",
+                     ["--credits", "20000", "--ack-batch", "2000"]),
+                    ("http", ["--subscriber.max_records=20000"], "http", ["--fetch-max", "5000"]),
+                    ("stream", ["--subscriber.max_records=20000"], "http",
+                     ["--credits", "20000", "--ack-batch", "5000"])):
+                sc = Sidecar(flags)
+                g = uniq(mode)
+                r = bench([mode, "--addr", f"127.0.0.1:{getattr(sc, port)}", "--topic", t, "--group", g,
+                           "--count", n_tp, *args])
+                check_committed(g, t, 8)
+                rss[mode] = max(rss[mode], sc.stop())
+                assert int(r["distinct"]) == n_tp and int(r["duplicates"]) == 0, r
+                rates[mode].append(float(r["rate"]))
+            # Push to an app that answers at once: one record a request with 64 in flight, and
+            # batches of 500 (the default concurrency, 16).
+            for mode, batch, conc in (("push1", 1, 64), ("push500", 500, 16)):
+                rate, peak = push_run(t, n_tp, 8, batch, conc)
+                rates[mode].append(rate)
+                rss[mode] = max(rss[mode], peak)
+            print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
+                  f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
+                  f"HTTP {rates['http'][-1]:,.0f}, HTTP stream {rates['stream'][-1]:,.0f}, "
+                  f"push {rates['push1'][-1]:,.0f} (batch 1), {rates['push500'][-1]:,.0f} "
+                  "(batch 500) rec/s", flush=True)
+        med = {k: statistics.median(v) for k, v in rates.items()}
+        runs = {k: "runs " + ", ".join(f"{x:,.0f}" for x in v) for k, v in rates.items()}
+        rows.append(("1. throughput", "native librdkafka consumer, local queue unbounded (baseline)",
+                     f"{med['native']:,.0f} rec/s", "1.00x", runs["native"]))
+        rows.append(("1. throughput", "native librdkafka consumer, librdkafka's default queue limits",
+                     f"{med['native-defaults']:,.0f} rec/s",
+                     f"{med['native-defaults'] / med['native']:.2f}x",
+                     f"{runs['native-defaults']} (2.0.2 stops fetching ~1 s at the queue limits)"))
+        def verdict(ratio, target):  # exact, not the rounded figure
+            return f"{ratio:.3f}x (target >= {target}x: {'met' if ratio >= target else 'not met'})"
 
-    rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{med['grpc']:,.0f} rec/s",
-                 verdict(med["grpc"] / med["native"], 0.5),
-                 f"{runs['grpc']}; peak RSS {rss['grpc']:.0f} MB"))
-    rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{med['http']:,.0f} rec/s",
-                 verdict(med["http"] / med["native"], 0.2),
-                 f"{runs['http']}; peak RSS {rss['http']:.0f} MB"))
-    rows.append(("1. throughput", "ksidecar HTTP NDJSON stream, batched acks",
-                 f"{med['stream']:,.0f} rec/s", verdict(med["stream"] / med["native"], 0.6),
-                 f"{runs['stream']}; peak RSS {rss['stream']:.0f} MB"))
-    rows.append(("1. throughput", "ksidecar push, batch 1, 64 requests in flight (app answers 200 at "
-                 "once)", f"{med['push1']:,.0f} rec/s", f"{med['push1'] / med['native']:.3f}x",
-                 f"{runs['push1']}; peak RSS {rss['push1']:.0f} MB"))
-    rows.append(("1. throughput", "ksidecar push, batches of 500, 16 in flight",
-                 f"{med['push500']:,.0f} rec/s", verdict(med["push500"] / med["native"], 0.3),
-                 f"{runs['push500']}; peak RSS {rss['push500']:.0f} MB"))
-    if a.throughput_only:
-        print("\n".join(f"| {a_} | {b} | {c} | {d} | {e} |" for a_, b, c, d, e in rows))
-        print("\n".join(["commands:"] + COMMANDS))
-        return
+        rows.append(("1. throughput", "ksidecar gRPC Subscribe, acks batched", f"{med['grpc']:,.0f} rec/s",
+                     verdict(med["grpc"] / med["native"], 0.5),
+                     f"{runs['grpc']}; peak RSS {rss['grpc']:.0f} MB"))
+        rows.append(("1. throughput", "ksidecar HTTP long-poll, batched acks", f"{med['http']:,.0f} rec/s",
+                     verdict(med["http"] / med["native"], 0.2),
+                     f"{runs['http']}; peak RSS {rss['http']:.0f} MB"))
+        rows.append(("1. throughput", "ksidecar HTTP NDJSON stream, batched acks",
+                     f"{med['stream']:,.0f} rec/s", verdict(med["stream"] / med["native"], 0.6),
+                     f"{runs['stream']}; peak RSS {rss['stream']:.0f} MB"))
+        rows.append(("1. throughput", "ksidecar push, batch 1, 64 requests in flight (app answers 200 at "
+                     "once)", f"{med['push1']:,.0f} rec/s", f"{med['push1'] / med['native']:.3f}x",
+                     f"{runs['push1']}; peak RSS {rss['push1']:.0f} MB"))
+        rows.append(("1. throughput", "ksidecar push, batches of 500, 16 in flight",
+                     f"{med['push500']:,.0f} rec/s", verdict(med["push500"] / med["native"], 0.3),
+                     f"{runs['push500']}; peak RSS {rss['push500']:.0f} MB"))
+        if a.throughput_only:
+            print("\n".join(f"| {a_} | {b} | {c} | {d} | {e} |" for a_, b, c, d, e in rows))
+            print("\n".join(["commands:"] + COMMANDS))
+            return
 
     # 2. The slow consumer: one partition, 1000 keys, 10 ms per record, 500 in flight.
-    t = uniq("slow")
-    produce(t, n_slow, 1, keys=1000)
-    sc = Sidecar(["--group.ordering=key"])
-    g = uniq("slow")
-    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_slow,
-               "--credits", "500", "--delay-ms", "10", "--ack-batch", "1"])
-    check_committed(g, t, 1)
-    sc.stop()
-    assert int(r["distinct"]) == n_slow and int(r["order_violations"]) == 0, r
-    rows.append(("2. slow consumer", "plain single-threaded consumer (10 ms/record)", "100 rec/s",
-                 "", "computed: 1 / 10 ms"))
-    rows.append(("2. slow consumer", "ksidecar gRPC, key order, 500 in flight",
-                 f"{float(r['rate']):,.0f} rec/s",
-                 f"{float(r['rate']) / 100:.0f}x the plain consumer (target >= 40,000 rec/s)",
-                 f"lost 0, order violations {r['order_violations']}"))
+    if want("slow"):
+        t = uniq("slow")
+        produce(t, n_slow, 1, keys=1000)
+        sc = Sidecar(["--group.ordering=key"])
+        g = uniq("slow")
+        r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_slow,
+                   "--credits", "500", "--delay-ms", "10", "--ack-batch", "1"])
+        check_committed(g, t, 1)
+        sc.stop()
+        assert int(r["distinct"]) == n_slow and int(r["order_violations"]) == 0, r
+        rows.append(("2. slow consumer", "plain single-threaded consumer (10 ms/record)", "100 rec/s",
+                     "", "computed: 1 / 10 ms"))
+        rows.append(("2. slow consumer", "ksidecar gRPC, key order, 500 in flight",
+                     f"{float(r['rate']):,.0f} rec/s",
+                     f"{float(r['rate']) / 100:.0f}x the plain consumer (target >= 40,000 rec/s)",
+                     f"lost 0, order violations {r['order_violations']}"))
 
     # 3. Memory: a slower client drains a big backlog.
-    t = uniq("mem")
-    produce(t, n_mem, 8)
-    sc = Sidecar([])
-    g = uniq("mem")
-    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_mem,
-               "--credits", "5000", "--delay-ms", "20", "--ack-batch", "500"], timeout=7200)
-    check_committed(g, t, 8)
-    rss = sc.stop()
-    assert int(r["distinct"]) == n_mem, r
-    rows.append(("3. memory", f"{n_mem:,} backlog, client slower than the broker",
-                 f"{float(r['rate']):,.0f} rec/s", "target peak RSS <= 256 MB",
-                 f"ksidecar peak RSS {rss:.0f} MB"))
+    if want("memory"):
+        t = uniq("mem")
+        produce(t, n_mem, 8)
+        sc = Sidecar([])
+        g = uniq("mem")
+        r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g, "--count", n_mem,
+                   "--credits", "5000", "--delay-ms", "20", "--ack-batch", "500"], timeout=7200)
+        check_committed(g, t, 8)
+        rss = sc.stop()
+        assert int(r["distinct"]) == n_mem, r
+        rows.append(("3. memory", f"{n_mem:,} backlog, client slower than the broker",
+                     f"{float(r['rate']):,.0f} rec/s", "target peak RSS <= 256 MB",
+                     f"ksidecar peak RSS {rss:.0f} MB"))
 
-    # 4. Latency: steady produce rate, produce -> client receipt.
-    t = uniq("lat")
-    sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", 1])
-    g = uniq("latn")
-    base = bench(["native", "--bootstrap", BOOT, "--topic", t, "--group", g, "--count", lat_n, "--latency",
-                  "--produce", lat_n, "--rate", lat_rate])
-    t2 = uniq("lat")
-    sh([KSTOOL, "create", "-b", BOOT, "-t", t2, "-p", 1])
-    sc = Sidecar([])
-    g = uniq("latg")
-    r = bench(["grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--bootstrap", BOOT, "--topic", t2, "--group", g,
-               "--count", lat_n, "--credits", "20000", "--ack-batch", "100", "--latency", "--produce", lat_n,
-               "--rate", lat_rate])
-    sc.stop()
-    rows.append(("4. latency", f"native consumer, {lat_rate:,} rec/s produced",
-                 f"p50 {float(base['p50_ms']):.2f} ms, p99 {float(base['p99_ms']):.2f} ms", "", ""))
-    added = float(r["p99_ms"]) - float(base["p99_ms"])
-    rows.append(("4. latency", f"ksidecar gRPC, {lat_rate:,} rec/s produced",
-                 f"p50 {float(r['p50_ms']):.2f} ms, p99 {float(r['p99_ms']):.2f} ms",
-                 f"adds {added:.2f} ms at p99 (target <= 5 ms)", ""))
+    # 4. Latency: a steady produce rate, produce -> the client's receipt, on one partition.
+    if want("latency"):
+        rows += latency_rows(LAT_RATES[:1] if s else LAT_RATES, a.latency_seconds,
+                             1_000 if s else 0)
 
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True,
-                            text=True).stdout.strip()
+    # 5. Many groups against one ksidecar.
+    if want("groups"):
+        rows += groups_rows(500 if s else a.groups_records)
+
+    write_results(rows, s, sorted(only), a)
+    print(f"bench: {len({r[0] for r in rows})} passed, 0 failed")
+
+
+def write_results(rows, smoke, only, a):
+    """The headline block at the top of RESULTS.md (build/bench-smoke.md for --smoke): the rows
+    of the sections this run measured replace theirs, the other sections' rows stay as they were
+    (each row says when and at which commit it was measured); the text after the blocks is
+    never touched."""
     cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
     mem = next((l.split()[1] for l in open("/proc/meminfo") if l.startswith("MemTotal")), "0")
-    table = ["| Benchmark | Run | Result | Ratio / target | Notes |", "| --- | --- | --- | --- | --- |"]
-    table += [f"| {a} | {b} | {c} | {d} | {e} |" for a, b, c, d, e in rows]
-    out = [f"# ksidecar benchmark results{' (smoke run)' if s else ''}", "",
-           f"- date: {datetime.datetime.utcnow().strftime('%Y-%m-%d %H:%M UTC')}",
-           f"- commit: {commit}",
-           f"- machine: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, {platform.platform()}",
-           "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
-           f"- command: tests/bench/run.sh{' --smoke' if s else ''}",
-           f"- throughput: the median of {len(rates['native'])} round(s) of native, gRPC, HTTP "
-           "long-poll and HTTP stream in "
-           "turn over the same records, each run listed under Notes", "", *table, "",
-           "## Exact commands", "", "```", *COMMANDS, "```", "",
-           "The ordered-delivery benchmark (issue 22), run apart with its own table: "
-           "`tests/bench/ordered.sh`", ""]
-    text = "\n".join(out)
-    print("\n".join(table))
-    dest = (BUILD / "bench-smoke.md") if s else (ROOT / "tests" / "bench" / "RESULTS.md")
-    existing = dest.read_text() if dest.exists() and not s else ""
-    keep = existing.split("\n## Profile and changes", 1)
-    dest.write_text(text + ("\n## Profile and changes" + keep[1] if len(keep) == 2 else ""))
+    when = f"{results_md.now()}, {results_md.commit()}"
+    dest = (BUILD / "bench-smoke.md") if smoke else results_md.RESULTS
+    if smoke and dest.exists():
+        dest.unlink()
+    ran = {SECTIONS[k] for k in only}
+    old = [l for l in results_md.read_block("headline", dest)
+           if l.startswith("| ") and not l.startswith(("| Benchmark", "| ---")) and
+           l.split("|")[1].strip() not in ran]
+    new = [f"| {a_} | {b} | {c} | {d} | {e} | {when} |" for a_, b, c, d, e in rows]
+    order = list(SECTIONS.values())
+
+    def key(line):
+        sec = line.split("|")[1].strip()
+        return order.index(sec) if sec in order else len(order)
+    table = sorted(old + new, key=key)  # stable: a section's rows keep their order
+    cmd = "tests/bench/run.sh" + (" --smoke" if smoke else "") + \
+        (f" --only {a.only}" if a.only else "")
+    lines = [f"### Headline{' (smoke run)' if smoke else ''}: `tests/bench/run.sh`", "",
+             f"- last updated: {when}, by `{cmd}`",
+             f"- machine of the last run: {os.cpu_count()} cores ({cpu}), {int(mem) // 1024 // 1024} GiB, "
+             f"{platform.platform()}",
+             "- broker: Apache Kafka 4.1.1, one KRaft node on loopback (tests/kafka/kafka.sh)",
+             "- throughput: the median of the rounds (native, gRPC, HTTP long-poll, HTTP stream, "
+             "push in turn over the same records), each run listed under Notes",
+             "- latency: native is librdkafka's consumer with ksidecar's own consumer settings "
+             f"({', '.join(KSIDECAR_CONSUMER_CONF)}); \"adds\" is against the native row of the "
+             "same rate in the same run", "",
+             "| Benchmark | Run | Result | Ratio / target | Notes | Measured |",
+             "| --- | --- | --- | --- | --- | --- |", *table, "",
+             "<details><summary>The exact commands of the last run</summary>", "", "```",
+             *COMMANDS, "```", "", "</details>"]
+    results_md.write_block("headline", lines, dest)
+    print("\n".join(["| Benchmark | Run | Result | Ratio / target | Notes | Measured |", *new]))
     print(f"written to {dest}")
-    print("bench: 4 passed, 0 failed")
+
+
+# ksidecar's own consumer settings that decide when fetched records reach it (proxy/group.c,
+# the defaults it sets before the user's kafka.*): the latency baseline takes the same, so the
+# difference is what ksidecar adds. queued.max.messages.kbytes (ksidecar's comes from the
+# memory budget) is left out: at these rates the local queue never holds near a limit's worth.
+KSIDECAR_CONSUMER_CONF = ["fetch.wait.max.ms=100", "fetch.max.bytes=8388608",
+                          "queued.min.messages=100000",
+                          "partition.assignment.strategy=cooperative-sticky",
+                          "session.timeout.ms=10000", "heartbeat.interval.ms=1000",
+                          "enable.partition.eof=false"]
+LAT_RATES = (1_000, 10_000, 50_000)
+LAT_GOAL_RATE, LAT_GOAL_MS = 10_000, 1.0
+
+
+def fmt_lat(r):
+    return (f"p50 {float(r['p50_ms']):.2f} ms, p99 {float(r['p99_ms']):.2f} ms, "
+            f"p99.9 {float(r['p999_ms']):.2f} ms")
+
+
+def latency_rows(rates, seconds, smoke_n):
+    """Per rate: native (ksidecar's consumer settings), ksidecar gRPC and the HTTP NDJSON
+    stream, each on a new one-partition topic that its own timed producer fills at the rate;
+    the first fifth of each run is left out of the percentiles (ksbench)."""
+    rows = []
+    for rate in rates:
+        n = smoke_n or rate * seconds
+        common = ["--bootstrap", BOOT, "--count", n, "--latency", "--produce", n, "--rate", rate]
+        res = {}
+        for mode in ("native", "grpc", "stream"):
+            t = uniq(f"lat{mode}")
+            sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", 1])
+            g = uniq(f"lat{mode}")
+            if mode == "native":
+                conf = [x for c in KSIDECAR_CONSUMER_CONF for x in ("--conf", c)]
+                r = bench(["native", "--topic", t, "--group", g, *common, *conf])
+            else:
+                sc = Sidecar([])
+                port = sc.grpc if mode == "grpc" else sc.http
+                r = bench([mode, "--addr", f"127.0.0.1:{port}", "--topic", t, "--group", g,
+                           "--credits", "20000", "--ack-batch", "100", *common])
+                check_committed(g, t, 1)
+                sc.stop()
+            assert int(r["distinct"]) == n and int(r["duplicates"]) == 0, r
+            res[mode] = r
+        base = float(res["native"]["p99_ms"])
+        rows.append(("4. latency", f"native consumer, ksidecar's fetch settings, {rate:,} rec/s "
+                     "produced", fmt_lat(res["native"]), "", f"{res['native']['lat_n']} records timed"))
+        for mode, what in (("grpc", "ksidecar gRPC Subscribe"), ("stream", "ksidecar HTTP NDJSON stream")):
+            added = float(res[mode]["p99_ms"]) - base
+            verdict = f"adds {added:.2f} ms at p99"
+            if rate == LAT_GOAL_RATE:
+                verdict += f" (target <= +{LAT_GOAL_MS:g} ms: {'met' if added <= LAT_GOAL_MS else 'not met'})"
+            rows.append(("4. latency", f"{what}, {rate:,} rec/s produced", fmt_lat(res[mode]),
+                         verdict, f"{res[mode]['lat_n']} records timed; credits 20000, acks in 100s"))
+        print(f"latency {rate:,} rec/s: " + "; ".join(f"{m} {fmt_lat(r)}" for m, r in res.items()),
+              flush=True)
+    return rows
+
+
+GROUPS, GROUP_PARTS = 10, 8
+
+
+def threads_of(pid):
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("Threads:"))
+    except (OSError, StopIteration):
+        return 0
+
+
+def run_groups(topics, n, flags, ksb_args):
+    """One ksidecar, one ksbench gRPC client a topic (each its own new group), all at once:
+    each client joins holding one credit (ksbench --hold) and all are released together once
+    every one has its first record, so that group joins do not count. Returns the aggregate
+    rate (all records over the span from the release to the last client's last record),
+    ksidecar's most threads seen while they ran, its peak RSS, and each client's result."""
+    sc = started_sidecar(flags, None)
+    groups = [uniq("grp") for _ in topics]
+    procs = []
+    for t, g in zip(topics, groups):
+        cmd = [KSBENCH, "grpc", "--addr", f"127.0.0.1:{sc.grpc}", "--topic", t, "--group", g,
+               "--count", n, "--hold", *ksb_args]
+        COMMANDS.append(" ".join(str(c) for c in cmd))
+        procs.append(subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE, text=True))
+    for p in procs:  # each prints "ready" once its group has joined and its first record came
+        line = p.stdout.readline()
+        if line.strip() != "ready":
+            raise SystemExit(f"FAIL: ksbench --hold said {line!r}, exit code {p.poll()}")
+    threads = threads_of(sc.proc.pid)
+    for p in procs:
+        p.send_signal(signal.SIGUSR1)
+    deadline = time.time() + 3600
+    while any(p.poll() is None for p in procs) and time.time() < deadline:
+        threads = max(threads, threads_of(sc.proc.pid))
+        time.sleep(0.2)
+    results = []
+    for p in procs:
+        out = p.communicate(timeout=60)[0]
+        if p.returncode != 0:
+            raise SystemExit(f"FAIL: ksbench exited {p.returncode}: {out}")
+        r = parse(out)
+        assert int(r["distinct"]) == n and int(r["duplicates"]) == 0, r
+        results.append(r)
+    for t, g in zip(topics, groups):
+        check_committed(g, t, GROUP_PARTS)
+    rss = sc.stop()
+    start = min(float(r["end_unix"]) - float(r["seconds"]) for r in results)
+    end = max(float(r["end_unix"]) for r in results)
+    return n * len(topics) / max(end - start, 1e-6), threads, rss, results
+
+
+def groups_rows(n):
+    """10 groups of 8 partitions each (a topic each), one gRPC client each, against one
+    ksidecar, beside one such group alone through its own ksidecar in the same run (the
+    throughput row's flags)."""
+    topics = [uniq("grp") for _ in range(GROUPS)]
+    t0 = time.time()
+    for t in topics:
+        produce(t, n, GROUP_PARTS)
+    print(f"preloaded {GROUPS} topics of {n:,} records on {GROUP_PARTS} partitions in "
+          f"{time.time() - t0:.0f} s", flush=True)
+    flags = ["--subscriber.max_credit_records=100000"]
+    ksb = ["--credits", "20000", "--ack-batch", "2000"]
+    one, one_threads, one_rss, _ = run_groups(topics[:1], n, flags, ksb)
+    many, threads, rss, res = run_groups(topics, n, flags, ksb)
+    each = ", ".join(f"{float(r['rate']):,.0f}" for r in res)
+    print(f"groups: one {one:,.0f} rec/s ({one_threads} threads); {GROUPS} at once {many:,.0f} "
+          f"rec/s ({threads} threads)", flush=True)
+    return [("5. many groups", f"one group of {GROUP_PARTS} partitions, one gRPC client "
+             f"({n:,} records)", f"{one:,.0f} rec/s", "1.00x",
+             f"ksidecar threads {one_threads}; peak RSS {one_rss:.0f} MB"),
+            ("5. many groups", f"{GROUPS} groups of {GROUP_PARTS} partitions, one gRPC client "
+             f"each, one ksidecar ({n:,} records each)", f"{many:,.0f} rec/s in all",
+             f"{many / one:.2f}x the one group",
+             f"ksidecar threads up to {threads}; peak RSS {rss:.0f} MB; the clients joined first and "
+             f"were released together, the rate runs from the release to the last record; each "
+             f"client {each} rec/s")]
 
 
 if __name__ == "__main__":

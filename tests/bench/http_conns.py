@@ -5,7 +5,7 @@ throughput of 8 clients. Asserts nothing about speed.
 
     python3 tests/bench/http_conns.py BIN BOOTSTRAP
 
-Used to choose libmicrohttpd's threading model (results in tests/bench/RESULTS.md)."""
+Used to choose libmicrohttpd's threading model (results in tests/bench/HISTORY.md)."""
 import http.client
 import resource
 import socket

@@ -15,6 +15,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -34,13 +35,27 @@ static const char *boot;
 long want = 0;
 int credits = 20000, ack_batch = 1000;
 static int delay_ms = 0, fetch_max = 5000;
-static bool latency_mode = false;
+bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
 static long produce_n = 0;
 static bool ordered = false;    /* grpc: Open.ordered_batches */
 static bool ack_ranges = false; /* grpc: acks coalesced into ranges, results by position */
-static const char *order_log;   /* --order-log: the handling log (ksbench_ordered.c) */
+/* native: --conf key=value, librdkafka properties set after the others (the latency
+ * baseline takes ksidecar's own consumer settings this way) */
+static const char *confs[32];
+static int conf_cnt;
+/* grpc --hold: one credit and no acks until SIGUSR1, "ready" printed once the first record
+ * came: clients started together join their groups first, then all run from one moment. */
+static bool hold = false;
+static volatile sig_atomic_t hold_go;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    hold_go = 1;
+}
+static const char *order_log; /* --order-log: the handling log (ksbench_ordered.c) */
 
 double now_s(void)
 {
@@ -67,7 +82,7 @@ void die(const char *a, const char *b)
 static int64_t *lat;
 static size_t lat_n, lat_cap;
 
-static void lat_add(const void *payload, size_t len)
+void lat_add(const void *payload, size_t len)
 {
     /* Timed records start with "t=<wall clock microseconds>;". */
     if (len < 3 || memcmp(payload, "t=", 2) != 0)
@@ -127,17 +142,19 @@ void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
 
 void report(const char *mode, long n, double secs)
 {
+    /* end_unix: the wall clock now, so that runs in parallel can be put on one time line. */
     printf("mode=%s records=%ld seconds=%.3f rate=%.0f distinct=%ld duplicates=%ld "
-           "order_violations=%ld",
-           mode, n, secs, n / secs, distinct, dup_deliveries, order_violations);
+           "order_violations=%ld end_unix=%.6f",
+           mode, n, secs, n / secs, distinct, dup_deliveries, order_violations, wall_us() / 1e6);
     if (lat_n) {
         /* The first fifth of the run is a warm-up (group join, first fetch, connection
          * set-up) and is left out of the percentiles, in arrival order. */
         size_t skip = lat_n / 5, m = lat_n - skip;
         int64_t *l = lat + skip;
         qsort(l, m, sizeof(*l), cmp64);
-        printf(" lat_n=%zu warmup_skipped=%zu p50_ms=%.3f p99_ms=%.3f max_ms=%.3f", m, skip,
-               l[m / 2] / 1000.0, l[(size_t)(m * 0.99)] / 1000.0, l[m - 1] / 1000.0);
+        printf(" lat_n=%zu warmup_skipped=%zu p50_ms=%.3f p99_ms=%.3f p999_ms=%.3f max_ms=%.3f", m,
+               skip, l[m / 2] / 1000.0, l[(size_t)(m * 0.99)] / 1000.0,
+               l[(size_t)(m * 0.999)] / 1000.0, l[m - 1] / 1000.0);
     }
     printf("\n");
     fflush(stdout);
@@ -167,15 +184,42 @@ static void *producer_main(void *arg)
         double d;
         while ((d = due - now_s()) > 0)
             usleep(d > 0.001 ? 500 : 50);
-        int n = snprintf(val, sizeof(val), "t=%lld;", (long long)wall_us());
-        memset(val + n, 'x', sizeof(val) - (size_t)n);
-        rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic), RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
-                          RD_KAFKA_V_VALUE(val, sizeof(val)), RD_KAFKA_V_END);
-        rd_kafka_poll(rk, 0);
+        /* A full local queue is waited out (a record lost would leave the consumer short);
+         * the record is stamped when it is taken. */
+        rd_kafka_resp_err_t e;
+        do {
+            int n = snprintf(val, sizeof(val), "t=%lld;", (long long)wall_us());
+            memset(val + n, 'x', sizeof(val) - (size_t)n);
+            e = rd_kafka_producev(rk, RD_KAFKA_V_TOPIC(topic),
+                                  RD_KAFKA_V_MSGFLAGS(RD_KAFKA_MSG_F_COPY),
+                                  RD_KAFKA_V_VALUE(val, sizeof(val)), RD_KAFKA_V_END);
+            rd_kafka_poll(rk, e == RD_KAFKA_RESP_ERR__QUEUE_FULL ? 1 : 0);
+        } while (e == RD_KAFKA_RESP_ERR__QUEUE_FULL);
+        if (e)
+            die("producer", rd_kafka_err2str(e));
     }
     rd_kafka_flush(rk, 10000);
     rd_kafka_destroy(rk);
     return NULL;
+}
+
+static pthread_t producer_thread;
+
+void latency_producer_start(void)
+{
+    if (latency_mode)
+        pthread_create(&producer_thread, NULL, producer_main, NULL);
+}
+
+void latency_go(void)
+{
+    atomic_store(&produce_go, true);
+}
+
+void latency_producer_join(void)
+{
+    if (latency_mode)
+        pthread_join(producer_thread, NULL);
 }
 
 /* ---- native: the baseline ---- */
@@ -196,6 +240,16 @@ static void run_native(void)
         rd_kafka_conf_set(conf, "queued.max.messages.kbytes", "1048576", err, sizeof(err));
         rd_kafka_conf_set(conf, "queued.min.messages", "10000000", err, sizeof(err));
     }
+    for (int i = 0; i < conf_cnt; i++) {
+        char k[128];
+        const char *eq = strchr(confs[i], '=');
+        if (!eq || (size_t)(eq - confs[i]) >= sizeof(k))
+            die("--conf wants key=value", confs[i]);
+        memcpy(k, confs[i], (size_t)(eq - confs[i]));
+        k[eq - confs[i]] = '\0';
+        if (rd_kafka_conf_set(conf, k, eq + 1, err, sizeof(err)) != RD_KAFKA_CONF_OK)
+            die("--conf", err);
+    }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_CONSUMER, conf, err, sizeof(err));
     if (!rk)
         die("consumer", err);
@@ -204,9 +258,7 @@ static void run_native(void)
     rd_kafka_topic_partition_list_add(l, topic, RD_KAFKA_PARTITION_UA);
     rd_kafka_subscribe(rk, l);
     rd_kafka_topic_partition_list_destroy(l);
-    pthread_t pt;
-    if (latency_mode)
-        pthread_create(&pt, NULL, producer_main, NULL);
+    latency_producer_start();
     long n = 0;
     double t0 = 0;
     while (n < want) {
@@ -237,8 +289,7 @@ static void run_native(void)
     double secs = now_s() - t0;
     rd_kafka_commit(rk, NULL, 0);
     report("native", n, secs);
-    if (latency_mode)
-        pthread_join(pt, NULL);
+    latency_producer_join();
     rd_kafka_consumer_close(rk);
     rd_kafka_destroy(rk);
 }
@@ -530,7 +581,10 @@ static void run_grpc(void)
 
     char *topics[1] = {(char *)topic};
     Ksidecar__V1__Credits c = KSIDECAR__V1__CREDITS__INIT;
-    c.records = credits;
+    c.records = hold ? 1 : credits;
+    bool held = hold, ready = false;
+    if (hold)
+        signal(SIGUSR1, on_usr1);
     Ksidecar__V1__Open open = KSIDECAR__V1__OPEN__INIT;
     open.group = (char *)group;
     open.n_topics = 1;
@@ -546,16 +600,24 @@ static void run_grpc(void)
 
     delayed_t *dq = calloc((size_t)credits + 16, sizeof(*dq));
     size_t dq_h = 0, dq_n = 0, dq_cap = (size_t)credits + 16;
-    pthread_t pt;
-    if (latency_mode)
-        pthread_create(&pt, NULL, producer_main, NULL);
+    latency_producer_start();
 
     long n = 0;
     double t0 = 0;
     bool done = false;
     while (!done) {
+        if (held && hold_go && !g.send_busy) { /* released: all the credits, the clock starts */
+            Ksidecar__V1__Credits more = KSIDECAR__V1__CREDITS__INIT;
+            more.records = credits;
+            Ksidecar__V1__SubscribeRequest cr = KSIDECAR__V1__SUBSCRIBE_REQUEST__INIT;
+            cr.kind_case = KSIDECAR__V1__SUBSCRIBE_REQUEST__KIND_CREDITS;
+            cr.credits = &more;
+            g_send(&g, &cr.base);
+            held = false;
+            t0 = now_s();
+        }
         /* Slow mode: acks come due 10 ms after receipt. */
-        double wait = 0.2;
+        double wait = held ? 0.01 : 0.2;
         if (dq_n) {
             double now = now_s();
             while (dq_n && dq[dq_h].due <= now) {
@@ -568,7 +630,8 @@ static void run_grpc(void)
             if (dq_n)
                 wait = dq[dq_h].due - now;
         }
-        g_flush_acks(&g);
+        if (!held)
+            g_flush_acks(&g);
         if (n >= want && g.pend_n == 0 && run_n == 0 && dq_n == 0 && !g.send_busy)
             break;
         gpr_timespec dl = gpr_time_add(gpr_now(GPR_CLOCK_MONOTONIC),
@@ -638,7 +701,12 @@ static void run_grpc(void)
                 }
             }
             grpc_slice_unref(sl);
-            if (g.pend_recs >= (size_t)ack_batch || n >= want)
+            if (held && n > 0 && !ready) {
+                printf("ready\n");
+                fflush(stdout);
+                ready = true;
+            }
+            if (!held && (g.pend_recs >= (size_t)ack_batch || n >= want))
                 g_flush_acks(&g);
             g_recv(&g);
             break;
@@ -652,8 +720,7 @@ static void run_grpc(void)
     /* Give the last acks a moment to land, then cancel. */
     usleep(300000);
     grpc_call_cancel(g.call, NULL);
-    if (latency_mode)
-        pthread_join(pt, NULL);
+    latency_producer_join();
     grpc_call_unref(g.call);
     grpc_channel_destroy(ch);
     grpc_completion_queue_shutdown(g.cq);
@@ -952,6 +1019,8 @@ int main(int argc, char **argv)
                                    {"ordered", 0, 0, 'O'},
                                    {"order-log", 1, 0, 'l'},
                                    {"ack-ranges", 0, 0, 'R'},
+                                   {"conf", 1, 0, 'C'},
+                                   {"hold", 0, 0, 'H'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -1004,6 +1073,14 @@ int main(int argc, char **argv)
             break;
         case 'R':
             ack_ranges = true;
+            break;
+        case 'H':
+            hold = true;
+            break;
+        case 'C':
+            if (conf_cnt == (int)(sizeof(confs) / sizeof(confs[0])))
+                die("usage", "too many --conf");
+            confs[conf_cnt++] = optarg;
             break;
         default:
             return 2;

@@ -10,12 +10,20 @@
 extern const char *topic, *group, *addr;
 extern long want;
 extern int credits, ack_batch;
+extern bool latency_mode; /* --latency: a timed producer, produce-to-receipt percentiles */
 
 double now_s(void);
 void die(const char *a, const char *b);
 
 /* Counts one delivery: distinct records, duplicates, per-key order (keys "k<n>"). */
 void track(int32_t partition, int64_t offset, const void *key, size_t key_len);
+/* Latency mode: one timed record's value ("t=<wall clock us>;..."), as received. */
+void lat_add(const void *payload, size_t len);
+/* Latency mode: start the timed producer's thread (it waits for latency_go(), which a
+ * client calls once it has its assignment), and join it at the end. No-ops otherwise. */
+void latency_producer_start(void);
+void latency_go(void);
+void latency_producer_join(void);
 /* Prints the result line ("mode=... records=... rate=... distinct=..."). */
 void report(const char *mode, long n, double secs);
 

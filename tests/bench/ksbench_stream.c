@@ -130,6 +130,7 @@ void run_stream(void)
     bool lull = false;
     long n = 0;
     double t0 = 0;
+    latency_producer_start();
     while (n < want || ab.n || ack_out) {
         if (!ack_out && ab.n && (ab.n >= batch || n >= want || lull)) {
             ackbuf_post(&ab, afd, ackpath);
@@ -175,13 +176,21 @@ void run_stream(void)
             *eol = '\0';
             if (!strncmp(line, "{\"error\"", 8))
                 die("stream ended", line);
-            if (strncmp(line, "{\"topic\"", 8) != 0)
-                continue; /* a heartbeat, assignment or revocation news */
+            if (strncmp(line, "{\"topic\"", 8) != 0) {
+                if (latency_mode && !strncmp(line, "{\"assignment\"", 13))
+                    latency_go(); /* the timed producer starts once the group has joined */
+                continue;         /* a heartbeat, assignment or revocation news */
+            }
             jrec_t rec;
             if (!scan_line(line, (size_t)(eol - line), &rec))
                 die("stream: not a record", line);
             if (n == 0)
                 t0 = now_s();
+            if (latency_mode) { /* a timed value is text: "value":"t=<us>;xx..." */
+                const char *v = strstr(line, ",\"value\":\"t=");
+                if (v)
+                    lat_add(v + 10, (size_t)(eol - v - 10));
+            }
             track(rec.partition, rec.offset, rec.key, rec.key_len);
             ksb_order_log_add(rec.partition, rec.offset, rec.key, rec.key_len, 0);
             ackbuf_add(&ab, rec.ack_id, rec.ack_id_len);
@@ -191,6 +200,7 @@ void run_stream(void)
             die("stream", "the server ended the stream");
     }
     report("stream", n, now_s() - t0);
+    latency_producer_join();
     close(sfd);
     close(afd);
     free(raw.b);

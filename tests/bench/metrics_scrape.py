@@ -8,7 +8,7 @@ group's lag, and that the stream lost nothing; asserts nothing about speed.
   tests/kafka/kafka.sh run python3 tests/bench/metrics_scrape.py              # 1,024 over 50
   tests/kafka/kafka.sh run python3 tests/bench/metrics_scrape.py --smoke      # a small run
 
-Run it on an idle machine only; its figures belong in tests/bench/RESULTS.md.
+Run it on an idle machine only; its figures belong in tests/bench/HISTORY.md.
 """
 import argparse
 import json

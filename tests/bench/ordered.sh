@@ -40,4 +40,9 @@ export ORDERED_BENCH_PYTHON ORDERED_BENCH_GO
 unset KSIDECAR_PY_VENV
 
 echo "command: tests/bench/ordered.sh $*" >&2
-exec tests/kafka/kafka.sh run "$ORDERED_BENCH_PYTHON" tests/bench/ordered.py "$@"
+# A full run's output also becomes RESULTS.md's block ordered (KSIDECAR_BENCH_NO_RESULTS=1: not).
+case " $* " in *" --smoke "*) exec tests/kafka/kafka.sh run "$ORDERED_BENCH_PYTHON" tests/bench/ordered.py "$@" ;; esac
+OUT="$(mktemp)"
+trap 'rm -f "$OUT"' EXIT
+tests/kafka/kafka.sh run "$ORDERED_BENCH_PYTHON" tests/bench/ordered.py "$@" | tee "$OUT"
+python3 tests/bench/results_md.py ordered "tests/bench/ordered.sh $*" --text <"$OUT"

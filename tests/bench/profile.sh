@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# profile.sh: the repeatable figures behind RESULTS.md's memory section.
+# profile.sh: the repeatable figures behind HISTORY.md's memory section.
 #   profile.sh callgrind BINARY TOPIC  instructions of ksidecar serving 200,000 records of
 #                                      TOPIC (8 partitions) to one gRPC stream
 #   profile.sh callgrind-http BINARY TOPIC  the same over HTTP long-poll (fetch max 5000,

@@ -18,4 +18,10 @@ command -v go >/dev/null || export PATH="$PATH:/usr/local/go/bin"
 cd "$ROOT/tests/bench/clients/go"
 go build -o "${TMPDIR:-/tmp}/ksidecar-gobench" .
 echo "command: tests/bench/clients/go/run.sh $*" >&2
-exec "${TMPDIR:-/tmp}/ksidecar-gobench" "$@"
+# The output also becomes RESULTS.md's block clients/go (not with -json, lines for a caller
+# to read; KSIDECAR_BENCH_NO_RESULTS=1 writes nothing).
+case " $* " in *" -json "* | *" --json "*) exec "${TMPDIR:-/tmp}/ksidecar-gobench" "$@" ;; esac
+OUT="$(mktemp)"
+trap 'rm -f "$OUT"' EXIT
+"${TMPDIR:-/tmp}/ksidecar-gobench" "$@" | tee "$OUT"
+python3 "$ROOT/tests/bench/results_md.py" clients/go "tests/bench/clients/go/run.sh $*" --text <"$OUT"

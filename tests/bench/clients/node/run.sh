@@ -5,4 +5,10 @@ set -euo pipefail
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 cd "$HERE"
 [ -d node_modules/kafkajs ] && [ -d node_modules/ksidecar ] || npm install --no-audit --no-fund --loglevel=error
-exec node bench.js "$@"
+# The output also becomes RESULTS.md's block clients/node (not with --json or --child, lines
+# for a caller to read; KSIDECAR_BENCH_NO_RESULTS=1 writes nothing).
+case " $* " in *" --json "* | *" --child "*) exec node bench.js "$@" ;; esac
+OUT="$(mktemp)"
+trap 'rm -f "$OUT"' EXIT
+node bench.js "$@" | tee "$OUT"
+python3 ../../results_md.py clients/node "tests/bench/clients/node/run.sh $*" --text <"$OUT"

@@ -8,4 +8,10 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../../../.." && pwd)"
 : "${KSIDECAR_TEST_BOOTSTRAP:?is not set: run this under tests/kafka/kafka.sh run}"
 VENV="$("$ROOT/tests/clients/python_env.sh" confluent-kafka)"
 cd "$ROOT"
-exec "$VENV/bin/python" tests/bench/clients/python/bench.py "$@"
+# The output also becomes RESULTS.md's block clients/python (not for --one, one run for a
+# caller to read; KSIDECAR_BENCH_NO_RESULTS=1 writes nothing).
+case " $* " in *" --one "*) exec "$VENV/bin/python" tests/bench/clients/python/bench.py "$@" ;; esac
+OUT="$(mktemp)"
+trap 'rm -f "$OUT"' EXIT
+"$VENV/bin/python" tests/bench/clients/python/bench.py "$@" | tee "$OUT"
+python3 tests/bench/results_md.py clients/python "tests/bench/clients/python/run.sh $*" --text <"$OUT"
