@@ -201,9 +201,11 @@ static void intake_part(ks_group_t *g, part_t *p)
     /* Marked only once the pass takes records: the length counts events too, and the
      * barrier of part_wake_fetcher's own seek counted as a full queue of 10 KB records
      * started the next seek, each dropping the fetch in flight (a seek storm that kept a
-     * partition's window from filling for a minute). */
-    bool full = (int64_t)len * 2 >= g->q_max_msgs ||
-                (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes;
+     * partition's window from filling for a minute). Judged by the average size with the
+     * batch just taken: before a partition's first batch there is none, and its first
+     * fetch, at the limit, then waited out librdkafka's second (issue 22's seed scenario:
+     * 770 ms lost after the first 8,774 records). */
+    bool full = (int64_t)len * 2 >= g->q_max_msgs;
     /* In batches: one call for many records. librdkafka 2.0.x's batch consume mishandles
      * pause and resume (fixed in 2.1.0); ksidecar's pauses (part_check_bound), seeks and
      * rebalances all run on this thread between batches. */
@@ -223,8 +225,6 @@ static void intake_part(ks_group_t *g, part_t *p)
             p->q_was_full = false;
             return;
         }
-        if (full)
-            p->q_was_full = true;
         size_t bytes = 0;
         for (ssize_t k = 0; k < n; k++) {
             bytes += ms[k]->len + ms[k]->key_len;
@@ -232,6 +232,8 @@ static void intake_part(ks_group_t *g, part_t *p)
         }
         p->q_len = p->q_len > (size_t)n ? p->q_len - (size_t)n : 0;
         p->q_avg_bytes = (double)bytes / (double)n;
+        if (full || (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
+            p->q_was_full = true;
     }
 }
 
