@@ -473,8 +473,12 @@ func (x *Open) GetOrderedBatches() bool {
 }
 
 type AckIds struct {
-	state  protoimpl.MessageState `protogen:"open.v1"`
-	AckIds []string               `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// An ack id, or an ack range: the id of a record with its offset field written
+	// "<first>~<last>" acks each offset from first to last (at most 100000) of that partition,
+	// epoch and attempt, as if each one's own id had been sent. A server older than ranges
+	// answers a range INVALID. A message names at most 100000 records in all.
+	AckIds []string `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
 	// The stream answers these acks twice: at once (ACCEPTED, or why not), and again once a
 	// commit the broker confirmed is past each accepted one (COMMITTED), the partition moved
 	// first (LOST_TO_REBALANCE), the commit failed (COMMIT_FAILED), or commit_timeout_ms ended
@@ -482,8 +486,13 @@ type AckIds struct {
 	// the same ids in the same order.
 	WaitCommit      bool  `protobuf:"varint,2,opt,name=wait_commit,json=waitCommit,proto3" json:"wait_commit,omitempty"`
 	CommitTimeoutMs int32 `protobuf:"varint,3,opt,name=commit_timeout_ms,json=commitTimeoutMs,proto3" json:"commit_timeout_ms,omitempty"` // 1..60000; 0 means 5000
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// Answer by position: AckResults.accepted counts the records that were accepted (in a
+	// wait_commit's second answer: committed), and results holds only the others, each with
+	// its single id (a range's failing offsets one by one), status and position (the index
+	// of its entry in ack_ids). Without it every record gets a result with its id, in order.
+	ResultsByPosition bool `protobuf:"varint,4,opt,name=results_by_position,json=resultsByPosition,proto3" json:"results_by_position,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AckIds) Reset() {
@@ -535,6 +544,13 @@ func (x *AckIds) GetCommitTimeoutMs() int32 {
 		return x.CommitTimeoutMs
 	}
 	return 0
+}
+
+func (x *AckIds) GetResultsByPosition() bool {
+	if x != nil {
+		return x.ResultsByPosition
+	}
+	return false
 }
 
 type NackIds struct {
@@ -937,8 +953,11 @@ type AckResult struct {
 	// With wait_commit, for an accepted ack: the partition's last commit the broker
 	// confirmed (the next offset it delivers from), -1 if none; 0 otherwise.
 	CommittedOffset int64 `protobuf:"varint,4,opt,name=committed_offset,json=committedOffset,proto3" json:"committed_offset,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// With results_by_position: the index in the request's ack_ids of the entry (id or
+	// range) this result answers.
+	Position      int32 `protobuf:"varint,5,opt,name=position,proto3" json:"position,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *AckResult) Reset() {
@@ -999,9 +1018,19 @@ func (x *AckResult) GetCommittedOffset() int64 {
 	return 0
 }
 
+func (x *AckResult) GetPosition() int32 {
+	if x != nil {
+		return x.Position
+	}
+	return 0
+}
+
 type AckResults struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Results       []*AckResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Results []*AckResult           `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
+	// With AckIds.results_by_position: how many records were accepted (committed, in a
+	// wait_commit's second answer) and so have no result here.
+	Accepted      int32 `protobuf:"varint,2,opt,name=accepted,proto3" json:"accepted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1041,6 +1070,13 @@ func (x *AckResults) GetResults() []*AckResult {
 		return x.Results
 	}
 	return nil
+}
+
+func (x *AckResults) GetAccepted() int32 {
+	if x != nil {
+		return x.Accepted
+	}
+	return 0
 }
 
 type SubscribeResponse struct {
@@ -1296,13 +1332,16 @@ func (x *FetchResponse) GetRecords() []*Record {
 type AckRequest struct {
 	state  protoimpl.MessageState `protogen:"open.v1"`
 	Group  string                 `protobuf:"bytes,1,opt,name=group,proto3" json:"group,omitempty"`
-	AckIds []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
+	AckIds []string               `protobuf:"bytes,2,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"` // ids or ranges, as AckIds.ack_ids
 	// Answer once a commit the broker confirmed is past each accepted ack (COMMITTED), or
 	// when commit_timeout_ms ends first (ACCEPTED), or the partition moved (LOST_TO_REBALANCE).
 	WaitCommit      bool  `protobuf:"varint,3,opt,name=wait_commit,json=waitCommit,proto3" json:"wait_commit,omitempty"`
 	CommitTimeoutMs int32 `protobuf:"varint,4,opt,name=commit_timeout_ms,json=commitTimeoutMs,proto3" json:"commit_timeout_ms,omitempty"` // 1..60000; 0 means 5000
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// As AckIds.results_by_position: results holds only the records not accepted (not
+	// committed, with wait_commit), each with its position; accepted counts the others.
+	ResultsByPosition bool `protobuf:"varint,5,opt,name=results_by_position,json=resultsByPosition,proto3" json:"results_by_position,omitempty"`
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *AckRequest) Reset() {
@@ -1361,6 +1400,13 @@ func (x *AckRequest) GetCommitTimeoutMs() int32 {
 		return x.CommitTimeoutMs
 	}
 	return 0
+}
+
+func (x *AckRequest) GetResultsByPosition() bool {
+	if x != nil {
+		return x.ResultsByPosition
+	}
+	return false
 }
 
 type NackRequest struct {
@@ -2899,12 +2945,13 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"subscriber\x18\x05 \x01(\tR\n" +
 	"subscriber\x12'\n" +
-	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"n\n" +
+	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"\x9e\x01\n" +
 	"\x06AckIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vwait_commit\x18\x02 \x01(\bR\n" +
 	"waitCommit\x12*\n" +
-	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\"v\n" +
+	"\x11commit_timeout_ms\x18\x03 \x01(\x05R\x0fcommitTimeoutMs\x12.\n" +
+	"\x13results_by_position\x18\x04 \x01(\bR\x11resultsByPosition\"v\n" +
 	"\aNackIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x19\n" +
 	"\bdelay_ms\x18\x02 \x01(\x03R\adelayMs\x12\x16\n" +
@@ -2934,15 +2981,17 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"Revocation\x12;\n" +
 	"\n" +
 	"partitions\x18\x01 \x03(\v2\x1b.ksidecar.v1.TopicPartitionR\n" +
-	"partitions\"\x97\x01\n" +
+	"partitions\"\xb3\x01\n" +
 	"\tAckResult\x12\x15\n" +
 	"\x06ack_id\x18\x01 \x01(\tR\x05ackId\x12.\n" +
 	"\x06status\x18\x02 \x01(\x0e2\x16.ksidecar.v1.AckStatusR\x06status\x12\x18\n" +
 	"\amessage\x18\x03 \x01(\tR\amessage\x12)\n" +
-	"\x10committed_offset\x18\x04 \x01(\x03R\x0fcommittedOffset\">\n" +
+	"\x10committed_offset\x18\x04 \x01(\x03R\x0fcommittedOffset\x12\x1a\n" +
+	"\bposition\x18\x05 \x01(\x05R\bposition\"Z\n" +
 	"\n" +
 	"AckResults\x120\n" +
-	"\aresults\x18\x01 \x03(\v2\x16.ksidecar.v1.AckResultR\aresults\"\xff\x01\n" +
+	"\aresults\x18\x01 \x03(\v2\x16.ksidecar.v1.AckResultR\aresults\x12\x1a\n" +
+	"\baccepted\x18\x02 \x01(\x05R\baccepted\"\xff\x01\n" +
 	"\x11SubscribeResponse\x120\n" +
 	"\x05batch\x18\x01 \x01(\v2\x18.ksidecar.v1.RecordBatchH\x00R\x05batch\x129\n" +
 	"\n" +
@@ -2966,14 +3015,15 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"subscriber\x12'\n" +
 	"\x0fordered_batches\x18\a \x01(\bR\x0eorderedBatches\">\n" +
 	"\rFetchResponse\x12-\n" +
-	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\"\x88\x01\n" +
+	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\"\xb8\x01\n" +
 	"\n" +
 	"AckRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vwait_commit\x18\x03 \x01(\bR\n" +
 	"waitCommit\x12*\n" +
-	"\x11commit_timeout_ms\x18\x04 \x01(\x05R\x0fcommitTimeoutMs\"\x90\x01\n" +
+	"\x11commit_timeout_ms\x18\x04 \x01(\x05R\x0fcommitTimeoutMs\x12.\n" +
+	"\x13results_by_position\x18\x05 \x01(\bR\x11resultsByPosition\"\x90\x01\n" +
 	"\vNackRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x17\n" +
 	"\aack_ids\x18\x02 \x03(\tR\x06ackIds\x12\x19\n" +
