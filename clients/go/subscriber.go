@@ -42,6 +42,11 @@ type SubscriberConfig struct {
 	// every AckBatchSize ids (default 1000), whichever comes first.
 	AckFlushInterval time.Duration
 	AckBatchSize     int
+	// Plain acks (Ack, not AckWithResult) of consecutive offsets of a partition go out as
+	// one ack range, answered by a count and the ids refused: less to send, parse and
+	// answer. A ksidecar older than ack ranges refuses them (INVALID); NoAckRanges sends
+	// every id on its own, as before.
+	NoAckRanges bool
 
 	// Reconnects wait from MinBackoff (default 100 ms), doubling up to MaxBackoff
 	// (default 5 s), with jitter. Until a first stream was up, Receive gives up after
@@ -364,6 +369,7 @@ type inflight struct {
 	first string
 	n     int
 	futs  []*AckResult
+	byPos bool // answered by position (ackRangeRequest): a count and the refused ids
 }
 
 type stream struct {
@@ -479,10 +485,11 @@ func (st *stream) recvLoop() error {
 			st.bmu.Unlock()
 			st.d.dispatch(st, b, st.s.cfg.MaxConcurrentHandlers)
 		case 4:
-			if results, err = decodeAckResults(body, results); err != nil {
+			var accepted int
+			if results, accepted, err = decodeAckResults(body, results); err != nil {
 				return err
 			}
-			st.onResults(results)
+			st.onResults(results, accepted)
 		case 2, 3:
 			st.s.log.Debug("ksidecar: assignment or revocation", "kind", kind)
 		}
@@ -577,7 +584,21 @@ func (st *stream) flush() {
 	acks, cacks, nacks := st.acks, st.cacks, st.nacks
 	st.acks, st.cacks, st.nacks = pendingList{ids: make([]string, 0, min(st.s.cfg.AckBatchSize, 4096))}, pendingList{}, nil
 	st.mu.Unlock()
-	st.sendChunks(opAck, acks, func(ids []string) any { return ackRequest(ids) })
+	if acks.futs == nil && !st.s.cfg.NoAckRanges {
+		// Plain acks: consecutive offsets as ranges, answered by position.
+		for ids := acks.ids; len(ids) > 0; {
+			n := min(len(ids), maxIdsPerMessage)
+			st.imu.Lock()
+			st.in = append(st.in, inflight{op: opAck, n: n, byPos: true})
+			st.imu.Unlock()
+			if err := st.cs.SendMsg(ackRangeRequest(ids[:n])); err != nil {
+				st.s.log.Debug("ksidecar: send failed", "err", err)
+			}
+			ids = ids[n:]
+		}
+	} else {
+		st.sendChunks(opAck, acks, func(ids []string) any { return ackRequest(ids) })
+	}
 	st.sendChunks(opAckCommit, cacks, func(ids []string) any {
 		return &kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{
 			Ack: &kspb.AckIds{AckIds: ids, WaitCommit: true}}}
@@ -617,21 +638,37 @@ func (st *stream) send(op int, ids []string, futs []*AckResult, req any) {
 	}
 }
 
-func (st *stream) onResults(rs []ackResult) {
-	if len(rs) == 0 {
+func (st *stream) onResults(rs []ackResult, accepted int) {
+	if len(rs) == 0 && accepted == 0 {
 		return
 	}
 	st.imu.Lock()
 	idx := -1
-	for i := range st.in {
-		if st.in[i].n == len(rs) && st.in[i].first == string(rs[0].id) {
-			idx = i
-			break
+	if len(rs) > 0 {
+		for i := range st.in {
+			if !st.in[i].byPos && st.in[i].n == len(rs) && st.in[i].first == string(rs[0].id) {
+				idx = i
+				break
+			}
+		}
+	}
+	if idx < 0 {
+		// An answer by position: the oldest such request of as many records.
+		for i := range st.in {
+			if st.in[i].byPos && st.in[i].n == accepted+len(rs) {
+				idx = i
+				break
+			}
 		}
 	}
 	if idx < 0 {
 		st.imu.Unlock()
-		st.s.log.Warn("ksidecar: ack results that match no request sent", "first", string(rs[0].id))
+		first := ""
+		if len(rs) > 0 {
+			first = string(rs[0].id)
+		}
+		st.s.log.Warn("ksidecar: ack results that match no request sent", "first", first,
+			"accepted", accepted)
 		return
 	}
 	e := st.in[idx]

@@ -4,6 +4,8 @@ package ksidecar
 
 import (
 	"errors"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"google.golang.org/grpc/encoding"
@@ -54,8 +56,14 @@ type rawRequest struct{ buf []byte }
 
 // ackRequest encodes SubscribeRequest{ack: AckIds{ack_ids}} by hand: it is the one
 // message sent per few hundred records, and the generic marshal costs more than this.
-func ackRequest(ids []string) *rawRequest {
+func ackRequest(ids []string) *rawRequest { return encodeAck(ids, false) }
+
+// encodeAck writes SubscribeRequest{ack: AckIds{ack_ids, results_by_position}}.
+func encodeAck(ids []string, byPos bool) *rawRequest {
 	body := 0
+	if byPos {
+		body = protowire.SizeTag(4) + 1
+	}
 	for _, id := range ids {
 		body += protowire.SizeTag(1) + protowire.SizeBytes(len(id))
 	}
@@ -66,7 +74,74 @@ func ackRequest(ids []string) *rawRequest {
 		b = protowire.AppendTag(b, 1, protowire.BytesType) // AckIds.ack_ids
 		b = protowire.AppendString(b, id)
 	}
+	if byPos {
+		b = protowire.AppendTag(b, 4, protowire.VarintType) // AckIds.results_by_position
+		b = protowire.AppendVarint(b, 1)
+	}
 	return &rawRequest{buf: b}
+}
+
+// ackIDOffset finds the offset in an ack id, "a1<16 hex digits>-<epoch>-<partition>-
+// <offset>-<attempt>-<topic>": its start and end, and the offset; ok false for an id of
+// another form (it is then sent as it is).
+func ackIDOffset(id string) (start, end int, off uint64, ok bool) {
+	if len(id) < 20 || id[0] != 'a' || id[1] != '1' || id[18] != '-' {
+		return 0, 0, 0, false
+	}
+	i := 19
+	for f := 0; f < 2; f++ { // epoch, partition
+		j := strings.IndexByte(id[i:], '-')
+		if j <= 0 {
+			return 0, 0, 0, false
+		}
+		i += j + 1
+	}
+	j := strings.IndexByte(id[i:], '-')
+	if j <= 0 {
+		return 0, 0, 0, false
+	}
+	off, err := strconv.ParseUint(id[i:i+j], 10, 63)
+	if err != nil {
+		return 0, 0, 0, false
+	}
+	return i, i + j, off, true
+}
+
+// ackRangeRequest encodes SubscribeRequest{ack: AckIds{ack_ids, results_by_position}}
+// with each run of ids that differ only in consecutive offsets (one partition's records
+// acked in order) sent as one range id, "<first>~<last>" in the offset's place. The
+// answer is then a count of accepted records and, by its own id, each record that was not.
+func ackRangeRequest(ids []string) *rawRequest {
+	entries := make([]string, 0, 8)
+	emit := func(id string, s, e int, first, last uint64) {
+		if first == last || s == 0 {
+			entries = append(entries, id)
+			return
+		}
+		entries = append(entries, id[:s]+strconv.FormatUint(first, 10)+"~"+
+			strconv.FormatUint(last, 10)+id[e:])
+	}
+	var run string
+	var rs, re int
+	var first, last uint64
+	for i, id := range ids {
+		s, e, off, ok := ackIDOffset(id)
+		if i > 0 && ok && rs != 0 && off == last+1 && s == rs && id[:s] == run[:rs] && id[e:] == run[re:] {
+			last = off
+			continue
+		}
+		if i > 0 {
+			emit(run, rs, re, first, last)
+		}
+		run, rs, re, first, last = id, s, e, off, off
+		if !ok {
+			rs = 0
+		}
+	}
+	if len(ids) > 0 {
+		emit(run, rs, re, first, last)
+	}
+	return encodeAck(entries, true)
 }
 
 var errMalformed = errors.New("ksidecar: malformed SubscribeResponse from the server")
@@ -254,15 +329,21 @@ type ackResult struct {
 	committed int64 // AckResult.committed_offset
 }
 
-// decodeAckResults reads AckResults' bytes into out (reused between calls).
-func decodeAckResults(body []byte, out []ackResult) ([]ackResult, error) {
+// decodeAckResults reads AckResults' bytes into out (reused between calls), and its
+// accepted count (an answer by position: out then holds only the records not accepted).
+func decodeAckResults(body []byte, out []ackResult) ([]ackResult, int, error) {
 	out = out[:0]
+	accepted := 0
 	for len(body) > 0 {
-		num, typ, r, _, rest, err := field(body)
+		num, typ, r, v, rest, err := field(body)
 		if err != nil {
-			return out, err
+			return out, accepted, err
 		}
 		body = rest
+		if num == 2 && typ == protowire.VarintType {
+			accepted = int(v)
+			continue
+		}
 		if num != 1 || typ != protowire.BytesType {
 			continue
 		}
@@ -270,7 +351,7 @@ func decodeAckResults(body []byte, out []ackResult) ([]ackResult, error) {
 		for len(r) > 0 {
 			n, _, val, v, rest, err := field(r)
 			if err != nil {
-				return out, err
+				return out, accepted, err
 			}
 			r = rest
 			switch n {
@@ -286,5 +367,5 @@ func decodeAckResults(body []byte, out []ackResult) ([]ackResult, error) {
 		}
 		out = append(out, ar)
 	}
-	return out, nil
+	return out, accepted, nil
 }

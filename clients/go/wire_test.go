@@ -3,6 +3,7 @@ package ksidecar
 
 import (
 	"bytes"
+	"fmt"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -53,12 +54,44 @@ func TestDecodeMatchesProtoUnmarshal(t *testing.T) {
 	res, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_AckResults{AckResults: &kspb.AckResults{
 		Results: []*kspb.AckResult{{AckId: "id1", Status: kspb.AckStatus_ACCEPTED}, {AckId: "id2", Status: kspb.AckStatus_STALE, Message: "gone"}}}}})
 	kind, body, _ = respKind(res)
-	ars, err := decodeAckResults(body, nil)
-	if kind != 4 || err != nil || len(ars) != 2 || string(ars[1].id) != "id2" || ars[1].status != AckStale ||
+	ars, acc, err := decodeAckResults(body, nil)
+	if kind != 4 || err != nil || len(ars) != 2 || acc != 0 || string(ars[1].id) != "id2" || ars[1].status != AckStale ||
 		string(ars[1].msg) != "gone" || ars[0].status != AckAccepted {
 		t.Fatalf("ack results: %d %v %+v", kind, err, ars)
 	}
 	if _, _, err := respKind([]byte{0x0a, 0x10}); err == nil {
 		t.Fatal("a truncated response decoded")
+	}
+}
+
+func TestAckRangeRequest(t *testing.T) {
+	id := func(p, off, attempt int, topic string) string {
+		return fmt.Sprintf("a1%08x%08x-3-%d-%d-%d-%s", 0xdeadbeef, 0x12345678, p, off, attempt, topic)
+	}
+	ids := []string{
+		id(2, 1000, 1, "de-mo"), id(2, 1001, 1, "de-mo"), id(2, 1002, 1, "de-mo"), // a run
+		id(5, 7, 1, "de-mo"),                             // another partition
+		id(2, 1003, 2, "de-mo"),                          // next offset, another attempt: not joined
+		id(2, 1004, 2, "de-mo"), id(2, 1006, 2, "de-mo"), // a gap
+		"not-an-id", id(1, 0, 1, "x"), id(1, 1, 1, "x"),
+	}
+	want := []string{
+		"a1deadbeef12345678-3-2-1000~1002-1-de-mo", id(5, 7, 1, "de-mo"),
+		"a1deadbeef12345678-3-2-1003~1004-2-de-mo", id(2, 1006, 2, "de-mo"),
+		"not-an-id", "a1deadbeef12345678-3-1-0~1-1-x",
+	}
+	wantBuf, _ := proto.Marshal(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{
+		Ack: &kspb.AckIds{AckIds: want, ResultsByPosition: true}}})
+	if got := ackRangeRequest(ids).buf; !bytes.Equal(got, wantBuf) {
+		var req kspb.SubscribeRequest
+		_ = proto.Unmarshal(got, &req)
+		t.Fatalf("ackRangeRequest sent %v", req.GetAck())
+	}
+	res, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_AckResults{AckResults: &kspb.AckResults{
+		Accepted: 9, Results: []*kspb.AckResult{{AckId: "id2", Status: kspb.AckStatus_NOT_FOUND, Position: 3}}}}})
+	_, body, _ := respKind(res)
+	ars, acc, err := decodeAckResults(body, nil)
+	if err != nil || acc != 9 || len(ars) != 1 || string(ars[0].id) != "id2" || ars[0].status != AckNotFound {
+		t.Fatalf("by position: %v %d %+v", err, acc, ars)
 	}
 }
