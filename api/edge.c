@@ -89,9 +89,13 @@ void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t
     w->pos = 0;
     w->j = (size_t)-1;
     w->k = 0;
-    /* Each id names at least one record: as many results as ids means one each. */
+    /* Each id names at least one record: as many results as ids means one each, unless a
+     * range of one offset is among them (its result carries that offset's own id). */
     w->plain = nres == n_ids;
+    for (size_t i = 0; w->plain && i < n_ids; i++)
+        w->plain = !strchr(ids[i], '~');
     w->cnt = !n_ids ? 0 : w->plain ? 1 : ks_ack_id_count(ids[0]);
+    w->range = !w->plain && n_ids && strchr(ids[0], '~');
 }
 
 bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
@@ -105,6 +109,7 @@ bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
             return false;
         w->k = 0;
         w->cnt = ks_ack_id_count(w->ids[w->pos]);
+        w->range = strchr(w->ids[w->pos], '~') != NULL;
     }
     w->j++;
     return w->pos < w->n_ids;
@@ -112,7 +117,7 @@ bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
 
 const char *ks_edge_ack_walk_id(ks_edge_ack_walk_t *w)
 {
-    if (w->cnt <= 1)
+    if (!w->range)
         return w->ids[w->pos];
     ks_ack_id_nth(w->ids[w->pos], w->k, w->buf, sizeof(w->buf));
     return w->buf;

@@ -63,12 +63,13 @@ typedef struct ks_edge_ack_walk {
     size_t n_ids;
     size_t pos, j; /* the request entry, the result */
     size_t k, cnt; /* the offset within the entry, and how many it names */
-    bool plain;    /* one result per id */
+    bool plain;    /* one result per id, and no id a range */
+    bool range;    /* the current entry is a range (even of one offset) */
     char buf[KS_ACK_ID_MAX + 24];
 } ks_edge_ack_walk_t;
 
-/* nres: the results' count; equal to n_ids, no id is a range of more than one offset, and
- * the walk reads no id. */
+/* nres: the results' count; equal to n_ids with no range among the ids, the walk reads no
+ * id. */
 void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t n_ids,
                            size_t nres);
 bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w);

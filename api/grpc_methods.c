@@ -322,7 +322,7 @@ static void encode_settled(call_t *c, const reply_t *r)
         if (x->by_position && ks_edge_ack_quiet(&res[i]))
             continue;
         ksidecar__v1__ack_result__init(&rs[m]);
-        rs[m].ack_id = w.cnt > 1 ? (ids[m] = ks_xstrdup(ks_edge_ack_walk_id(&w))) : x->ids[w.pos];
+        rs[m].ack_id = w.range ? (ids[m] = ks_xstrdup(ks_edge_ack_walk_id(&w))) : x->ids[w.pos];
         rs[m].status = ack_result_status(&res[i]);
         rs[m].message = (char *)(uintptr_t)res[i].reason;
         rs[m].committed_offset = res[i].commit ? res[i].committed_offset : 0;
@@ -338,7 +338,10 @@ static void encode_settled(call_t *c, const reply_t *r)
         Ksidecar__V1__AckResponse ar = KSIDECAR__V1__ACK_RESPONSE__INIT;
         ar.n_results = m;
         ar.results = rp;
-        ar.accepted = (int32_t)sum.accepted;
+        /* By position: the records left out, so that accepted and the results listed
+         * add up to the records named (an ACCEPTED after a commit wait that ran out is
+         * listed). */
+        ar.accepted = x->by_position ? (int32_t)(n - m) : (int32_t)sum.accepted;
         ar.rejected = (int32_t)sum.rejected;
         call_send(c, &ar.base);
         call_finish(c, GRPC_STATUS_OK, "%s", "");

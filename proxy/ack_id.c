@@ -185,6 +185,8 @@ static int parse_tail(const char *s, const char *p, ks_ack_ref_t *out, const cha
             return -1;
         out->last = (int64_t)last;
         range_len = (size_t)(p - r);
+        if (range_len > 20) /* "~" and 19 digits: no zeros to pad an id past KS_ACK_ID_MAX */
+            return -1;
     }
     if (*p++ != '-')
         return -1;

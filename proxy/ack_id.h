@@ -49,9 +49,11 @@ size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint3
 
 /* An ack range: consecutive offsets of one partition whose ids would differ only in offset,
  * acked by one id whose offset field is "<first>~<last>" (first <= last, at most
- * KS_ACK_RANGE_MAX offsets). Each offset is settled as if its own id had been sent. A parser
- * older than ranges reads one as malformed. */
-#define KS_ACK_RANGE_MAX 100000
+ * KS_ACK_RANGE_MAX offsets, last written in at most 19 digits). Each offset is settled as if
+ * its own id had been sent. A parser older than ranges reads one as malformed. A message
+ * with a range names at most KS_ACK_RANGE_MAX records in all: its answer (a result for each
+ * refused record, by its own id) must fit one 4 MiB gRPC message. */
+#define KS_ACK_RANGE_MAX 8000
 
 /* Parses text made by ks_ack_id_format (a single id: a range is -1). Returns 0, or -1 if s
  * is not a well-formed id (out is then undefined). */

@@ -282,6 +282,13 @@ static ks_status_t check_settle(const ks_config_t *cfg, ks_cmd_req_t *req, char 
                  KS_MAX_ACK_IDS);
         return KS_E_INVALID;
     }
+    if (records > req->u.settle.n && records > KS_ACK_RANGE_MAX) {
+        snprintf(err, errsize,
+                 "ack_ids with ack ranges must name at most %d records in all (ranges "
+                 "counted by their offsets), got %zu",
+                 KS_ACK_RANGE_MAX, records);
+        return KS_E_INVALID;
+    }
     if (op != KS_SETTLE_NACK)
         req->u.settle.dead_letter = false;
     if (op == KS_SETTLE_NACK && (ms < 0 || ms > cfg->nack_max_delay_ms)) {

@@ -44,9 +44,10 @@ cmd_t *cmd_copy(const ks_cmd_req_t *req)
                 continue;
             if ((uint64_t)(r->last - r->offset) > nrefs - j) /* counted otherwise: never */
                 abort();
-            for (int64_t o = r->offset + 1; o <= r->last; o++) {
+            /* Counted, not compared: last may be INT64_MAX. */
+            for (uint64_t k = 1; k <= (uint64_t)(r->last - r->offset); k++) {
                 c->refs[j] = *r;
-                c->refs[j++].offset = o;
+                c->refs[j++].offset = r->offset + (int64_t)k;
             }
         }
     }

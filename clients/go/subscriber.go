@@ -577,6 +577,10 @@ func (st *stream) sender() {
 
 const maxIdsPerMessage = 20000 // well under the server's 4 MiB message limit
 
+// maxRangeRecords is the most records a message with ack ranges may name (ksidecar's
+// KS_ACK_RANGE_MAX): its answer, a result for each refused record, must fit one message.
+const maxRangeRecords = 8000
+
 func (st *stream) flush() {
 	st.sendMu.Lock()
 	defer st.sendMu.Unlock()
@@ -587,7 +591,7 @@ func (st *stream) flush() {
 	if acks.futs == nil && !st.s.cfg.NoAckRanges {
 		// Plain acks: consecutive offsets as ranges, answered by position.
 		for ids := acks.ids; len(ids) > 0; {
-			n := min(len(ids), maxIdsPerMessage)
+			n := min(len(ids), maxRangeRecords)
 			st.imu.Lock()
 			st.in = append(st.in, inflight{op: opAck, n: n, byPos: true})
 			st.imu.Unlock()

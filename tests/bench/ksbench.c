@@ -702,7 +702,19 @@ static void run_grpc(void)
                         dq_n++;
                     } else if (ack_ranges) {
                         g_pend_range(&g, rec.partition, rec.offset, rec.ack_id, rec.ack_id_len);
-                        g.pend_recs++;
+                        /* A message with ranges names at most 8,000 records (the server's
+                         * KS_ACK_RANGE_MAX): send now, after the send in flight. No receive
+                         * is posted meanwhile, so only that send's completion can come. */
+                        if (++g.pend_recs >= 8000) {
+                            while (g.send_busy) {
+                                grpc_event se = grpc_completion_queue_next(
+                                    g.cq, gpr_inf_future(GPR_CLOCK_MONOTONIC), NULL);
+                                if (se.type != GRPC_OP_COMPLETE || (intptr_t)se.tag != TAG_SEND)
+                                    die("ksbench", "stream ended while acks waited to be sent");
+                                g.send_busy = false;
+                            }
+                            g_flush_acks(&g);
+                        }
                     } else {
                         g_pend(&g, rec.ack_id, rec.ack_id_len);
                         g.pend_recs++;

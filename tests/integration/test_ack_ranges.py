@@ -4,8 +4,10 @@ Subscribe stream, the unary Ack and the HTTP acks body, a range's refused offset
 their own ids, and malformed ranges refused as INVALID."""
 import time
 
+import pytest
+
 from conftest import create_topic, produce, unique, wait_for, watermarks
-from grpc_support import ACCEPTED, INVALID, consumer_pb2, open_msg, start_grpc
+from grpc_support import ACCEPTED, INVALID, StreamClosed, consumer_pb2, open_msg, start_grpc
 from test_grpc import all_committed, ack_results, next_batch, streams  # noqa: F401
 
 c = consumer_pb2
@@ -159,4 +161,46 @@ def test_unary_ack_and_http_take_ranges(bootstrap, sidecars):
                                                            .replace("0~0", "9~2")]})
     assert st == 400 and "range" in body["error"]["message"], body
     wait_for(lambda: all_committed(bootstrap, g, topic, ends), 60, 1, "all committed")
+    assert sc.stop() == 0
+
+
+def test_range_edges_refused_or_answered_by_single_ids(bootstrap, sidecars, streams):
+    """A range ending at the largest offset is answered (each offset NOT_FOUND), not a
+    crash; a range padded with zeros past an id's length, and a message naming more than
+    8,000 records through ranges, are INVALID; a range of one offset is answered with that
+    offset's own id."""
+    topic, g = unique("taredge"), unique("garedge")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 5, partitions=1)
+    sc = start_grpc(sidecars)
+    st = streams(sc.consumer, open_msg(g, topic, records=10))
+    recs = next_batch(st, 30)
+    assert recs
+    recs.sort(key=lambda x: x.offset)
+    head, _, tail = split_id(recs[0].ack_id)
+    big = 2**63 - 1
+    rs = [f"{head}-{big - 1}~{big}-{tail}", f"{head}-{big}~{big}-{tail}",
+          f"{head}-0~{'0' * 4000}1-{tail}", f"{head}-100~100-{tail}"]
+    st.send(ack=c.AckIds(ack_ids=rs))
+    ar = next_ack_message(st)
+    assert ar is not None
+    got = [(x.ack_id, x.status) for x in ar.results]
+    # (a malformed id is echoed cut to an id's longest length)
+    assert len(got) == 5 and rs[2].startswith(got[3][0]) and got[3][1] == INVALID, ar
+    got[3] = (rs[2], got[3][1])
+    assert got == [(f"{head}-{big - 1}-{tail}", NOT_FOUND), (f"{head}-{big}-{tail}", NOT_FOUND),
+                   (f"{head}-{big}-{tail}", NOT_FOUND), (rs[2], INVALID),
+                   (f"{head}-100-{tail}", NOT_FOUND)], ar
+    # The stream still works: the delivered records ack as one range.
+    st.send(ack=c.AckIds(ack_ids=[range_id(recs[0].ack_id, recs[-1].offset)],
+                         results_by_position=True))
+    ar = next_ack_message(st)
+    assert ar is not None and ar.accepted == len(recs) and not ar.results, ar
+    # More than 8,000 records through ranges in one message (its answer might not fit one
+    # gRPC message): refused as a whole, the stream ends INVALID_ARGUMENT saying why.
+    st.send(ack=c.AckIds(ack_ids=[f"{head}-0~4999-{tail}", f"{head}-5000~9999-{tail}"],
+                         results_by_position=True))
+    with pytest.raises(StreamClosed, match="at most 8000 records"):
+        next_ack_message(st)
+    st.cancel()
     assert sc.stop() == 0

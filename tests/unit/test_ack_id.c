@@ -459,10 +459,15 @@ static void test_range(void **state)
     assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-10-4-t"), 1);
     /* Reversed, empty ends, too long, doubled: malformed, and a malformed range counts 1. */
     static const char *const bad[] = {
-        "a10000000a00000001-2-3-19~10-4-t", "a10000000a00000001-2-3-~10-4-t",
-        "a10000000a00000001-2-3-10~-4-t",   "a10000000a00000001-2-3-0~100000-4-t",
-        "a10000000a00000001-2-3-1~2~3-4-t", "a10000000a00000001-2-3-1-4~5-t",
+        "a10000000a00000001-2-3-19~10-4-t",
+        "a10000000a00000001-2-3-~10-4-t",
+        "a10000000a00000001-2-3-10~-4-t",
+        "a10000000a00000001-2-3-0~8000-4-t",
+        "a10000000a00000001-2-3-1~2~3-4-t",
+        "a10000000a00000001-2-3-1-4~5-t",
         "a10000000a00000001-2~3-3-1-4-t",
+        /* last padded with zeros: an id of any length would otherwise parse */
+        "a10000000a00000001-2-3-0~000000000000000000001-4-t",
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         if (ks_ack_id_parse_ref(bad[i], &r) == 0)
@@ -470,8 +475,14 @@ static void test_range(void **state)
         assert_int_equal(ks_ack_id_count(bad[i]), 1);
     }
     assert_true(ks_ack_id_parse_ref("a10000000a00000001-2-3-19~10-4-t", &r) < 0 && r.range);
-    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-0~99999-4-t", &r), 0);
-    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-0~99999-4-t"), 100000);
+    assert_int_equal(ks_ack_id_parse_ref("a10000000a00000001-2-3-0~7999-4-t", &r), 0);
+    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-0~7999-4-t"), 8000);
+    /* Up to the largest offset; 19 digits after a "~" of at most 20 bytes. */
+    assert_int_equal(ks_ack_id_parse_ref(
+                         "a10000000a00000001-2-3-9223372036854775806~9223372036854775807-4-t", &r),
+                     0);
+    assert_int_equal(r.last, INT64_MAX);
+    assert_int_equal(ks_ack_id_count("a10000000a00000001-2-3-0~0000000000000000001-4-t"), 2);
     /* The single-id parser refuses a range, as an older server does. */
     ks_ack_id_t id;
     assert_true(ks_ack_id_parse("a10000000a00000001-2-3-10~19-4-t", &id) < 0);

@@ -475,9 +475,10 @@ func (x *Open) GetOrderedBatches() bool {
 type AckIds struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// An ack id, or an ack range: the id of a record with its offset field written
-	// "<first>~<last>" acks each offset from first to last (at most 100000) of that partition,
+	// "<first>~<last>" acks each offset from first to last (at most 8000) of that partition,
 	// epoch and attempt, as if each one's own id had been sent. A server older than ranges
-	// answers a range INVALID. A message names at most 100000 records in all.
+	// answers a range INVALID. A message names at most 100000 records in all, and one with a
+	// range at most 8000.
 	AckIds []string `protobuf:"bytes,1,rep,name=ack_ids,json=ackIds,proto3" json:"ack_ids,omitempty"`
 	// The stream answers these acks twice: at once (ACCEPTED, or why not), and again once a
 	// commit the broker confirmed is past each accepted one (COMMITTED), the partition moved
