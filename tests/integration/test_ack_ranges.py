@@ -44,6 +44,20 @@ def coalesce(ids):
     return out
 
 
+def first_batch(bootstrap, sidecars, streams, name, n):
+    """A sidecar, a stream of 10 credits on a new one-partition topic of n records, and the
+    first batch it got, in offset order."""
+    topic, g = unique("t" + name), unique("g" + name)
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, n, partitions=1)
+    sc = start_grpc(sidecars)
+    st = streams(sc.consumer, open_msg(g, topic, records=10))
+    recs = next_batch(st, 30)
+    assert recs
+    recs.sort(key=lambda x: x.offset)
+    return sc, st, recs
+
+
 def next_ack_message(st, timeout=10):
     deadline = time.time() + timeout
     while time.time() < deadline:
@@ -91,14 +105,7 @@ def test_old_style_and_ranges_by_position_commit_everything(bootstrap, sidecars,
 
 
 def test_a_range_reports_its_refused_offsets_by_id(bootstrap, sidecars, streams):
-    topic, g = unique("tarbad"), unique("garbad")
-    create_topic(bootstrap, topic, 1)
-    produce(bootstrap, topic, 200, partitions=1)
-    sc = start_grpc(sidecars)
-    st = streams(sc.consumer, open_msg(g, topic, records=10))
-    recs = next_batch(st, 30)
-    assert recs
-    recs.sort(key=lambda x: x.offset)
+    sc, st, recs = first_batch(bootstrap, sidecars, streams, "arbad", 200)
     k = len(recs)
     assert [x.offset for x in recs] == list(range(k))
     first = recs[0].ack_id
@@ -169,14 +176,7 @@ def test_range_edges_refused_or_answered_by_single_ids(bootstrap, sidecars, stre
     crash; a range padded with zeros past an id's length, and a message naming more than
     8,000 records through ranges, are INVALID; a range of one offset is answered with that
     offset's own id."""
-    topic, g = unique("taredge"), unique("garedge")
-    create_topic(bootstrap, topic, 1)
-    produce(bootstrap, topic, 5, partitions=1)
-    sc = start_grpc(sidecars)
-    st = streams(sc.consumer, open_msg(g, topic, records=10))
-    recs = next_batch(st, 30)
-    assert recs
-    recs.sort(key=lambda x: x.offset)
+    sc, st, recs = first_batch(bootstrap, sidecars, streams, "aredge", 5)
     head, _, tail = split_id(recs[0].ack_id)
     big = 2**63 - 1
     rs = [f"{head}-{big - 1}~{big}-{tail}", f"{head}-{big}~{big}-{tail}",
