@@ -367,10 +367,12 @@ char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out, bool *by_position)
     for (const uint8_t *q = p; q < end;) {
         uint64_t l;
         if (*q == (4 << 3)) { /* AckIds.results_by_position */
-            q++;
-            if (!read_varint(&q, end, &l) || l > 1)
+            /* One byte, 0 or 1, as every encoder writes a bool; anything longer goes to
+             * protobuf-c, which reads a bool as any nonzero bit (a 10-byte varint whose
+             * bits fall past 64 read 0 here and true there). */
+            if (++q >= end || *q > 1)
                 return NULL;
-            *by_position = l;
+            *by_position = *q++;
             continue;
         }
         if (*q++ != (1 << 3 | 2) || !read_len(&q, end, &l) || l > (uint64_t)(end - q))
