@@ -94,8 +94,8 @@ void ks_edge_ack_walk_init(ks_edge_ack_walk_t *w, const char *const *ids, size_t
     w->plain = nres == n_ids;
     for (size_t i = 0; w->plain && i < n_ids; i++)
         w->plain = !strchr(ids[i], '~');
-    w->cnt = !n_ids ? 0 : w->plain ? 1 : ks_ack_id_count(ids[0]);
     w->range = !w->plain && n_ids && strchr(ids[0], '~');
+    w->cnt = !n_ids ? 0 : w->range ? ks_ack_id_count(ids[0]) : 1;
 }
 
 bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
@@ -108,8 +108,8 @@ bool ks_edge_ack_walk_next(ks_edge_ack_walk_t *w)
         if (++w->pos >= w->n_ids)
             return false;
         w->k = 0;
-        w->cnt = ks_ack_id_count(w->ids[w->pos]);
         w->range = strchr(w->ids[w->pos], '~') != NULL;
+        w->cnt = w->range ? ks_ack_id_count(w->ids[w->pos]) : 1;
     }
     w->j++;
     return w->pos < w->n_ids;

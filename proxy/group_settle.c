@@ -1,6 +1,9 @@
 /* group_settle.c: settling leased records (ack, nack, extend), lease expiry, and seek. */
 #include "group_int.h"
 
+#define STR_(x) #x
+#define STR(x)  STR_(x) /* a macro's value as a string literal */
+
 /* A record is done with one delivery (nack, expiry, delay over): dead-letter it once
  * it reached max_attempts and a dead-letter topic is set, else make it ready again. */
 static void requeue(ks_group_t *g, part_t *p, ks_win_entry_t *e)
@@ -102,11 +105,11 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
 {
     const ks_ack_ref_t id = c->refs[i]; /* parsed on the caller's thread */
     if (!id.ok)
-        return (ks_ack_result_t){.status = KS_E_INVALID,
-                                 id.range ? "malformed ack id range: the offset field must be "
-                                            "<first>~<last>, first <= last, at most 100000 "
-                                            "offsets"
-                                          : "malformed ack id"};
+        return (ks_ack_result_t){
+            .status = KS_E_INVALID,
+            id.range ? "malformed ack id range: the offset field must be "
+                       "<first>~<last>, first <= last, at most " STR(KS_ACK_RANGE_MAX) " offsets"
+                     : "malformed ack id"};
     if (id.group_hash != g->group_hash)
         return (ks_ack_result_t){.status = KS_E_INVALID, "ack id belongs to another group"};
     if (id.instance != g->instance)
