@@ -723,9 +723,10 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
             kafka_set(cfg, prop, value);
             continue;
         }
-        /* Variables of the build and test scripts are not config. */
+        /* Variables of the build, test and benchmark scripts are not config (a benchmark
+         * run with KSIDECAR_BENCH_NO_RESULTS=1 starts ksidecar with it in its environment). */
         if (strncmp(name, "KSIDECAR_TEST_", 14) == 0 || strncmp(name, "KSIDECAR_BUILD_", 15) == 0 ||
-            strcmp(name, "KSIDECAR_CACHE") == 0)
+            strncmp(name, "KSIDECAR_BENCH_", 15) == 0 || strcmp(name, "KSIDECAR_CACHE") == 0)
             continue;
         const key_t_ *k = NULL;
         for (size_t i = 0; i < config_nkeys; i++) {

@@ -921,6 +921,8 @@ static void test_apply_env(void **state)
         "KSIDECAR_GROUPS_ALLOWED=a-*,b",
         "KSIDECAR_LOG_LEVEL=debug",
         "KSIDECAR_TEST_SOMETHING=1", /* test tooling's variables are ignored */
+        "KSIDECAR_BUILD_WERROR=1",
+        "KSIDECAR_BENCH_NO_RESULTS=1",
         "KSIDECAR_CACHE=/tmp/x",
         "NOT_KSIDECAR_FOO=1",
         NULL,

@@ -242,8 +242,26 @@ func cpuSecs(pid int) float64 {
 	return (u + s) / 100 // USER_HZ
 }
 
+// sidecarEnv is this process's environment less the KSIDECAR_* variables: the flags that
+// startSidecar prints among the commands are all of the bench's ksidecar's config, whatever
+// the calling shell holds (KSIDECAR_CONFIG, KSIDECAR_GROUP_ORDERING, ...).
+func sidecarEnv() []string {
+	var env []string
+	for _, e := range os.Environ() {
+		if !strings.HasPrefix(e, "KSIDECAR_") {
+			env = append(env, e)
+		}
+	}
+	return env
+}
+
+// startSidecar starts ksidecar and waits (up to 30 s) for its /healthz to answer 200; a
+// ksidecar that exits first, or is not healthy by then, ends the bench with what it said.
 func startSidecar() (target string, pid int, stop func()) {
 	hp, gp := freePort(), freePort()
+	for gp == hp {
+		gp = freePort()
+	}
 	args := []string{"--kafka.bootstrap.servers=" + *bootstrap, fmt.Sprintf("--http.listen=127.0.0.1:%d", hp),
 		fmt.Sprintf("--grpc.listen=127.0.0.1:%d", gp), "--log.level=warn",
 		"--subscriber.max_credit_records=100000"}
@@ -252,21 +270,38 @@ func startSidecar() (target string, pid int, stop func()) {
 	}
 	record(*ksBin + " " + strings.Join(args, " "))
 	cmd := exec.Command(*ksBin, args...)
+	cmd.Env = sidecarEnv()
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	if err := cmd.Start(); err != nil {
-		panic(err)
+		fmt.Fprintf(os.Stderr, "starting %s: %v\n", *ksBin, err)
+		os.Exit(1)
 	}
-	for i := 0; i < 300; i++ {
-		r, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/healthz", hp))
-		if err == nil {
+	exited := make(chan error, 1)
+	go func() { exited <- cmd.Wait() }()
+	stop = func() { cmd.Process.Kill(); <-exited }
+	url := fmt.Sprintf("http://127.0.0.1:%d/healthz", hp)
+	status := "no answer"
+	for deadline := time.Now().Add(30 * time.Second); ; {
+		select {
+		case err := <-exited:
+			fmt.Fprintf(os.Stderr, "ksidecar exited before it was healthy (%v): %s %s\n", err, *ksBin, strings.Join(args, " "))
+			os.Exit(1)
+		default:
+		}
+		if r, err := http.Get(url); err == nil {
 			r.Body.Close()
 			if r.StatusCode == 200 {
-				break
+				return fmt.Sprintf("127.0.0.1:%d", gp), cmd.Process.Pid, stop
 			}
+			status = r.Status
+		}
+		if time.Now().After(deadline) {
+			stop()
+			fmt.Fprintf(os.Stderr, "ksidecar not healthy within 30 s (%s: %s)\n", url, status)
+			os.Exit(1)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-	return fmt.Sprintf("127.0.0.1:%d", gp), cmd.Process.Pid, func() { cmd.Process.Kill(); cmd.Wait() }
 }
 
 func native(topic string, end map[int32]int64, tuned bool) result {
