@@ -43,9 +43,10 @@ type SubscriberConfig struct {
 	AckFlushInterval time.Duration
 	AckBatchSize     int
 	// Plain acks (Ack, not AckWithResult) of consecutive offsets of a partition go out as
-	// one ack range, answered by a count and the ids refused: less to send, parse and
-	// answer. A ksidecar older than ack ranges refuses them (INVALID); NoAckRanges sends
-	// every id on its own, as before.
+	// one ack range, whatever order the handlers acked them in between two flushes,
+	// answered by a count and the ids refused: less to send, parse and answer. A ksidecar
+	// older than ack ranges refuses them (INVALID); NoAckRanges sends every id on its own,
+	// as before.
 	NoAckRanges bool
 
 	// Reconnects wait from MinBackoff (default 100 ms), doubling up to MaxBackoff

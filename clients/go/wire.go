@@ -3,7 +3,9 @@
 package ksidecar
 
 import (
+	"cmp"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"unsafe"
@@ -108,38 +110,101 @@ func ackIDOffset(id string) (start, end int, off uint64, ok bool) {
 }
 
 // ackRangeRequest encodes SubscribeRequest{ack: AckIds{ack_ids, results_by_position}}
-// with each run of ids that differ only in consecutive offsets (one partition's records
-// acked in order) sent as one range id, "<first>~<last>" in the offset's place. The
-// answer is then a count of accepted records and, by its own id, each record that was not.
+// with each run of ids that differ only in consecutive offsets (one partition's records,
+// one attempt) sent as one range id, "<first>~<last>" in the offset's place. The ids are
+// grouped first (each group where its first id was, its offsets in order): concurrent
+// handlers ack the partitions' records interleaved, and often a partition's out of order.
+// The answer is then a count of accepted records and, by its own id, each record that was
+// not (where an id stands in the message does not matter for plain acks).
 func ackRangeRequest(ids []string) *rawRequest {
-	entries := make([]string, 0, 8)
-	emit := func(id string, s, e int, first, last uint64) {
-		if first == last || s == 0 {
-			entries = append(entries, id)
-			return
-		}
-		entries = append(entries, id[:s]+strconv.FormatUint(first, 10)+"~"+
-			strconv.FormatUint(last, 10)+id[e:])
+	type group struct{ pre, post string } // an id's text before and after its offset
+	type item struct {
+		g   int32 // index in groups; an id of another form has a group of its own
+		i   int32 // index in ids
+		off uint64
 	}
-	var run string
-	var rs, re int
-	var first, last uint64
+	var groups []group
+	var at map[group]int32
+	items := make([]item, len(ids))
+	last := int32(-1)
+	inOrder := true // each group's items together, offsets increasing: as they are
 	for i, id := range ids {
 		s, e, off, ok := ackIDOffset(id)
-		if i > 0 && ok && rs != 0 && off == last+1 && s == rs && id[:s] == run[:rs] && id[e:] == run[re:] {
-			last = off
+		if !ok {
+			items[i] = item{g: int32(len(groups)), i: int32(i)}
+			groups = append(groups, group{})
+			last = -1
 			continue
 		}
-		if i > 0 {
-			emit(run, rs, re, first, last)
+		k := group{id[:s], id[e:]}
+		g := last
+		switch {
+		case g >= 0 && groups[g] == k:
+			inOrder = inOrder && off > items[i-1].off
+		case len(groups) == 0:
+			g = 0
+			groups = append(groups, k)
+		default:
+			if at == nil {
+				at = make(map[group]int32)
+				for j, x := range groups {
+					if x != (group{}) {
+						at[x] = int32(j)
+					}
+				}
+			}
+			var found bool
+			if g, found = at[k]; !found {
+				g = int32(len(groups))
+				at[k] = g
+				groups = append(groups, k)
+			} else {
+				inOrder = false
+			}
 		}
-		run, rs, re, first, last = id, s, e, off, off
-		if !ok {
-			rs = 0
-		}
+		last = g
+		items[i] = item{g: g, i: int32(i), off: off}
 	}
-	if len(ids) > 0 {
-		emit(run, rs, re, first, last)
+	if !inOrder {
+		// Each group's items together, in the order acked (a stable counting sort), then a
+		// group whose offsets are not increasing sorted by offset.
+		start := make([]int32, len(groups)+1)
+		for _, it := range items {
+			start[it.g+1]++
+		}
+		for g := range groups {
+			start[g+1] += start[g]
+		}
+		byGroup := make([]item, len(items))
+		next := slices.Clone(start[:len(groups)])
+		for _, it := range items {
+			byGroup[next[it.g]] = it
+			next[it.g]++
+		}
+		byOff := func(a, b item) int { return cmp.Compare(a.off, b.off) }
+		for g := range groups {
+			if grp := byGroup[start[g]:start[g+1]]; !slices.IsSortedFunc(grp, byOff) {
+				slices.SortStableFunc(grp, byOff)
+			}
+		}
+		items = byGroup
+	}
+	entries := make([]string, 0, 8)
+	for j := 0; j < len(items); {
+		first := items[j]
+		k := j + 1
+		for groups[first.g] != (group{}) && k < len(items) && items[k].g == first.g &&
+			items[k].off == items[k-1].off+1 {
+			k++
+		}
+		if id := ids[first.i]; k == j+1 {
+			entries = append(entries, id)
+		} else {
+			g := groups[first.g]
+			entries = append(entries, g.pre+strconv.FormatUint(first.off, 10)+"~"+
+				strconv.FormatUint(items[k-1].off, 10)+g.post)
+		}
+		j = k
 	}
 	return encodeAck(entries, true)
 }

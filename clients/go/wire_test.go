@@ -87,6 +87,20 @@ func TestAckRangeRequest(t *testing.T) {
 		_ = proto.Unmarshal(got, &req)
 		t.Fatalf("ackRangeRequest sent %v", req.GetAck())
 	}
+	// Concurrent handlers: partitions interleaved, a partition's offsets out of order.
+	ids = []string{
+		id(0, 10, 1, "t"), id(1, 20, 1, "t"), id(0, 12, 1, "t"), id(1, 21, 1, "t"), "other",
+		id(0, 11, 1, "t"), id(1, 23, 1, "t"), id(0, 13, 1, "t"), id(1, 22, 1, "t"), id(0, 15, 1, "t"),
+	}
+	want = []string{"a1deadbeef12345678-3-0-10~13-1-t", id(0, 15, 1, "t"),
+		"a1deadbeef12345678-3-1-20~23-1-t", "other"}
+	wantBuf, _ = proto.Marshal(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Ack{
+		Ack: &kspb.AckIds{AckIds: want, ResultsByPosition: true}}})
+	if got := ackRangeRequest(ids).buf; !bytes.Equal(got, wantBuf) {
+		var req kspb.SubscribeRequest
+		_ = proto.Unmarshal(got, &req)
+		t.Fatalf("interleaved: ackRangeRequest sent %v", req.GetAck())
+	}
 	res, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_AckResults{AckResults: &kspb.AckResults{
 		Accepted: 9, Results: []*kspb.AckResult{{AckId: "id2", Status: kspb.AckStatus_NOT_FOUND, Position: 3}}}}})
 	_, body, _ := respKind(res)
