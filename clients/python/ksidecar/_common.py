@@ -50,6 +50,72 @@ class AckResult:
 # The settlement of an ack that waits for its commit (Book.settle's nack argument).
 WAIT_COMMIT = "wait_commit"
 
+# The most records an ack message with ranges may name (ksidecar's KS_ACK_RANGE_MAX): its
+# answer, a result for each refused record, must fit one gRPC message.
+ACK_RANGE_MAX = 8000
+
+
+def _offset_field(ack_id):
+    """(start, end, offset) of the offset field of an ack id, "a1<16 hex digits>-<epoch>-
+    <partition>-<offset>-<attempt>-<topic>", or None for an id of another form (it is then
+    sent as it is). An offset written otherwise than ksidecar writes it (a leading zero)
+    counts as another form."""
+    if len(ack_id) < 20 or ack_id[0] != "a" or ack_id[1] != "1" or ack_id[18] != "-":
+        return None
+    p = ack_id.split("-", 4)
+    if len(p) != 5 or not p[1] or not p[2]:
+        return None
+    o = p[3]
+    if not (o.isascii() and o.isdigit()) or len(o) > 19 or (o[0] == "0" and len(o) > 1):
+        return None
+    off = int(o)
+    if off >= 1 << 63:
+        return None
+    start = len(p[0]) + len(p[1]) + len(p[2]) + 3
+    return start, start + len(o), off
+
+
+def ack_ranges(ids):
+    """The ack_ids of one AckIds for ids: each run of ids that differ only in consecutive
+    offsets (one partition's records of one epoch and attempt, acked in order) as one range
+    id, "<first>~<last>" in the offset's place; any other id as it is. ids must name at
+    most ACK_RANGE_MAX records."""
+    out = []
+    n = len(ids)
+    i = 0
+    while i < n:
+        a = ids[i]
+        j = i + 1
+        f = _offset_field(a) if j < n else None
+        if f is not None:
+            s, e, first = f
+            head, tail = a[:s], a[e:]
+            last = first
+            while j < n and ids[j] == f"{head}{last + 1}{tail}":
+                last += 1
+                j += 1
+            if last > first:
+                a = f"{head}{first}~{last}{tail}"
+        out.append(a)
+        i = j
+    return out
+
+
+def range_ids(ack_id):
+    """The single ids of a range id (ack_ranges' form), or None for any other id."""
+    if "~" not in ack_id:
+        return None
+    p = ack_id.split("-", 4)
+    if len(p) != 5:
+        return None
+    lo, _, hi = p[3].partition("~")
+    if not (lo.isascii() and lo.isdigit() and hi.isascii() and hi.isdigit()):
+        return None
+    if not 0 <= int(hi) - int(lo) < ACK_RANGE_MAX:
+        return None
+    head, tail = "-".join(p[:3]) + "-", "-" + p[4]
+    return [f"{head}{o}{tail}" for o in range(int(lo), int(hi) + 1)]
+
 
 @dataclasses.dataclass(frozen=True)
 class TLS:
@@ -100,6 +166,7 @@ class Settings:
     backoff_max_s: float = 5.0
     reconnect_timeout_s: float = 300.0
     channel_options: tuple = ()
+    ack_ranges: bool = True
 
     def check(self):
         if not self.group:
@@ -370,6 +437,25 @@ class _Limited:
             self.dropped += 1
 
 
+# The kinds of settlement messages in flight (Book.inflight): acks, acks as ranges answered
+# by position, acks that wait for their commit (their first answer), nacks, extensions.
+_ACK, _RANGED, _COMMIT, _NACK, _EXTEND = range(5)
+
+OLD_SERVER = ("; a ksidecar older than ack ranges refuses them: give the Subscriber "
+              "ack_ranges=False")
+
+
+def _records(results):
+    """How many records results answer: a range's result (from a ksidecar older than
+    ranges, which answers one by its own id) counts its offsets."""
+    n = len(results)
+    for r in results:
+        if "~" in r.ack_id:
+            singles = range_ids(r.ack_id)
+            n += len(singles) - 1 if singles else 0
+    return n
+
+
 def _all_settled(state):
     return state.find(UNSETTLED) < 0 and state.find(RELEASED) < 0
 
@@ -385,7 +471,14 @@ class Book:
     self.lock, as extend_due sends extensions: so an extension sent before an ack of the
     same id is answered first. When a stream breaks, stream_lost resolves everything of
     that stream as STALE: its leases went back to ksidecar, which delivers the records
-    again. unanswered counts ids sent on the current stream whose results have not come."""
+    again. unanswered counts ids sent on the current stream whose results have not come.
+
+    ksidecar answers a stream's settlement messages in order, one AckResults each (and a
+    second, later one for acks that wait for their commit): self.inflight keeps the
+    messages sent, oldest first, so that an answer is matched to its message by its place,
+    not by the ids it names. With s.ack_ranges, acks go out as ack ranges answered by
+    position (an accepted count, and a result by its own id only for each record refused):
+    such an answer names none of the accepted ids, so its message tells which they were."""
 
     def __init__(self, s, wake, message_cls=Message):
         self.s = s
@@ -400,7 +493,10 @@ class Book:
         self.acks = collections.deque()  # ack ids waiting for the next flush
         self.nacks = {}      # (delay_ms, reason, dead_letter) -> [ack ids] for the next flush
         self.waiters = {}    # ack_id -> Future of its ack or nack result
-        self.extending = {}  # ack_id -> extension results still due
+        # (kind, first id, records, ids of a ranged ack) of each message sent on this stream
+        # and not answered yet, oldest first (the second answer of acks that wait for their
+        # commit is not in it: commit_due tells those).
+        self.inflight = collections.deque()
         self.commit_acks = []  # acks waiting for their commit, for the next flush
         # Their ids in flight: answered twice, at once (True here), then once committed.
         self.commit_due = {}
@@ -446,7 +542,8 @@ class Book:
                     break
             return b
         if kind == "ack_results":
-            self.results(resp.ack_results.results)
+            ar = resp.ack_results
+            self.results(ar.results, ar.accepted)
         elif kind == "assignment":
             self.assignment = [(p.topic, p.partition) for p in resp.assignment.partitions]
         return None
@@ -513,21 +610,32 @@ class Book:
         if send is None:
             return
         acks = self.acks
+        inflight = self.inflight
         if acks:
             pop = acks.popleft
             ids = [pop() for _ in range(len(acks))]
             self.unanswered += len(ids)
-            send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids)))
+            if self.s.ack_ranges:
+                for lo in range(0, len(ids), ACK_RANGE_MAX):
+                    part = ids[lo:lo + ACK_RANGE_MAX] if len(ids) > ACK_RANGE_MAX else ids
+                    inflight.append((_RANGED, None, len(part), part))
+                    send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ack_ranges(part),
+                                                           results_by_position=True)))
+            else:
+                inflight.append((_ACK, ids[0], len(ids), None))
+                send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids)))
         if self.commit_acks:
             ids, self.commit_acks = self.commit_acks, []
             self.unanswered += 2 * len(ids)
             for i in ids:
                 self.commit_due[i] = True
+            inflight.append((_COMMIT, ids[0], len(ids), None))
             send(pb.SubscribeRequest(ack=pb.AckIds(ack_ids=ids, wait_commit=True)))
         if self.nacks:
             nacks, self.nacks = self.nacks, {}
             for (delay, reason, dead_letter), ids in nacks.items():
                 self.unanswered += len(ids)
+                inflight.append((_NACK, ids[0], len(ids), None))
                 send(pb.SubscribeRequest(nack=pb.NackIds(ack_ids=ids, delay_ms=delay,
                                                          reason=reason, dead_letter=dead_letter)))
 
@@ -551,62 +659,103 @@ class Book:
                     ids += [recs[i].ack_id for i, v in enumerate(st) if v == UNSETTLED]
             if not ids:
                 return 0
-            ext = self.extending
-            for i in ids:
-                ext[i] = ext.get(i, 0) + 1
+            self.inflight.append((_EXTEND, ids[0], len(ids), None))
             self.unanswered += len(ids)
             self.extended += len(ids)
             self.send(pb.SubscribeRequest(modify_deadline=pb.ExtendIds(
                 ack_ids=ids, deadline_ms=self.s.deadline_ms)))
             return len(ids)
 
-    def results(self, results):
-        """Takes an AckResults message of the current stream."""
+    def results(self, results, accepted=0):
+        """Takes an AckResults message of the current stream (accepted: its count of
+        records accepted, in an answer by position)."""
         bad = []
-        done = []
+        done = []  # (future, ack id, status, message, committed offset)
         fenced = self.disp.fenced  # nacks wait for their results: tell the dispatcher
         answered = [] if fenced else None
         with self.lock:
-            self.unanswered -= len(results)
-            if self.waiters or self.extending or self.commit_due:
+            waiters, due = self.waiters, self.commit_due
+            if results and due and due.get(results[0].ack_id) is False:
+                # The second answer to acks that wait for their commit: where it stands.
+                self.unanswered -= len(results)
                 for r in results:
-                    first = self.commit_due.pop(r.ack_id, None) if self.commit_due else None
-                    if first:  # the answer at once to an ack that waits for its commit
-                        self.commit_due[r.ack_id] = False
-                        if r.status == 1:
-                            continue  # taken: its future waits for the second answer
-                    elif first is False:  # the second answer: where its commit stands
-                        f = self.waiters.pop(r.ack_id, None)
-                        if f is not None:
-                            done.append((f, r))
-                        continue
-                    n = self.extending.get(r.ack_id)
-                    if n:  # an extension's result comes before the later ack's
-                        if n == 1:
-                            del self.extending[r.ack_id]
-                        else:
-                            self.extending[r.ack_id] = n - 1
-                        if r.status != 1:
-                            bad.append(("extension", r))
-                        continue
-                    if answered is not None:
-                        answered.append(r.ack_id)
-                    f = self.waiters.pop(r.ack_id, None)
+                    due.pop(r.ack_id, None)
+                    f = waiters.pop(r.ack_id, None)
                     if f is not None:
-                        done.append((f, r))
+                        done.append((f, r.ack_id, r.status, r.message, r.committed_offset))
+                kind = None
+            else:
+                e = self._match(results, accepted)
+                if e is None:
+                    log.warning("ksidecar: ack results that match no message sent (first %r, "
+                                "%d accepted); taken by their ids",
+                                results[0].ack_id if results else None, accepted)
+                    e = (_ACK, None, len(results) + accepted, None)
+                kind = e[0]
+                self.unanswered -= e[2]
+            if kind == _RANGED:
+                for r in results:
+                    i = r.ack_id
+                    singles = range_ids(i)
+                    if singles is not None:  # answered as a whole: a ksidecar older than ranges
+                        bad.append(("ack range", r))
+                        for i in singles:
+                            f = waiters.pop(i, None)
+                            if f is not None:
+                                done.append((f, i, r.status, r.message, 0))
+                        continue
+                    f = waiters.pop(i, None)
+                    if f is not None:
+                        done.append((f, i, r.status, r.message, r.committed_offset))
                     elif r.status != 1:
                         bad.append(("ack", r))
-            else:
-                bad = [("ack", r) for r in results if r.status != 1]
-                if answered is not None:
-                    answered = [r.ack_id for r in results]
+                if waiters:  # the others were accepted (those refused are popped already)
+                    for i in e[3]:
+                        f = waiters.pop(i, None)
+                        if f is not None:
+                            done.append((f, i, 1, "", 0))
+            elif kind == _EXTEND:
+                bad = [("extension", r) for r in results if r.status != 1]
+            elif kind is not None:
+                for r in results:
+                    if kind == _COMMIT:  # the answer at once to acks that wait for their commit
+                        due[r.ack_id] = False
+                        if r.status == 1:
+                            continue  # taken: its future waits for the second answer
+                    if answered is not None:
+                        answered.append(r.ack_id)
+                    f = waiters.pop(r.ack_id, None) if waiters else None
+                    if f is not None:
+                        done.append((f, r.ack_id, r.status, r.message, r.committed_offset))
+                    elif r.status != 1:
+                        bad.append(("ack", r))
         if answered:
             self.disp.answered(answered)
-        for f, r in done:
-            f.set_result(AckResult(r.ack_id, AckStatus(r.status), r.message, r.committed_offset))
+        for f, i, status, msg, off in done:
+            f.set_result(AckResult(i, AckStatus(status), msg, off))
         for what, r in bad:
-            self.warn_bad.warn("ksidecar: %s of %s: %s (%s)", what, r.ack_id,
-                               AckStatus(r.status).name, r.message)
+            self.warn_bad.warn("ksidecar: %s of %s: %s (%s)%s", what, r.ack_id,
+                               AckStatus(r.status).name, r.message,
+                               OLD_SERVER if what == "ack range" and r.status == 2 else "")
+
+    def _match(self, results, accepted):
+        """Takes the message in flight that results (and accepted) answer off
+        self.inflight: the oldest, unless its shape differs (then the oldest that fits, as a
+        safeguard). None when none fits."""
+        q = self.inflight
+        for k, e in enumerate(q):
+            kind, first, n, _ = e
+            if kind == _RANGED:
+                fits = accepted + _records(results) == n
+            else:
+                fits = not accepted and len(results) == n and results[0].ack_id == first
+            if fits:
+                if k == 0:
+                    q.popleft()
+                else:
+                    del q[k]
+                return e
+        return None
 
     def left(self):
         """Settlements not sent or not answered yet on the current stream (0 without one)."""
@@ -632,7 +781,8 @@ class Book:
             unanswered = self.unanswered
             waiters = self.waiters
             n_ids += len(self.commit_acks)
-            self.live, self.nacks, self.waiters, self.extending = set(), {}, {}, {}
+            self.live, self.nacks, self.waiters = set(), {}, {}
+            self.inflight.clear()
             self.commit_acks, self.commit_due = [], {}
             self.acks.clear()
             self.unanswered = 0

@@ -39,7 +39,9 @@ class Subscriber:
     token; tls: a ksidecar.TLS; subscriber_name; connect_timeout_s; backoff_initial_s,
     backoff_max_s: the reconnect backoff; reconnect_timeout_s: how long reconnecting may
     fail before the subscriber gives up with the last error; channel_options: extra grpc
-    channel options.
+    channel options; ack_ranges (True): acks of consecutive offsets of a partition go out
+    as one ack range, answered by a count and the ids refused; a ksidecar older than ack
+    ranges refuses them (INVALID), so False sends every id on its own.
 
     A broken stream (UNAVAILABLE, a reset, ksidecar restarting) is reopened by itself;
     messages of the old stream settle as STALE (their futures say so and a warning is

@@ -6,6 +6,8 @@ import signal
 import threading
 import time
 
+import pytest
+
 import ksidecar
 from conftest import Timer, committed, restart_on_same_ports, unique, wait_committed_end, wait_for
 
@@ -359,3 +361,95 @@ def test_reconnect_backs_off_exponentially_with_jitter(bootstrap, sidecars, topi
         sub.close(timeout=5)
         if new is not None:
             new.stop()
+
+
+def record_wire(sub):
+    """Records the settlement messages sub sends from now on, and the shape of each answer
+    it takes, (results, accepted): lists the caller reads."""
+    book = sub.book
+    sent, answers = [], []
+    send, results = book.send, book.results
+
+    def rec_send(req):
+        sent.append(req)
+        send(req)
+
+    def rec_results(rs, accepted=0):
+        answers.append(([(r.ack_id, r.status, r.position) for r in rs], accepted))
+        results(rs, accepted)
+
+    book.send, book.results = rec_send, rec_results
+    return sent, answers
+
+
+@pytest.mark.parametrize("ranges", [True, False])
+def test_acks_go_as_ranges_answered_by_a_count(bootstrap, sidecars, topic, ranges):
+    # One partition's 500 acks, sent at close in one message: with ranges one range id,
+    # answered by accepted=500 and no result; without, 500 ids and 500 results.
+    t = topic(1, 500)
+    sc = sidecars()
+    g = unique("g")
+    sub = ksidecar.Subscriber(target(sc), g, [t], ack_max_delay_ms=600000, ack_max_ids=100000,
+                              ack_ranges=ranges)
+    sent = answers = None
+    n = 0
+    for m in sub:
+        if sent is None:
+            sent, answers = record_wire(sub)
+        m.ack()
+        n += 1
+        if n == 500:
+            break
+    assert sub.close(timeout=30) is True
+    acks = [r.ack for r in sent if r.HasField("ack")]
+    assert len(acks) == 1, sent
+    ids = list(acks[0].ack_ids)
+    if ranges:
+        assert acks[0].results_by_position and len(ids) == 1 and "-0~499-" in ids[0], ids
+        assert answers == [([], 500)], answers
+    else:
+        assert not acks[0].results_by_position and len(ids) == 500 and "~" not in ids[0]
+        assert len(answers) == 1 and answers[0][1] == 0 and len(answers[0][0]) == 500
+    wait_committed_end(bootstrap, g, t, 1)
+
+
+def test_a_refused_ack_in_a_range_resolves_by_its_own_id(bootstrap, sidecars, topic, caplog):
+    # Ten records held past their 1 s lease (never extended) come again with attempt 2. The
+    # old copies' acks and the new ones' go in one message, two ranges: ksidecar answers
+    # accepted=10 and each old id STALE by itself, at its range's position.
+    t = topic(1, 10)
+    sc = sidecars()
+    g = unique("g")
+    sub = ksidecar.Subscriber(target(sc), g, [t], deadline_ms=1000, max_lease_extension_s=0,
+                              ack_max_delay_ms=600000, ack_max_ids=20)
+    old, new = [], []
+    for m in sub:
+        (old if m.attempt == 1 else new).append(m)
+        if len(new) == 10:
+            break
+    assert [m.offset for m in old] == list(range(10)), old
+    assert [m.offset for m in new] == list(range(10)), new
+    sent, answers = record_wire(sub)
+    with caplog.at_level(logging.WARNING, logger="ksidecar"):
+        for m in old[:5]:
+            m.ack()  # refused: logged by its own id
+        old_futs = [m.ack_with_result() for m in old[5:]]
+        new_futs = [m.ack_with_result() for m in new]  # the 20th ack sends the message
+        got_old = [f.result(timeout=30) for f in old_futs]
+        got_new = [f.result(timeout=30) for f in new_futs]
+    (req,) = [r.ack for r in sent if r.HasField("ack")]
+    assert req.results_by_position and len(req.ack_ids) == 2, req
+    assert "-0~9-1-" in req.ack_ids[0] and "-0~9-2-" in req.ack_ids[1], req
+    (shape,) = answers
+    assert shape[1] == 10 and [(i, st, pos) for i, st, pos in shape[0]] == [
+        (m.ack_id, ksidecar.AckStatus.STALE, 0) for m in old], shape
+    assert [(r.ack_id, r.status) for r in got_old] == [
+        (m.ack_id, ksidecar.AckStatus.STALE) for m in old[5:]]
+    assert all(r.message for r in got_old), got_old
+    assert [(r.ack_id, r.status) for r in got_new] == [
+        (m.ack_id, ksidecar.AckStatus.ACCEPTED) for m in new]
+    warned = " ".join(r.getMessage() for r in caplog.records)
+    assert all(m.ack_id in warned for m in old[:5]) and "STALE" in warned, warned
+    assert not any(m.ack_id in warned for m in old[5:] + new), warned
+    assert sub.close() is True
+    wait_committed_end(bootstrap, g, t, 1)
