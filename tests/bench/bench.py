@@ -26,7 +26,7 @@ BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
 COMMANDS = []
 # --only's names for the sections, and each one's label in the table's first column.
 SECTIONS = {"throughput": "1. throughput", "slow": "2. slow consumer", "memory": "3. memory",
-            "latency": "4. latency", "groups": "5. many groups"}
+            "latency": "4. latency", "groups": "5. many groups", "partitions": "6. partitions"}
 
 
 def sh(cmd, **kw):
@@ -247,6 +247,10 @@ def main():
                     help="how long each latency run produces (default 20 s at each rate)")
     ap.add_argument("--groups-records", type=int, default=1_000_000,
                     help="records per group in the many-groups rows (default 1,000,000)")
+    ap.add_argument("--partitions-records", type=int, default=2_000_000,
+                    help="records per topic in the partition-count rows (default 2,000,000)")
+    ap.add_argument("--partitions-counts", default="8,64,256",
+                    help="the partition counts of those rows, the first the baseline (default 8,64,256)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else set(SECTIONS)
     if a.throughput_only:
@@ -393,6 +397,12 @@ def main():
     if want("groups"):
         rows += groups_rows(500 if s else a.groups_records)
 
+    # 6. The same backlog over more partitions, one fast gRPC client, the default budget.
+    if want("partitions"):
+        rows += partitions_rows([int(x) for x in a.partitions_counts.split(",")],
+                                20_000 if s else a.partitions_records, 1 if s else a.rounds,
+                                a.sidecar_arg)
+
     write_results(rows, s, sorted(only), a)
     print(f"bench: {len({r[0] for r in rows})} passed, 0 failed")
 
@@ -509,7 +519,7 @@ def threads_of(pid):
         return 0
 
 
-def run_groups(topics, n, flags, ksb_args):
+def run_groups(topics, n, flags, ksb_args, nparts=None):
     """One ksidecar, one ksbench gRPC client a topic (each its own new group), all at once:
     each client joins holding one credit (ksbench --hold) and all are released together once
     every one has its first record, so that group joins do not count. Returns the aggregate
@@ -543,7 +553,7 @@ def run_groups(topics, n, flags, ksb_args):
         assert int(r["distinct"]) == n and int(r["duplicates"]) == 0, r
         results.append(r)
     for t, g in zip(topics, groups):
-        check_committed(g, t, GROUP_PARTS)
+        check_committed(g, t, nparts or GROUP_PARTS)
     rss = sc.stop()
     start = min(float(r["end_unix"]) - float(r["seconds"]) for r in results)
     end = max(float(r["end_unix"]) for r in results)
@@ -576,6 +586,46 @@ def groups_rows(n):
              f"ksidecar threads up to {threads}; peak RSS {rss:.0f} MB; the clients joined first and "
              f"were released together, the rate runs from the release to the last record; each "
              f"client {each} rec/s")]
+
+
+PARTS_GOAL, PARTS_RSS_MB = 0.8, 300
+
+
+def partitions_rows(counts, n, rounds, extra=()):
+    """The same number of 100-byte records on topics of each partition count, drained by one
+    fast gRPC client (the throughput row's credits and acks) through its own ksidecar at the
+    default memory budget; the client joins holding one credit and the clock starts when it
+    takes them all (ksbench --hold), so the group join does not count. Rounds alternate the
+    counts; each row is the median, beside the first count's median."""
+    topics = {c: uniq(f"parts{c}") for c in counts}
+    t0 = time.time()
+    for c, t in topics.items():
+        produce(t, n, c)
+    print(f"preloaded {n:,} records on each of {', '.join(map(str, counts))} partitions in "
+          f"{time.time() - t0:.0f} s", flush=True)
+    flags = ["--subscriber.max_credit_records=100000", *extra]
+    ksb = ["--credits", "20000", "--ack-batch", "2000"]
+    rates, rss = {c: [] for c in counts}, {c: 0.0 for c in counts}
+    for _ in range(rounds):
+        for c, t in topics.items():
+            rate, _, peak, _ = run_groups([t], n, flags, ksb, nparts=c)
+            rates[c].append(rate)
+            rss[c] = max(rss[c], peak)
+        print("partitions round: " + ", ".join(f"{c} {rates[c][-1]:,.0f}" for c in counts) +
+              " rec/s", flush=True)
+    med = {c: statistics.median(v) for c, v in rates.items()}
+    base = counts[0]
+    rows = []
+    for c in counts:
+        ratio = med[c] / med[base]
+        verdict = "1.00x" if c == base else (
+            f"{ratio:.2f}x the {base} partitions (target >= {PARTS_GOAL}x: "
+            f"{'met' if ratio >= PARTS_GOAL else 'not met'})")
+        rows.append(("6. partitions", f"{c} partitions, {n:,} records backlog, one gRPC client, "
+                     "default memory budget", f"{med[c]:,.0f} rec/s", verdict,
+                     f"runs {', '.join(f'{x:,.0f}' for x in rates[c])}; peak RSS {rss[c]:.0f} MB "
+                     f"(target <= {PARTS_RSS_MB} MB: {'met' if rss[c] <= PARTS_RSS_MB else 'not met'})"))
+    return rows
 
 
 if __name__ == "__main__":

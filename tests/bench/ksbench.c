@@ -111,13 +111,19 @@ static int cmp64(const void *a, const void *b)
 #define MAX_KEYS 20000
 static int64_t *last_off;
 static long order_violations;
-static unsigned char *seen; /* per (partition, offset) bitmap for distinct counting */
+/* Per (partition, offset) bitmap for distinct counting: partitions below SEEN_PARTS, offsets
+ * below 2^SEEN_OFFSET_BITS (1 GiB of address space, touched only where records land). A
+ * record outside it is not counted as distinct, so a run past it fails its check. */
+#define SEEN_PARTS 1024
+#define SEEN_OFFSET_BITS 23
+static unsigned char *seen;
 static long distinct, dup_deliveries;
 
 void track(int32_t partition, int64_t offset, const void *key, size_t key_len)
 {
-    if (offset >= 0 && offset < (int64_t)1 << 26 && partition < 64) {
-        size_t bit = (size_t)partition * ((size_t)1 << 26) + (size_t)offset;
+    if (offset >= 0 && offset < (int64_t)1 << SEEN_OFFSET_BITS && partition >= 0 &&
+        partition < SEEN_PARTS) {
+        size_t bit = ((size_t)partition << SEEN_OFFSET_BITS) + (size_t)offset;
         if (seen[bit >> 3] & (1u << (bit & 7)))
             dup_deliveries++;
         else {
@@ -1114,7 +1120,7 @@ int main(int argc, char **argv)
         die("usage", "--latency needs --bootstrap and --produce N");
     last_off = malloc((size_t)64 * MAX_KEYS * sizeof(int64_t));
     memset(last_off, 0xff, (size_t)64 * MAX_KEYS * sizeof(int64_t)); /* -1 */
-    seen = calloc(((size_t)64 << 26) / 8, 1);
+    seen = calloc(((size_t)SEEN_PARTS << SEEN_OFFSET_BITS) / 8, 1);
     if (!last_off || !seen)
         die("memory", "out of memory");
     if (order_log && ksb_order_log_open(order_log) != 0)

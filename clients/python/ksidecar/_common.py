@@ -613,7 +613,9 @@ class Book:
         inflight = self.inflight
         if acks:
             pop = acks.popleft
-            ids = [pop() for _ in range(len(acks))]
+            # An id queued twice (ack() racing ack_with_result() on one message) goes once: in
+            # a by-position answer only the second copy's refusal would name it.
+            ids = list(dict.fromkeys(pop() for _ in range(len(acks))))
             self.unanswered += len(ids)
             if self.s.ack_ranges:
                 for lo in range(0, len(ids), ACK_RANGE_MAX):
@@ -729,7 +731,7 @@ class Book:
                         done.append((f, r.ack_id, r.status, r.message, r.committed_offset))
                     elif r.status != 1:
                         bad.append(("ack", r))
-        if answered:
+        if answered is not None:  # also with none named (a ranged answer): lifts expired fences
             self.disp.answered(answered)
         for f, i, status, msg, off in done:
             f.set_result(AckResult(i, AckStatus(status), msg, off))

@@ -107,6 +107,25 @@ def test_futures_resolve_from_the_count_and_a_refused_one_by_its_own_id(caplog):
     assert book.left() == 0 and not book.waiters
 
 
+def test_an_id_queued_twice_goes_once():
+    # ack() racing ack_with_result() on one message can queue its id twice; sent twice, the
+    # server would accept one copy and refuse the other, and only the refusal names the id.
+    book, gen, sent = new_book()
+    msgs = deliver(book, gen, range(3))
+    fut = msgs[1].ack_with_result()
+    book.acks.append(msgs[1]._rec.ack_id)
+    msgs[0].ack()
+    msgs[2].ack()
+    book.flush()
+    (req,) = sent
+    assert len(set(req.ack.ack_ids)) == len(req.ack.ack_ids), req
+    assert sum(len(range_ids(i) or [i]) for i in req.ack.ack_ids) == 3, req
+    assert book.left() == 3
+    answer(book, accepted=3)
+    assert fut.result(timeout=0).status == ksidecar.AckStatus.ACCEPTED
+    assert book.left() == 0 and not book.inflight
+
+
 def test_answers_match_their_messages_in_order_not_by_ids():
     book, gen, sent = new_book(ack_max_ids=4)
     a = deliver(book, gen, range(4))
