@@ -172,7 +172,8 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
     if (!sizes || !ids)
         abort();
     size_t body = 0;
-    ks_ack_id_writer_t w = {0};
+    ks_ack_id_writer_t w;
+    ks_ack_id_writer_init(&w);
     for (size_t i = 0; i < b->cnt; i++) {
         if (idlen + KS_ACK_ID_MAX > idcap) {
             idcap = 2 * idcap + KS_ACK_ID_MAX;

@@ -296,7 +296,8 @@ enum MHD_Result http_reply_fetch(req_t *r)
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 64 + b->cnt * 256);
     ks_jbuf_lit(&jb, "{\"records\":[");
-    ks_ack_id_writer_t w = {0};
+    ks_ack_id_writer_t w;
+    ks_ack_id_writer_init(&w);
     for (size_t i = 0; i < b->cnt; i++) {
         if (i)
             ks_jbuf_lit(&jb, ",");

@@ -283,7 +283,9 @@ static void encode_batch(hstream_t *s, const ks_batch_t *b)
 {
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 64 + b->cnt * 320);
-    ks_ack_id_writer_t w = {0}, wid = {0};
+    ks_ack_id_writer_t w, wid;
+    ks_ack_id_writer_init(&w);
+    ks_ack_id_writer_init(&wid);
     for (size_t i = 0; i < b->cnt; i++) {
         if (s->sse) {
             char id[KS_ACK_ID_MAX];

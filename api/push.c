@@ -422,7 +422,8 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
     r->p = p;
     r->n = n;
     r->slot = slot;
-    ks_ack_id_writer_t w = {0};
+    ks_ack_id_writer_t w;
+    ks_ack_id_writer_init(&w);
     for (size_t i = 0; i < n; i++) {
         char id[KS_ACK_ID_MAX];
         size_t il = ks_record_ack_id_put(&w, &recs[i], id, sizeof(id));
@@ -445,7 +446,8 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
         ks_jbuf_t jb;
         ks_jbuf_init(&jb, 64 + n * 256);
         ks_jbuf_lit(&jb, "[");
-        ks_ack_id_writer_t w2 = {0};
+        ks_ack_id_writer_t w2;
+        ks_ack_id_writer_init(&w2);
         for (size_t i = 0; i < n; i++) {
             if (i)
                 ks_jbuf_lit(&jb, ",");

@@ -97,7 +97,13 @@ size_t ks_ack_id_writer_put(ks_ack_id_writer_t *w, char *buf, size_t size, uint3
                             uint32_t group_hash, uint32_t epoch, int32_t partition, int64_t offset,
                             uint32_t attempt, const char *topic)
 {
-    __typeof__(w->slot[0]) *sl = &w->slot[(uint32_t)partition & 15];
+    uint32_t i = (uint32_t)partition % KS_ACK_ID_WRITER_SLOTS;
+    __typeof__(w->slot[0]) *sl = &w->slot[i];
+    if (!(w->used[i / 64] >> (i % 64) & 1)) {
+        w->used[i / 64] |= UINT64_C(1) << (i % 64);
+        sl->head_len = 0;
+        sl->topic = NULL;
+    }
     if (sl->topic != topic) {
         sl->tl = strlen(topic);
         sl->topic = topic;

@@ -38,6 +38,7 @@
 
 /* A subscriber with hold_stalled whose oldest unreported batch waited this long for its
  * transport is stalled: its leases wait instead of expiring, rechecked this often. */
+#define KS_PART_HINTS    256 /* part_find's cache slots */
 #define STALL_GRACE_MS   1000
 #define STALL_RECHECK_MS 1000
 
@@ -195,6 +196,10 @@ struct ks_group {
     int64_t q_kbytes, fetch_max_bytes; /* its queued.max.messages.kbytes, fetch.message.max.bytes */
     part_t **parts;
     size_t part_cnt, part_cap, rr;
+    /* part_find's cache, by partition number (mod its size): a settle names a partition
+     * per ack id, and a scan of parts made that cost grow with the partition count. A
+     * slot is a hint, checked on every hit; part_remove clears the slot of what it drops. */
+    part_t *part_hint[KS_PART_HINTS];
     sub_t **subs;
     size_t sub_cnt;
     uint32_t next_sub_id;
@@ -423,10 +428,14 @@ static inline size_t align8(size_t n)
 /* @locality group loop */
 static inline part_t *part_find(ks_group_t *g, const char *topic, int32_t partition)
 {
+    part_t **hint = &g->part_hint[(uint32_t)partition % KS_PART_HINTS];
+    part_t *h = *hint;
+    if (h && h->partition == partition && strcmp(h->topic, topic) == 0)
+        return h;
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
         if (p->partition == partition && strcmp(p->topic, topic) == 0)
-            return p;
+            return *hint = p;
     }
     return NULL;
 }

@@ -388,6 +388,31 @@ static void test_writer_matches_write(void **state)
     }
 }
 
+/* Partitions in turn, more of them than the writer has slots (two partitions to a slot),
+ * over a writer started with ks_ack_id_writer_init over stale bytes: each id is what
+ * ks_ack_id_write gives. */
+static void test_writer_partitions_in_turn(void **state)
+{
+    (void)state;
+    static ks_ack_id_writer_t w;
+    memset(&w, 0xA5, sizeof(w)); /* what a stack might hold */
+    ks_ack_id_writer_init(&w);
+    const char *topics[2] = {"orders", "payments"};
+    for (int64_t off = 0; off < 3; off++) {
+        for (int32_t part = 0; part < 2 * KS_ACK_ID_WRITER_SLOTS; part++) {
+            const char *t = topics[(part / KS_ACK_ID_WRITER_SLOTS + off) % 2];
+            char a[KS_ACK_ID_MAX], b[KS_ACK_ID_MAX];
+            size_t na = ks_ack_id_write(a, sizeof(a), 7, 9, (uint32_t)off, part, off * 1000 + part,
+                                        1, t, strlen(t));
+            size_t nb = ks_ack_id_writer_put(&w, b, sizeof(b), 7, 9, (uint32_t)off, part,
+                                             off * 1000 + part, 1, t);
+            if (na != nb || strcmp(a, b) != 0)
+                fail_msg("partition %d offset %lld: writer gave %s, ks_ack_id_write %s", part,
+                         (long long)off, b, a);
+        }
+    }
+}
+
 /* Parsing through the cache gives what parsing alone gives, for runs that share a
  * partition's head, alternate partitions, differ in instance or topic, or turn malformed
  * after well-formed ids. */
@@ -511,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_parse_rejects_overlong),
         cmocka_unit_test(test_group_hash),
         cmocka_unit_test(test_writer_matches_write),
+        cmocka_unit_test(test_writer_partitions_in_turn),
         cmocka_unit_test(test_parse_cached_matches_parse),
         cmocka_unit_test(test_range),
     };
