@@ -114,7 +114,7 @@ static long order_violations;
 /* Per (partition, offset) bitmap for distinct counting: partitions below SEEN_PARTS, offsets
  * below 2^SEEN_OFFSET_BITS (1 GiB of address space, touched only where records land). A
  * record outside it is not counted as distinct, so a run past it fails its check. */
-#define SEEN_PARTS 1024
+#define SEEN_PARTS       1024
 #define SEEN_OFFSET_BITS 23
 static unsigned char *seen;
 static long distinct, dup_deliveries;
