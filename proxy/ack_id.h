@@ -45,7 +45,7 @@ typedef struct ks_ack_id_writer {
     } slot[KS_ACK_ID_WRITER_SLOTS];
 } ks_ack_id_writer_t;
 
-/* Readies w: only the used bits are cleared (the slots are 22 KB). */
+/* Readies w: only the used bits are cleared (the slots are 24 KB). */
 static inline void ks_ack_id_writer_init(ks_ack_id_writer_t *w)
 {
     for (size_t i = 0; i < KS_ACK_ID_WRITER_SLOTS / 64; i++)

@@ -38,7 +38,6 @@
 
 /* A subscriber with hold_stalled whose oldest unreported batch waited this long for its
  * transport is stalled: its leases wait instead of expiring, rechecked this often. */
-#define KS_PART_HINTS    256 /* part_find's cache slots */
 #define STALL_GRACE_MS   1000
 #define STALL_RECHECK_MS 1000
 
@@ -165,6 +164,8 @@ typedef struct dlq_ref {
     uint32_t epoch;
     int64_t offset;
 } dlq_ref_t;
+
+#define KS_PART_HINTS 256 /* part_find's cache slots (ks_group_t.part_hint) */
 
 struct ks_group {
     char *name;
