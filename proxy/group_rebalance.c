@@ -45,8 +45,9 @@ static part_t *part_add(ks_group_t *g, const char *topic, int32_t partition)
 void part_remove(ks_group_t *g, part_t *p)
 {
     ks_owner_assert(&g->owner);
-    if (g->part_hint[(uint32_t)p->partition % KS_PART_HINTS] == p)
-        g->part_hint[(uint32_t)p->partition % KS_PART_HINTS] = NULL;
+    part_t **hint = &g->part_hint[(uint32_t)p->partition % KS_PART_HINTS];
+    if (*hint == p)
+        *hint = NULL;
     for (size_t i = 0; i < g->part_cnt; i++) {
         if (g->parts[i] == p) {
             g->parts[i] = g->parts[--g->part_cnt];
