@@ -222,9 +222,13 @@ typedef struct take {
     ks_win_entry_t **ents;
     part_t **eparts;
     size_t pcur;      /* round-robin cursor over partitions */
+    uint32_t run;     /* records taken in a row from the partition at pcur */
     size_t next_same; /* serve_waiting: its subscriber's next parked fetch, or SIZE_MAX */
     bool dry;
 } take_t;
+
+/* How many records in a row take_one takes from one partition before the next one's turn. */
+#define TAKE_RUN 64
 
 /* Leases one more record for t, or marks t dry. @locality group loop */
 static void take_one(ks_group_t *g, take_t *t, int64_t now)
@@ -282,7 +286,14 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         t->ents[t->n] = e;
         t->eparts[t->n] = p;
         t->n++;
-        t->pcur = idx + 1;
+        /* Runs of TAKE_RUN records a partition: a partition's records in a row share its
+         * window's cache lines, the ack id writer's head and the client's ack ranges. */
+        t->run = k > 0 ? 1 : t->run + 1;
+        if (t->run >= TAKE_RUN) {
+            t->run = 0;
+            idx++;
+        }
+        t->pcur = idx;
         return;
     }
     t->dry = true;

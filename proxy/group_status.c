@@ -68,6 +68,7 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
         ps->window_memory_bytes = part_mem(p);
         ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
         ps->budget_pauses = p->budget_pauses;
+        ps->budget_dropped = p->budget_dropped;
         ps->commit_point_age_ms = now - p->cp_moved_ms;
         ps->stalled = p->stall != KS_STALL_NONE;
         ps->stall_reason = ks_stall_str(p->stall);

@@ -56,6 +56,16 @@ bool ks_mem_pressed(int64_t max_bytes)
     return (ks_mem_used() + ks_mem_queued()) * 4 >= max_bytes;
 }
 
+bool ks_mem_over(int64_t max_bytes)
+{
+    return (ks_mem_used() + ks_mem_queued()) * 8 > max_bytes * 3;
+}
+
+bool ks_mem_fetch_fits(int64_t max_bytes, int64_t cost)
+{
+    return (ks_mem_used() + ks_mem_queued() + cost) * 4 <= max_bytes;
+}
+
 void ks_mem_parts_add(long delta)
 {
     atomic_fetch_add(&g_parts, delta);

@@ -56,6 +56,15 @@ int64_t ks_mem_record_overhead(void);
  * Thread-safe. */
 bool ks_mem_pressed(int64_t max_bytes);
 
+/* Whether windows and queues hold more than three eighths of the budget: windows take
+ * no more records from librdkafka then, and its queues are emptied (group_intake.c). */
+bool ks_mem_over(int64_t max_bytes);
+
+/* Whether another fetch costing cost bytes keeps windows and queues within a quarter of
+ * the budget (ks_mem_pressed's line): a partition paused for the budget waits for it
+ * before it fetches again, so that the fetches of partitions resumed together fit. */
+bool ks_mem_fetch_fits(int64_t max_bytes, int64_t cost);
+
 /* The process-wide tally. Thread-safe (atomics); any thread may call these.
  * parts: partitions assigned across every group; used: bytes held by every window. */
 void ks_mem_parts_add(long delta);

@@ -142,6 +142,8 @@
       "records waiting in the partition's librdkafka queue")                                       \
     X(I64, budget_pauses, budget_pauses, "budget_pauses", 18, COUNTER,                             \
       "times paused in librdkafka to give its prefetch back to the memory budget")                 \
+    X(I64, budget_dropped, budget_dropped_records, "budget_dropped_records", 23, COUNTER,          \
+      "records librdkafka had fetched that its budget pauses threw away, to be fetched again")     \
     X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
       "how long since the confirmed commit point last moved")                                      \
     X(BOOL, stalled, stalled, "stalled", 20, GAUGE,                                                \

@@ -103,10 +103,14 @@ typedef struct part {
     int64_t mem_tallied; /* what this window last added to the process's budget tally */
     size_t q_len;        /* records in q, as of the last intake pass (less what it took) */
 
-    int64_t q_tallied;     /* what part_queue_mem last added to the process's queued tally */
-    bool kpaused;          /* paused in librdkafka by part_kafka_pause, its queue emptied */
-    int64_t kpaused_mem;   /* kpaused: part_mem when it was paused */
-    int64_t budget_pauses; /* times part_kafka_pause paused it */
+    int64_t q_tallied;      /* what part_queue_mem last added to the process's queued tally */
+    bool kpaused;           /* paused in librdkafka by part_kafka_pause, its queue emptied */
+    uint32_t fetch_recs;    /* records the last fetch brought (taken before q was empty again) */
+    uint32_t taken_run;     /* records taken from q since it was last empty */
+    int64_t q_reserved;     /* resumed: the fetch expected, counted as queued until it comes */
+    int64_t reserved_ms;    /* when q_reserved was set */
+    int64_t budget_pauses;  /* times part_kafka_pause paused it */
+    int64_t budget_dropped; /* records in its queue when it paused it (fetched again later) */
     /* The confirmed commit point as last seen, and when it last moved (cp_note): the status's
      * commit_point_age_ms and the stall check's idle time. */
     int64_t cp_seen, cp_moved_ms;
@@ -461,24 +465,50 @@ static inline int64_t part_share(const ks_group_t *g)
  * the producer's batch.size (librdkafka's default 1 MB), whatever fetch.message.max.bytes. */
 static inline int64_t part_queue_mem(const part_t *p)
 {
-    return (int64_t)((double)p->q_len * (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD));
+    return (int64_t)((double)p->q_len * (p->q_avg_bytes + KS_MEM_KAFKA_RECORD_OVERHEAD)) +
+           p->q_reserved;
 }
 
-/* How many more bytes p's window may take now (<= 0: none). The share covers the window
- * and the records librdkafka holds for the partition, but a window always gets its floor:
- * taking records from the queue is what lets it shrink, and the only way to progress. */
+/* What p's window needs to take p's next fetch whole: the last fetch's records at the
+ * window's cost of a record. 0 before the first fetch. */
+static inline int64_t part_fetch_cost(const part_t *p)
+{
+    return (int64_t)((double)p->fetch_recs * (p->q_avg_bytes + (double)ks_mem_record_overhead()));
+}
+
+/* What p's window may hold: its share, or one whole fetch where that is more (a fetch
+ * brings at least one whole producer batch, KIP-74: 1 MB of records from librdkafka's
+ * producer, about 2.2 MB in a window of 100-byte records). A window that could take only
+ * part of each fetch would have the rest thrown away by a pause and fetched again, over
+ * and over. The windows together stay within the budget by ks_mem_over and
+ * ks_mem_fetch_fits (group_intake.c). */
+static inline int64_t part_cap(const ks_group_t *g, const part_t *p)
+{
+    int64_t share = part_share(g), fetch = part_fetch_cost(p);
+    return fetch > share ? fetch : share;
+}
+
+/* How many more bytes p's window may take now (<= 0: none): its cap less what it holds.
+ * What p's queue holds does not count: taking a record into the window costs less than
+ * leaving it in librdkafka's queue (KS_MEM_KAFKA_RECORD_OVERHEAD), and a queue that the
+ * window cannot take is emptied by a pause (part_check_bound). */
 static inline int64_t part_room_bytes(const ks_group_t *g, const part_t *p)
 {
-    int64_t share = part_share(g), mem = part_mem(p);
-    int64_t by_share = share - mem - part_queue_mem(p);
-    int64_t by_floor = (share < KS_MEM_WINDOW_FLOOR ? share : KS_MEM_WINDOW_FLOOR) - mem;
-    return by_share > by_floor ? by_share : by_floor;
+    return part_cap(g, p) - part_mem(p);
 }
 
 static inline bool part_has_room(const ks_group_t *g, const part_t *p)
 {
     return ks_ack_window_count(&p->win) < (size_t)g->cfg->window_max_records &&
            ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_room_bytes(g, p) > 0;
+}
+
+/* The room a partition paused for the budget waits for before it is resumed: a whole
+ * fetch (so that none of it is thrown away), at least a quarter of its cap. */
+static inline int64_t part_resume_room(const ks_group_t *g, const part_t *p)
+{
+    int64_t cap = part_cap(g, p), want = part_fetch_cost(p);
+    return want > cap / 4 ? want : cap / 4;
 }
 
 /* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
@@ -494,11 +524,12 @@ static inline int64_t part_hold_from(const part_t *p)
  * limits cannot stop one more fetch (up to fetch.message.max.bytes, or a whole producer
  * batch), at ~5x the payload in memory, which stays there while the window is full. So
  * while windows and queues hold a quarter of the budget or more (ks_mem_pressed), a
- * partition at its share (window and queue together, part_room_bytes) whose queue holds
- * records is paused in librdkafka, and its queue emptied; it resumes once its window
- * drained to half of what it held then (or it is no longer deliverable), and librdkafka
- * fetches again from the last record taken. A partition bound by window.max_records or
- * .max_bytes (8 partitions at the default budget), or with a small tally, never pauses.
+ * partition at its share whose queue holds records is paused in librdkafka, and its queue
+ * emptied (intake also pauses one whose window could not take its next fetch whole, before
+ * that fetch comes). It resumes once its window has room for a whole fetch
+ * (part_resume_room), or it is no longer deliverable, and librdkafka fetches again from
+ * the last record taken. A partition bound by window.max_records or .max_bytes (8
+ * partitions at the default budget), or with a small tally, never pauses.
  * @locality group loop */
 static inline void part_check_bound(ks_group_t *g, part_t *p)
 {
@@ -510,10 +541,13 @@ static inline void part_check_bound(ks_group_t *g, part_t *p)
     if (!p->q)
         return;
     if (p->kpaused) {
-        if (part_mem(p) * 2 < p->kpaused_mem || !ks_pstate_deliverable(p->state))
+        if (!ks_pstate_deliverable(p->state) ||
+            (part_room_bytes(g, p) >= part_resume_room(g, p) &&
+             ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(p))))
             part_kafka_pause(g, p, false);
-    } else if (!room && g->mem_pressed && ks_pstate_deliverable(p->state) &&
-               part_room_bytes(g, p) <= 0 && (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0)) {
+    } else if (g->mem_pressed && ks_pstate_deliverable(p->state) &&
+               (part_room_bytes(g, p) <= 0 || ks_mem_over(g->cfg->memory_max_bytes)) &&
+               (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0)) {
         part_kafka_pause(g, p, true);
     }
 }

@@ -56,6 +56,7 @@ static ks_group_status_t *fixture_orders(void)
     p->kafka_queue_records = 300;
     p->commit_in_flight = 120;
     p->budget_pauses = 9;
+    p->budget_dropped = 4500;
     p->stalled = 1;
     p->stall_reason = "poison";
     snprintf(p->stall_detail, sizeof(p->stall_detail), "offset 100 delivered 3 times");

@@ -1708,11 +1708,12 @@ type PartitionStatus struct {
 	BudgetPauses        int64                  `protobuf:"varint,18,opt,name=budget_pauses,json=budgetPauses,proto3" json:"budget_pauses,omitempty"`                  // times paused in librdkafka to give its prefetch back
 	CommitPointAgeMs    int64                  `protobuf:"varint,19,opt,name=commit_point_age_ms,json=commitPointAgeMs,proto3" json:"commit_point_age_ms,omitempty"`  // how long since the commit point last moved
 	// Stall detection: lag, and the commit point has not moved for health.stall_ms.
-	Stalled       bool   `protobuf:"varint,20,opt,name=stalled,proto3" json:"stalled,omitempty"`
-	StallReason   string `protobuf:"bytes,21,opt,name=stall_reason,json=stallReason,proto3" json:"stall_reason,omitempty"` // poison, metadata, no_subscriber, no_credits, memory, kafka, unknown
-	StallDetail   string `protobuf:"bytes,22,opt,name=stall_detail,json=stallDetail,proto3" json:"stall_detail,omitempty"` // the stall in a sentence
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Stalled              bool   `protobuf:"varint,20,opt,name=stalled,proto3" json:"stalled,omitempty"`
+	StallReason          string `protobuf:"bytes,21,opt,name=stall_reason,json=stallReason,proto3" json:"stall_reason,omitempty"`                               // poison, metadata, no_subscriber, no_credits, memory, kafka, unknown
+	StallDetail          string `protobuf:"bytes,22,opt,name=stall_detail,json=stallDetail,proto3" json:"stall_detail,omitempty"`                               // the stall in a sentence
+	BudgetDroppedRecords int64  `protobuf:"varint,23,opt,name=budget_dropped_records,json=budgetDroppedRecords,proto3" json:"budget_dropped_records,omitempty"` // fetched records its budget pauses threw away (fetched again)
+	unknownFields        protoimpl.UnknownFields
+	sizeCache            protoimpl.SizeCache
 }
 
 func (x *PartitionStatus) Reset() {
@@ -1897,6 +1898,13 @@ func (x *PartitionStatus) GetStallDetail() string {
 		return x.StallDetail
 	}
 	return ""
+}
+
+func (x *PartitionStatus) GetBudgetDroppedRecords() int64 {
+	if x != nil {
+		return x.BudgetDroppedRecords
+	}
+	return 0
 }
 
 type SubscriberStatus struct {
@@ -3043,7 +3051,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\brejected\x18\x03 \x01(\x05R\brejected\"'\n" +
 	"\x0fGetGroupRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\"\x13\n" +
-	"\x11ListGroupsRequest\"\x91\x06\n" +
+	"\x11ListGroupsRequest\"\xc7\x06\n" +
 	"\x0fPartitionStatus\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x14\n" +
@@ -3067,7 +3075,8 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x13commit_point_age_ms\x18\x13 \x01(\x03R\x10commitPointAgeMs\x12\x18\n" +
 	"\astalled\x18\x14 \x01(\bR\astalled\x12!\n" +
 	"\fstall_reason\x18\x15 \x01(\tR\vstallReason\x12!\n" +
-	"\fstall_detail\x18\x16 \x01(\tR\vstallDetail\"\xa8\x01\n" +
+	"\fstall_detail\x18\x16 \x01(\tR\vstallDetail\x124\n" +
+	"\x16budget_dropped_records\x18\x17 \x01(\x03R\x14budgetDroppedRecords\"\xa8\x01\n" +
 	"\x10SubscriberStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12.\n" +
 	"\acredits\x18\x02 \x01(\v2\x14.ksidecar.v1.CreditsR\acredits\x126\n" +
