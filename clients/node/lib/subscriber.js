@@ -9,6 +9,11 @@
 //   order, and answers a stream's requests in the order sent (its group loop settles
 //   them in order). So results match the FIFO's head position by position, with no
 //   per-id map; the ids are still checked, and a mismatch searches the FIFO.
+// - plain acks (not waiting for their commit) go as ack ranges answered by position
+//   (ackRanges, on by default): a partition's consecutive offsets as one id
+//   "<first>~<last>", answered by a count of the records accepted and a result, by its own
+//   id, for each one refused. Such an answer names none of the accepted ids: its entry in
+//   the FIFO (RANGED) tells which they were, and how many records it waits for.
 // No per-message Map or Promise unless asked for (ackWithResult): at 200k messages a
 // second, each allocation per message shows up as garbage-collector time.
 // A stream generation (_gen) tags each message; when a stream ends, _gen moves on, and
@@ -39,6 +44,7 @@ const DEFAULTS = {
   backoffMaxMs: 5000,
   backoffMultiplier: 2,
   subscriber: '',
+  ackRanges: true,
 };
 
 // Codes after which a new stream would fail the same way: reported, never retried.
@@ -156,6 +162,7 @@ class Pending {
     this.deadLetter = deadLetter;
     this.msgs = [];
     this.waiters = null;
+    this.records = 0; // RANGED: how many records its request named (copies once)
   }
 
   push(m, waiter) {
@@ -177,6 +184,14 @@ class Pending {
     return out;
   }
 
+  // Cuts it into the requests encodeAckRanges made: chunkOf[i] is where msgs[i] went.
+  split(chunkOf, n) {
+    const out = [];
+    for (let c = 0; c < n; c++) out.push(new Pending(this.kind, this.delayMs, this.reason, this.deadLetter));
+    for (let i = 0; i < this.msgs.length; i++) out[chunkOf[i]].push(this.msgs[i], this.waiters && this.waiters[i]);
+    return out;
+  }
+
   resolveAll(status) {
     if (this.waiters) for (const w of this.waiters) if (w) w[0](answerOf(this.kind, status));
     this.waiters = null;
@@ -189,6 +204,8 @@ class Pending {
 }
 
 const EXTEND = 3;
+// Plain acks sent as ack ranges, answered by position (a count and the refused ids).
+const RANGED = 6;
 
 // What an ack's promise resolves with: its status, or for one that waits for its commit an
 // object with the status (the commit point unknown here).
@@ -212,6 +229,8 @@ function checkOptions(o) {
   }
   if (o.maxMessages < 1 || o.flushIds < 1 || o.ackDeadlineMs < 1)
     throw new E.KsidecarConfigError('options.maxMessages, flushIds and ackDeadlineMs must be >= 1');
+  if (typeof o.ackRanges !== 'boolean')
+    throw new E.KsidecarConfigError(`options.ackRanges must be true or false (got ${o.ackRanges})`);
 }
 
 /**
@@ -264,6 +283,7 @@ class Subscriber extends EventEmitter {
     this._nackQ = new Map();
     this._queued = 0;
     this._orderWarned = false;
+    this._rangeWarned = false;
     this._flushTimer = null;
     this._leaseTimer = null;
     this._queue = [];
@@ -601,10 +621,18 @@ class Subscriber extends EventEmitter {
   }
 
   // Finds the sent request these results answer: the FIFO's head, else (not expected)
-  // the first whose ids match.
+  // the first whose ids match (or, answered by position, whose record count does).
   _matchSent(results) {
     const n = results.length;
-    const same = (e) => e.msgs.length === n && results.idIs(0, e.msgs[0]) && results.idIs(n - 1, e.msgs[n - 1]);
+    let records = -1; // of a by-position answer, counted once needed
+    const same = (e) => {
+      if (e.kind === RANGED) {
+        if (records < 0) records = results.accepted + (n ? results.records() : 0);
+        return records === e.records;
+      }
+      return !results.accepted && n > 0 && e.msgs.length === n && results.idIs(0, e.msgs[0]) &&
+        results.idIs(n - 1, e.msgs[n - 1]);
+    };
     const sent = this._sent;
     if (this._sentHead < sent.length && same(sent[this._sentHead])) {
       const e = sent[this._sentHead];
@@ -645,13 +673,19 @@ class Subscriber extends EventEmitter {
   }
 
   _onResults(results) {
-    if (!results.length) return;
-    const e = (this._commitSent.length && this._matchCommit(results)) || this._matchSent(results);
+    if (!results.length && !results.accepted) return;
+    const e = (this._commitSent.length && results.length && !results.accepted && this._matchCommit(results)) ||
+      this._matchSent(results);
     if (!e) {
-      this._warn(`${results.length} ack results (first ${results.id(0)}) match no request sent; ignored`);
+      this._warn(`${results.length} ack results (first ${results.length ? results.id(0) : 'none'}, ` +
+        `${results.accepted} accepted) match no request sent; ignored`);
       return;
     }
-    if (e.kind === EXTEND) {
+    if (e.kind === RANGED) {
+      this._pendingResults -= e.msgs.length;
+      if (results.length) this._rangedRefused(e, results);
+      else e.resolveAll('ACCEPTED');
+    } else if (e.kind === EXTEND) {
       for (let i = 0; i < results.length; i++) {
         const m = e.msgs[i];
         const st = results.statuses[i];
@@ -677,6 +711,38 @@ class Subscriber extends EventEmitter {
       if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results.statuses[i]);
     }
     if (this._pendingResults === 0 && this._queued === 0) this._settleIdle();
+  }
+
+  // A by-position answer to the ranged acks e that names refused ones: each waiter whose id
+  // it names gets that status, the others ACCEPTED. A range refused as a whole (a ksidecar
+  // older than ranges answers one by its own id, INVALID) refuses each of its records.
+  _rangedRefused(e, results) {
+    const refused = new Map(); // id -> result index
+    for (let i = 0; i < results.length; i++) {
+      if (results.statuses[i] === 'ACCEPTED') continue; // a ksidecar older than ranges names every id
+      const id = results.id(i);
+      const singles = id.includes('~') ? codec.rangeIds(id) : null;
+      if (!singles) {
+        refused.set(id, i);
+        continue;
+      }
+      for (const one of singles) refused.set(one, i);
+      if (!this._rangeWarned) {
+        this._rangeWarned = true;
+        this._warn(`the ack range ${id} was refused as a whole: ${results.statuses[i]} ${results.message(i)}` +
+          (results.statuses[i] === 'INVALID' ? '; a ksidecar older than ack ranges refuses them: give the ' +
+            'Subscriber ackRanges: false' : ''));
+      }
+    }
+    const w = e.waiters;
+    e.waiters = null;
+    if (w) {
+      for (let i = 0; i < w.length; i++) {
+        if (!w[i]) continue;
+        const k = refused.get(e.msgs[i].ackId);
+        w[i][0](k === undefined ? 'ACCEPTED' : results.statuses[k]);
+      }
+    }
   }
 
   // ---- settling ----
@@ -748,7 +814,23 @@ class Subscriber extends EventEmitter {
       if (!p.msgs.length) continue;
       if (p.kind === ACK || p.kind === ACK_COMMIT) this.stats.acksSent += p.msgs.length;
       else this.stats.nacksSent += p.msgs.length;
-      for (const c of p.chunks(max)) this._send(call, c);
+      if (p.kind === ACK && this._o.ackRanges) this._sendRanged(call, p);
+      else for (const c of p.chunks(max)) this._send(call, c);
+    }
+  }
+
+  // Sends the plain acks p as ack ranges answered by position, in requests of at most
+  // codec.ACK_RANGE_MAX records.
+  _sendRanged(call, p) {
+    const r = codec.encodeAckRanges(p.msgs, codec.ACK_RANGE_MAX);
+    const parts = r.bufs.length === 1 ? [p] : p.split(r.chunkOf, r.bufs.length);
+    for (let c = 0; c < parts.length; c++) {
+      const e = parts[c];
+      e.kind = RANGED;
+      e.records = r.records[c];
+      this._sent.push(e);
+      call.write(r.bufs[c]);
+      this.stats.writes++;
     }
   }
 
