@@ -8,7 +8,8 @@
 //   not come. ksidecar answers each request with one AckResults, its ids in the same
 //   order, and answers a stream's requests in the order sent (its group loop settles
 //   them in order). So results match the FIFO's head position by position, with no
-//   per-id map; the ids are still checked, and a mismatch searches the FIFO.
+//   per-id map; the ids are still checked, and a mismatch tries only the oldest request of
+//   the other kind (per id, or by position), never a later one of the head's kind.
 // - plain acks (not waiting for their commit) go as ack ranges answered by position
 //   (ackRanges, on by default): a partition's consecutive offsets as one id
 //   "<first>~<last>", answered by a count of the records accepted and a result, by its own
@@ -620,21 +621,20 @@ class Subscriber extends EventEmitter {
     return m;
   }
 
-  // Finds the sent request these results answer: the FIFO's head, else (not expected)
-  // the first whose ids match (or, answered by position, whose record count does).
+  // Finds the sent request these results answer. ksidecar answers each request once, in the
+  // order sent: the FIFO's head. Else (not expected) the oldest request outstanding of the
+  // answer's kind, if it fits: a per-id answer names its ids (first and last checked); a
+  // by-position answer counts its records, and names none but its ids. Never a later one:
+  // an answer matched to the wrong request would put every later one off by one.
   _matchSent(results) {
-    const n = results.length;
     let records = -1; // of a by-position answer, counted once needed
-    const same = (e) => {
-      if (e.kind === RANGED) {
-        if (records < 0) records = results.accepted + (n ? results.records() : 0);
-        return records === e.records;
-      }
-      return !results.accepted && n > 0 && e.msgs.length === n && results.idIs(0, e.msgs[0]) &&
-        results.idIs(n - 1, e.msgs[n - 1]);
+    const fits = (e) => {
+      if (e.kind !== RANGED) return this._perIdFits(e, results);
+      if (records < 0) records = results.accepted + (results.length ? results.records() : 0);
+      return records === e.records && this._namesOnlyIdsOf(e, results);
     };
     const sent = this._sent;
-    if (this._sentHead < sent.length && same(sent[this._sentHead])) {
+    if (this._sentHead < sent.length && fits(sent[this._sentHead])) {
       const e = sent[this._sentHead];
       sent[this._sentHead++] = null;
       if (this._sentHead > 256 && this._sentHead * 2 > sent.length) {
@@ -643,18 +643,43 @@ class Subscriber extends EventEmitter {
       }
       return e;
     }
+    // The head is the oldest of its kind: look for the oldest of the other kind.
+    const headRanged = this._sentHead < sent.length && sent[this._sentHead].kind === RANGED;
     for (let i = this._sentHead + 1; i < sent.length; i++) {
-      if (sent[i] && same(sent[i])) {
-        if (!this._orderWarned) {
-          this._orderWarned = true;
-          this._warn('ack results came in another order than their requests; matching them by id');
-        }
-        const e = sent[i];
-        sent.splice(i, 1);
-        return e;
+      const e = sent[i];
+      if (!e || (e.kind === RANGED) === headRanged) continue;
+      if (!fits(e)) return null;
+      if (!this._orderWarned) {
+        this._orderWarned = true;
+        this._warn('ack results came in another order than their requests; matching them by id');
       }
+      sent.splice(i, 1);
+      return e;
     }
     return null;
+  }
+
+  // Whether the per-id results answer the request e: as many, the first and last its ids.
+  _perIdFits(e, results) {
+    const n = results.length;
+    return !results.accepted && n > 0 && e.msgs.length === n && results.idIs(0, e.msgs[0]) &&
+      results.idIs(n - 1, e.msgs[n - 1]);
+  }
+
+  // Whether each id the by-position results name (refused ones; from a ksidecar older than
+  // ranges, each id sent) is one of the ranged acks e's, a range id each of its records.
+  _namesOnlyIdsOf(e, results) {
+    if (!results.length) return true;
+    const ids = new Set();
+    for (const m of e.msgs) ids.add(m.ackId);
+    for (let i = 0; i < results.length; i++) {
+      const id = results.id(i);
+      if (ids.has(id)) continue;
+      const singles = id.includes('~') ? codec.rangeIds(id) : null;
+      if (!singles) return false;
+      for (const one of singles) if (!ids.has(one)) return false;
+    }
+    return true;
   }
 
   // The entry waiting for the second answer to acks that wait for their commit, if these
@@ -696,12 +721,16 @@ class Subscriber extends EventEmitter {
     } else if (e.kind === ACK_COMMIT || e.kind === ACK_COMMITTED) {
       this._pendingResults -= results.length;
       const w = e.waiters;
+      // The second answer names every id of the first (a refused one keeps its status):
+      // later keeps each, a refused one (answered now) with no waiter, as the Go and Python
+      // clients do; else that answer would match nothing, or the wrong request.
       const later = e.kind === ACK_COMMIT ? new Pending(ACK_COMMITTED, 0, '') : null;
       for (let i = 0; i < results.length; i++) {
         const st = results.statuses[i];
-        if (later && st === 'ACCEPTED') later.push(e.msgs[i], w && w[i]);
-        else if (w && w[i])
-          w[i][0]({ status: st, committedOffset: results.committedOffset(i), message: results.message(i) });
+        const wi = w && w[i];
+        if (later) later.push(e.msgs[i], st === 'ACCEPTED' ? wi : null);
+        if (wi && (!later || st !== 'ACCEPTED'))
+          wi[0]({ status: st, committedOffset: results.committedOffset(i), message: results.message(i) });
       }
       if (later && later.msgs.length) this._commitSent.push(later);
     } else {
