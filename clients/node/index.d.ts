@@ -57,6 +57,13 @@ export interface SubscriberOptions extends ConnectionOptions {
   flushMs?: number;
   /** ...or as soon as this many are queued. Default 1000. */
   flushIds?: number;
+  /**
+   * Plain acks (not those that wait for their commit) go as ack ranges answered by position:
+   * a partition's consecutive offsets as one id, answered by a count and a result for each
+   * refused record only. false sends every id on its own, each answered by its id (a
+   * ksidecar older than ack ranges refuses them INVALID). Default true.
+   */
+  ackRanges?: boolean;
   /** close()'s wait for the ack results. Default 30000. */
   closeTimeoutMs?: number;
   /** Give up (a KsidecarConnectError) when the first stream cannot be opened within this. Default 10000. */

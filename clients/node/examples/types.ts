@@ -30,7 +30,8 @@ function describe(err: KsidecarError): string {
 async function consume(target: string): Promise<SubscriberStats> {
   const tls: TlsOptions = { rootCerts: 'ca.pem', certChain: 'client.pem', privateKey: 'client.key' };
   const conn: ConnectionOptions = { token: 's3cret', tls };
-  const opts: SubscriberOptions = { ...conn, group: 'orders-group', topics: ['orders'], maxMessages: 500 };
+  const opts: SubscriberOptions = { ...conn, group: 'orders-group', topics: ['orders'], maxMessages: 500,
+    ackRanges: true };
   const sub = new Subscriber(target, opts);
   sub.on('assignment', (parts: TopicPartition[]) => console.log(parts.map((p) => `${p.topic}[${p.partition}]`)));
   sub.on('error', (err) => console.error(describe(err)));

@@ -153,6 +153,293 @@ const encodeNack = (ids, delayMs, reason, deadLetter) => encodeIds(3, ids, delay
 /** SubscribeRequest{modify_deadline}. */
 const encodeExtend = (ids, deadlineMs) => encodeIds(4, ids, deadlineMs, null);
 
+// ---- ack ranges ----
+
+/** The most records an AckIds with ack ranges may name (ksidecar's KS_ACK_RANGE_MAX): its
+ * answer, a result for each refused record, must fit one gRPC message. */
+const ACK_RANGE_MAX = 8000;
+
+// Per-id scratch of encodeAckRanges, grown as needed (one thread; once per flush, so no
+// allocation per id): the offset field's start and end in the id's buffer, the offset, the
+// id's group and the request it went in; order: the ids by group, then offset.
+let idS = new Int32Array(1024);
+let idE = new Int32Array(1024);
+let idOff = new Float64Array(1024);
+let idG = new Int32Array(1024);
+let idC = new Int32Array(1024);
+let order = new Int32Array(1024);
+let rout = Buffer.allocUnsafe(64 * 1024); // the entries written, before their request's header
+
+// Finds the offset field of the id at buf[a..z), "a1<16 hex digits>-<epoch>-<partition>-
+// <offset>-<attempt>-<topic>", into idS/idE/idOff[i]. Returns false for an id of another form
+// (sent as it is), as the Python and Go clients do; so does an offset with a leading zero, or
+// of more than 15 digits (a Number is exact only up to 2^53).
+function offsetField(buf, a, z, i) {
+  if (z - a < 20 || buf[a] !== 0x61 || buf[a + 1] !== 0x31 || buf[a + 18] !== 0x2d) return false;
+  let p = a + 19;
+  for (let f = 0; f < 2; f++) { // epoch, partition: not empty
+    const q = p;
+    while (p < z && buf[p] !== 0x2d) p++;
+    if (p === q || p === z) return false;
+    p++;
+  }
+  const s = p;
+  let off = 0;
+  while (p < z && buf[p] >= 0x30 && buf[p] <= 0x39) off = off * 10 + buf[p++] - 0x30;
+  if (p === s || p === z || buf[p] !== 0x2d || p - s > 15 || (buf[s] === 0x30 && p - s > 1)) return false;
+  idS[i] = s;
+  idE[i] = p;
+  idOff[i] = off;
+  return true;
+}
+
+// The id ids[i] and ids[r] are the same but for their offsets.
+function sameButOffset(ids, i, r) {
+  const x = ids[i];
+  const y = ids[r];
+  const xb = x._buf;
+  const yb = y._buf;
+  const xa = x._idStart;
+  const ya = y._idStart;
+  const head = idS[i] - xa;
+  const tail = x._idEnd - idE[i];
+  if (head !== idS[r] - ya || tail !== y._idEnd - idE[r]) return false;
+  for (let k = 0; k < head; k++) if (xb[xa + k] !== yb[ya + k]) return false;
+  const xe = idE[i];
+  const ye = idE[r];
+  for (let k = 0; k < tail; k++) if (xb[xe + k] !== yb[ye + k]) return false;
+  return true;
+}
+
+// A hash of the id ids[i] but for its offset (from the epoch on: what comes before is the
+// same for every id of a stream). FNV-1a; sameButOffset settles a collision.
+function hashButOffset(ids, i) {
+  const m = ids[i];
+  const b = m._buf;
+  let h = 2166136261;
+  for (let k = m._idStart + 19, s = idS[i]; k < s; k++) h = Math.imul(h ^ b[k], 16777619);
+  for (let k = idE[i], z = m._idEnd; k < z; k++) h = Math.imul(h ^ b[k], 16777619);
+  return h;
+}
+
+// The digits of v, a whole number >= 0.
+function decLen(v) {
+  let n = 1;
+  for (; v >= 10; v = Math.floor(v / 10)) n++;
+  return n;
+}
+
+// Writes v (a whole number >= 0) in decimal at pos; returns the end.
+function putDec(buf, pos, v) {
+  const n = decLen(v);
+  for (let k = pos + n - 1; k >= pos; k--) {
+    buf[k] = 0x30 + (v % 10);
+    v = Math.floor(v / 10);
+  }
+  return pos + n;
+}
+
+// Room for len more bytes at pos in rout; returns rout (replaced by a larger copy if needed).
+function routRoom(pos, len) {
+  if (pos + len <= rout.length) return rout;
+  const b = Buffer.allocUnsafe(Math.max(2 * rout.length, pos + len));
+  rout.copy(b, 0, 0, pos);
+  rout = b;
+  return b;
+}
+
+// SubscribeRequest{ack: AckIds{the entries rout[from..to), results_by_position}}.
+function rangedRequest(from, to) {
+  const body = to - from + 2;
+  const buf = Buffer.allocUnsafe(1 + varintLen(body) + body);
+  buf[0] = (2 << 3) | 2;
+  let pos = putVarint(buf, 1, body);
+  pos += rout.copy(buf, pos, from, to);
+  buf[pos++] = 4 << 3;
+  buf[pos] = 1;
+  return buf;
+}
+
+/**
+ * Plain acks as ack ranges answered by position: SubscribeRequest{ack: AckIds{ack_ids,
+ * results_by_position}}. ids: received records (objects with _buf/_idStart/_idEnd) or
+ * strings. The ids are grouped by all their text but the offset (a partition's records of
+ * one epoch and attempt), each group where its first id was, its offsets in order; an id
+ * given twice goes once; each run of consecutive offsets goes as one range id,
+ * "<first>~<last>" in the offset's place, a run of one as the id itself; an id of another
+ * form goes as it is, once. Concurrent handlers ack a batch's partitions interleaved, and a
+ * partition's records out of order: hence the grouping rather than runs as acked.
+ * Returns {bufs, records, chunkOf}: the requests, each naming at most max (<=
+ * ACK_RANGE_MAX) records, and how many records each names; chunkOf[i] is the index of the
+ * request ids[i] went in, or null when there is one request.
+ */
+function encodeAckRanges(ids, max = ACK_RANGE_MAX) {
+  const n = ids.length;
+  if (typeof ids[0] === 'string')
+    ids = ids.map((s) => ({ _buf: Buffer.from(s, 'latin1'), _idStart: 0, _idEnd: s.length }));
+  if (idS.length < n) {
+    const c = Math.max(n, 2 * idS.length);
+    idS = new Int32Array(c);
+    idE = new Int32Array(c);
+    idOff = new Float64Array(c);
+    idG = new Int32Array(c);
+    idC = new Int32Array(c);
+    order = new Int32Array(c);
+  }
+  // Groups: their first id (rep), size, last offset seen, whether their offsets came in
+  // increasing order, and the next group of the same hash; an id of another form is a
+  // group of its own (rep -1 - i), shared with its copies.
+  const gRep = [];
+  const gCount = [];
+  const gLast = [];
+  const gSorted = [];
+  const gNext = [];
+  const byHash = new Map();
+  let byText = null; // ids of another form, as text: their group
+  let last = -1; // the group of the id before
+  let together = true; // each group's ids next to each other already
+  for (let i = 0; i < n; i++) {
+    const m = ids[i];
+    let g;
+    if (!offsetField(m._buf, m._idStart, m._idEnd, i)) {
+      const t = m._buf.latin1Slice(m._idStart, m._idEnd);
+      g = (byText || (byText = new Map())).get(t);
+      if (g === undefined) {
+        g = gRep.length;
+        byText.set(t, g);
+        gRep.push(-1 - i);
+        gCount.push(0);
+        gLast.push(0);
+        gSorted.push(true);
+        gNext.push(-1);
+      } else if (g !== last) together = false;
+      gCount[g]++;
+      idG[i] = g;
+      last = g;
+      continue;
+    }
+    if (last >= 0 && gRep[last] >= 0 && sameButOffset(ids, i, gRep[last])) g = last;
+    else {
+      const h = hashButOffset(ids, i);
+      const first = byHash.get(h);
+      g = first === undefined ? -1 : first;
+      while (g >= 0 && !sameButOffset(ids, i, gRep[g])) g = gNext[g];
+      if (g < 0) {
+        g = gRep.length;
+        gRep.push(i);
+        gCount.push(0);
+        gLast.push(0);
+        gSorted.push(true);
+        gNext.push(first === undefined ? -1 : first);
+        byHash.set(h, g);
+      } else together = false; // a group seen before, not just before
+    }
+    if (gCount[g] && idOff[i] <= gLast[g]) gSorted[g] = false;
+    gLast[g] = idOff[i];
+    gCount[g]++;
+    idG[i] = g;
+    last = g;
+  }
+  // Order: each group's ids together (a stable counting sort, groups in order of first
+  // appearance), then a group whose offsets did not come increasing sorted by offset.
+  const G = gRep.length;
+  const start = new Array(G + 1);
+  start[0] = 0;
+  for (let g = 0; g < G; g++) start[g + 1] = start[g] + gCount[g];
+  if (together) for (let i = 0; i < n; i++) order[i] = i;
+  else {
+    const next = start.slice(0, G);
+    for (let i = 0; i < n; i++) order[next[idG[i]]++] = i;
+  }
+  for (let g = 0; g < G; g++)
+    if (!gSorted[g]) order.subarray(start[g], start[g + 1]).sort((x, y) => idOff[x] - idOff[y]);
+  // Entries into rout; a request ends where the next run would pass max records.
+  const bufs = [];
+  const records = [];
+  let pos = 0;
+  let from = 0;
+  let inReq = 0; // records in the request being written
+  const cut = () => {
+    bufs.push(rangedRequest(from, pos));
+    records.push(inReq);
+    from = pos;
+    inReq = 0;
+  };
+  for (let g = 0; g < G; g++) {
+    let k = start[g];
+    const end = start[g + 1];
+    if (gRep[g] < 0) { // an id of another form, with its copies
+      if (inReq === max) cut();
+      const m = ids[-1 - gRep[g]];
+      const len = m._idEnd - m._idStart;
+      const b = routRoom(pos, 6 + len);
+      b[pos++] = (1 << 3) | 2;
+      pos = putVarint(b, pos, len);
+      pos += m._buf.copy(b, pos, m._idStart, m._idEnd);
+      inReq++;
+      for (; k < end; k++) idC[order[k]] = bufs.length;
+      continue;
+    }
+    while (k < end) {
+      if (inReq === max) cut();
+      const room = max - inReq;
+      const i0 = order[k++];
+      const first = idOff[i0];
+      let top = first;
+      idC[i0] = bufs.length;
+      while (k < end) {
+        const j = order[k];
+        const o = idOff[j];
+        if (o !== top && (o !== top + 1 || top - first + 1 >= room)) break;
+        top = o; // the next offset, or a copy of this one
+        idC[j] = bufs.length;
+        k++;
+      }
+      const m = ids[i0];
+      const src = m._buf;
+      const a = m._idStart;
+      const z = m._idEnd;
+      if (top === first) { // a run of one: the id itself
+        const b = routRoom(pos, 6 + z - a);
+        b[pos++] = (1 << 3) | 2;
+        pos = putVarint(b, pos, z - a);
+        pos += src.copy(b, pos, a, z);
+      } else {
+        const s = idS[i0];
+        const e = idE[i0];
+        const len = s - a + decLen(first) + 1 + decLen(top) + z - e;
+        const b = routRoom(pos, 6 + len);
+        b[pos++] = (1 << 3) | 2;
+        pos = putVarint(b, pos, len);
+        pos += src.copy(b, pos, a, s);
+        pos = putDec(b, pos, first);
+        b[pos++] = 0x7e; // '~'
+        pos = putDec(b, pos, top);
+        pos += src.copy(b, pos, e, z);
+      }
+      inReq += top - first + 1;
+    }
+  }
+  if (inReq) cut();
+  return { bufs, records, chunkOf: bufs.length > 1 ? idC.slice(0, n) : null };
+}
+
+/** The single ids of a range id (encodeAckRanges' form), or null for any other id. */
+function rangeIds(id) {
+  const p = id.split('-');
+  if (p.length < 5) return null;
+  const r = /^(\d+)~(\d+)$/.exec(p[3]);
+  if (!r) return null;
+  const lo = Number(r[1]);
+  const hi = Number(r[2]);
+  if (!(hi >= lo && hi - lo < ACK_RANGE_MAX)) return null;
+  const head = `${p.slice(0, 3).join('-')}-`;
+  const tail = `-${p.slice(4).join('-')}`;
+  const out = [];
+  for (let o = lo; o <= hi; o++) out.push(`${head}${o}${tail}`);
+  return out;
+}
+
 // ---- decoding ----
 
 const STATUS = ['ACK_STATUS_UNSPECIFIED', 'ACCEPTED', 'INVALID', 'NOT_FOUND', 'STALE',
@@ -385,6 +672,25 @@ class AckResultList {
     this.ids = []; // start, end of each id
     this.messages = null; // set only when some result has one
     this.committed = null; // committed_offset of each, set only when some result has one
+    this.accepted = 0; // answered by position: how many records were accepted (no result here)
+  }
+
+  /** How many records these results answer: a range id's result (from a ksidecar older
+   * than ranges, which answers a range by its own id) counts each of its offsets. */
+  records() {
+    let n = this.length;
+    const b = this.buf;
+    for (let i = 0; i < this.length; i++) {
+      // A '~' within the id only: searching past its end reads the rest of the answer for
+      // each id, quadratic on a large refusal.
+      let k = this.ids[2 * i];
+      const z = this.ids[2 * i + 1];
+      while (k < z && b[k] !== 0x7e) k++;
+      if (k === z) continue;
+      const r = rangeIds(this.id(i));
+      if (r) n += r.length - 1;
+    }
+    return n;
   }
 
   committedOffset(i) {
@@ -417,6 +723,10 @@ function decodeAckResults(r, end) {
   const out = new AckResultList(r.buf);
   while (r.pos < end) {
     const tag = r.varint();
+    if (tag === 0x10) {
+      out.accepted = r.varint();
+      continue;
+    }
     if (tag !== 0x0a) {
       r.skip(tag & 7);
       continue;
@@ -504,6 +814,9 @@ function decodeResponse(buf, make) {
 }
 
 module.exports = {
+  ACK_RANGE_MAX,
+  encodeAckRanges,
+  rangeIds,
   encodeOpen,
   encodeCreditsRequest,
   encodeAck,

@@ -8,7 +8,13 @@
 //   not come. ksidecar answers each request with one AckResults, its ids in the same
 //   order, and answers a stream's requests in the order sent (its group loop settles
 //   them in order). So results match the FIFO's head position by position, with no
-//   per-id map; the ids are still checked, and a mismatch searches the FIFO.
+//   per-id map; the ids are still checked, and a mismatch tries only the oldest request of
+//   the other kind (per id, or by position), never a later one of the head's kind.
+// - plain acks (not waiting for their commit) go as ack ranges answered by position
+//   (ackRanges, on by default): a partition's consecutive offsets as one id
+//   "<first>~<last>", answered by a count of the records accepted and a result, by its own
+//   id, for each one refused. Such an answer names none of the accepted ids: its entry in
+//   the FIFO (RANGED) tells which they were, and how many records it waits for.
 // No per-message Map or Promise unless asked for (ackWithResult): at 200k messages a
 // second, each allocation per message shows up as garbage-collector time.
 // A stream generation (_gen) tags each message; when a stream ends, _gen moves on, and
@@ -39,6 +45,7 @@ const DEFAULTS = {
   backoffMaxMs: 5000,
   backoffMultiplier: 2,
   subscriber: '',
+  ackRanges: true,
 };
 
 // Codes after which a new stream would fail the same way: reported, never retried.
@@ -156,6 +163,7 @@ class Pending {
     this.deadLetter = deadLetter;
     this.msgs = [];
     this.waiters = null;
+    this.records = 0; // RANGED: how many records its request named (copies once)
   }
 
   push(m, waiter) {
@@ -177,6 +185,14 @@ class Pending {
     return out;
   }
 
+  // Cuts it into the requests encodeAckRanges made: chunkOf[i] is where msgs[i] went.
+  split(chunkOf, n) {
+    const out = [];
+    for (let c = 0; c < n; c++) out.push(new Pending(this.kind, this.delayMs, this.reason, this.deadLetter));
+    for (let i = 0; i < this.msgs.length; i++) out[chunkOf[i]].push(this.msgs[i], this.waiters && this.waiters[i]);
+    return out;
+  }
+
   resolveAll(status) {
     if (this.waiters) for (const w of this.waiters) if (w) w[0](answerOf(this.kind, status));
     this.waiters = null;
@@ -189,6 +205,8 @@ class Pending {
 }
 
 const EXTEND = 3;
+// Plain acks sent as ack ranges, answered by position (a count and the refused ids).
+const RANGED = 6;
 
 // What an ack's promise resolves with: its status, or for one that waits for its commit an
 // object with the status (the commit point unknown here).
@@ -212,6 +230,8 @@ function checkOptions(o) {
   }
   if (o.maxMessages < 1 || o.flushIds < 1 || o.ackDeadlineMs < 1)
     throw new E.KsidecarConfigError('options.maxMessages, flushIds and ackDeadlineMs must be >= 1');
+  if (typeof o.ackRanges !== 'boolean')
+    throw new E.KsidecarConfigError(`options.ackRanges must be true or false (got ${o.ackRanges})`);
 }
 
 /**
@@ -264,6 +284,7 @@ class Subscriber extends EventEmitter {
     this._nackQ = new Map();
     this._queued = 0;
     this._orderWarned = false;
+    this._rangeWarned = false;
     this._flushTimer = null;
     this._leaseTimer = null;
     this._queue = [];
@@ -600,13 +621,20 @@ class Subscriber extends EventEmitter {
     return m;
   }
 
-  // Finds the sent request these results answer: the FIFO's head, else (not expected)
-  // the first whose ids match.
+  // Finds the sent request these results answer. ksidecar answers each request once, in the
+  // order sent: the FIFO's head. Else (not expected) the oldest request outstanding of the
+  // answer's kind, if it fits: a per-id answer names its ids (first and last checked); a
+  // by-position answer counts its records, and names none but its ids. Never a later one:
+  // an answer matched to the wrong request would put every later one off by one.
   _matchSent(results) {
-    const n = results.length;
-    const same = (e) => e.msgs.length === n && results.idIs(0, e.msgs[0]) && results.idIs(n - 1, e.msgs[n - 1]);
+    let records = -1; // of a by-position answer, counted once needed
+    const fits = (e) => {
+      if (e.kind !== RANGED) return this._perIdFits(e, results);
+      if (records < 0) records = results.accepted + (results.length ? results.records() : 0);
+      return records === e.records && this._namesOnlyIdsOf(e, results);
+    };
     const sent = this._sent;
-    if (this._sentHead < sent.length && same(sent[this._sentHead])) {
+    if (this._sentHead < sent.length && fits(sent[this._sentHead])) {
       const e = sent[this._sentHead];
       sent[this._sentHead++] = null;
       if (this._sentHead > 256 && this._sentHead * 2 > sent.length) {
@@ -615,18 +643,43 @@ class Subscriber extends EventEmitter {
       }
       return e;
     }
+    // The head is the oldest of its kind: look for the oldest of the other kind.
+    const headRanged = this._sentHead < sent.length && sent[this._sentHead].kind === RANGED;
     for (let i = this._sentHead + 1; i < sent.length; i++) {
-      if (sent[i] && same(sent[i])) {
-        if (!this._orderWarned) {
-          this._orderWarned = true;
-          this._warn('ack results came in another order than their requests; matching them by id');
-        }
-        const e = sent[i];
-        sent.splice(i, 1);
-        return e;
+      const e = sent[i];
+      if (!e || (e.kind === RANGED) === headRanged) continue;
+      if (!fits(e)) return null;
+      if (!this._orderWarned) {
+        this._orderWarned = true;
+        this._warn('ack results came in another order than their requests; matching them by id');
       }
+      sent.splice(i, 1);
+      return e;
     }
     return null;
+  }
+
+  // Whether the per-id results answer the request e: as many, the first and last its ids.
+  _perIdFits(e, results) {
+    const n = results.length;
+    return !results.accepted && n > 0 && e.msgs.length === n && results.idIs(0, e.msgs[0]) &&
+      results.idIs(n - 1, e.msgs[n - 1]);
+  }
+
+  // Whether each id the by-position results name (refused ones; from a ksidecar older than
+  // ranges, each id sent) is one of the ranged acks e's, a range id each of its records.
+  _namesOnlyIdsOf(e, results) {
+    if (!results.length) return true;
+    const ids = new Set();
+    for (const m of e.msgs) ids.add(m.ackId);
+    for (let i = 0; i < results.length; i++) {
+      const id = results.id(i);
+      if (ids.has(id)) continue;
+      const singles = id.includes('~') ? codec.rangeIds(id) : null;
+      if (!singles) return false;
+      for (const one of singles) if (!ids.has(one)) return false;
+    }
+    return true;
   }
 
   // The entry waiting for the second answer to acks that wait for their commit, if these
@@ -645,13 +698,19 @@ class Subscriber extends EventEmitter {
   }
 
   _onResults(results) {
-    if (!results.length) return;
-    const e = (this._commitSent.length && this._matchCommit(results)) || this._matchSent(results);
+    if (!results.length && !results.accepted) return;
+    const e = (this._commitSent.length && results.length && !results.accepted && this._matchCommit(results)) ||
+      this._matchSent(results);
     if (!e) {
-      this._warn(`${results.length} ack results (first ${results.id(0)}) match no request sent; ignored`);
+      this._warn(`${results.length} ack results (first ${results.length ? results.id(0) : 'none'}, ` +
+        `${results.accepted} accepted) match no request sent; ignored`);
       return;
     }
-    if (e.kind === EXTEND) {
+    if (e.kind === RANGED) {
+      this._pendingResults -= e.msgs.length;
+      if (results.length) this._rangedRefused(e, results);
+      else e.resolveAll('ACCEPTED');
+    } else if (e.kind === EXTEND) {
       for (let i = 0; i < results.length; i++) {
         const m = e.msgs[i];
         const st = results.statuses[i];
@@ -662,12 +721,16 @@ class Subscriber extends EventEmitter {
     } else if (e.kind === ACK_COMMIT || e.kind === ACK_COMMITTED) {
       this._pendingResults -= results.length;
       const w = e.waiters;
+      // The second answer names every id of the first (a refused one keeps its status):
+      // later keeps each, a refused one (answered now) with no waiter, as the Go and Python
+      // clients do; else that answer would match nothing, or the wrong request.
       const later = e.kind === ACK_COMMIT ? new Pending(ACK_COMMITTED, 0, '') : null;
       for (let i = 0; i < results.length; i++) {
         const st = results.statuses[i];
-        if (later && st === 'ACCEPTED') later.push(e.msgs[i], w && w[i]);
-        else if (w && w[i])
-          w[i][0]({ status: st, committedOffset: results.committedOffset(i), message: results.message(i) });
+        const wi = w && w[i];
+        if (later) later.push(e.msgs[i], st === 'ACCEPTED' ? wi : null);
+        if (wi && (!later || st !== 'ACCEPTED'))
+          wi[0]({ status: st, committedOffset: results.committedOffset(i), message: results.message(i) });
       }
       if (later && later.msgs.length) this._commitSent.push(later);
     } else {
@@ -677,6 +740,38 @@ class Subscriber extends EventEmitter {
       if (w) for (let i = 0; i < results.length; i++) if (w[i]) w[i][0](results.statuses[i]);
     }
     if (this._pendingResults === 0 && this._queued === 0) this._settleIdle();
+  }
+
+  // A by-position answer to the ranged acks e that names refused ones: each waiter whose id
+  // it names gets that status, the others ACCEPTED. A range refused as a whole (a ksidecar
+  // older than ranges answers one by its own id, INVALID) refuses each of its records.
+  _rangedRefused(e, results) {
+    const refused = new Map(); // id -> result index
+    for (let i = 0; i < results.length; i++) {
+      if (results.statuses[i] === 'ACCEPTED') continue; // a ksidecar older than ranges names every id
+      const id = results.id(i);
+      const singles = id.includes('~') ? codec.rangeIds(id) : null;
+      if (!singles) {
+        refused.set(id, i);
+        continue;
+      }
+      for (const one of singles) refused.set(one, i);
+      if (!this._rangeWarned) {
+        this._rangeWarned = true;
+        this._warn(`the ack range ${id} was refused as a whole: ${results.statuses[i]} ${results.message(i)}` +
+          (results.statuses[i] === 'INVALID' ? '; a ksidecar older than ack ranges refuses them: give the ' +
+            'Subscriber ackRanges: false' : ''));
+      }
+    }
+    const w = e.waiters;
+    e.waiters = null;
+    if (w) {
+      for (let i = 0; i < w.length; i++) {
+        if (!w[i]) continue;
+        const k = refused.get(e.msgs[i].ackId);
+        w[i][0](k === undefined ? 'ACCEPTED' : results.statuses[k]);
+      }
+    }
   }
 
   // ---- settling ----
@@ -748,7 +843,23 @@ class Subscriber extends EventEmitter {
       if (!p.msgs.length) continue;
       if (p.kind === ACK || p.kind === ACK_COMMIT) this.stats.acksSent += p.msgs.length;
       else this.stats.nacksSent += p.msgs.length;
-      for (const c of p.chunks(max)) this._send(call, c);
+      if (p.kind === ACK && this._o.ackRanges) this._sendRanged(call, p);
+      else for (const c of p.chunks(max)) this._send(call, c);
+    }
+  }
+
+  // Sends the plain acks p as ack ranges answered by position, in requests of at most
+  // codec.ACK_RANGE_MAX records.
+  _sendRanged(call, p) {
+    const r = codec.encodeAckRanges(p.msgs, codec.ACK_RANGE_MAX);
+    const parts = r.bufs.length === 1 ? [p] : p.split(r.chunkOf, r.bufs.length);
+    for (let c = 0; c < parts.length; c++) {
+      const e = parts[c];
+      e.kind = RANGED;
+      e.records = r.records[c];
+      this._sent.push(e);
+      call.write(r.bufs[c]);
+      this.stats.writes++;
     }
   }
 
