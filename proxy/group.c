@@ -205,7 +205,13 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
          * this long: at 500 ms that stalled the tail of a 2M-record drain by ~350 ms in
          * about half the runs (its fetch debug log shows it). */
         conf_set(conf, "fetch.wait.max.ms", "100", err, errsize) < 0 ||
-        conf_set(conf, "fetch.max.bytes", "8388608", err, errsize) < 0 ||
+        /* What one Fetch response brings, over all its partitions. A group's partitions
+         * all fetch at once when assigned, a whole producer batch each (KIP-74); at 8 MiB
+         * a response those bursts came faster than the windows took or the budget's
+         * pauses dropped them (peak RSS 322-330 MB at 64 and 256 partitions, 2,000,000
+         * records, tests/bench partitions rows); at 2 MiB 235-246 MB, with the rate at 8
+         * partitions unchanged and at 64 and 256 partitions up (HISTORY.md). */
+        conf_set(conf, "fetch.max.bytes", "2097152", err, errsize) < 0 ||
         /* A killed sidecar's partitions wait this long for another member: librdkafka's
          * 45 s default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above
          * the broker's default group.min.session.timeout.ms (6 s) with room for a broker or

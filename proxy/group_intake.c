@@ -173,8 +173,8 @@ void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
     /* A resumed partition's next fetch counts as queued until it comes (or a while has
      * passed: a partition at its end fetches nothing), so that the partitions resumed at
      * once stay within ks_mem_fetch_fits together. */
-    p->q_reserved = pause ? 0 : part_fetch_cost(p);
-    p->reserved_ms = ks_now_ms();
+    p->q_reserved = pause ? 0 : part_fetch_cost(g, p);
+    p->reserved_ms = p->kpaused_ms = ks_now_ms();
     if (pause) {
         p->budget_pauses++;
         p->budget_dropped += (int64_t)rd_kafka_queue_length(p->q);
@@ -213,10 +213,10 @@ void drain_consumer(ks_group_t *g, bool pipe_ready)
         handle_message(g, NULL, m);
 }
 
-/* Moves records from p's queue into its window while the window has room (a window may
- * pass window.max_bytes by one batch, and its memory share by about one record). Returns
- * true when it left the queue empty. */
-static bool intake_part(ks_group_t *g, part_t *p)
+/* Moves records from p's queue into its window while the window has room, up to cap
+ * bytes of window memory (a window may pass window.max_bytes by one batch, and cap by
+ * about one record). Returns true when it left the queue empty. */
+static bool intake_part(ks_group_t *g, part_t *p, int64_t cap)
 {
     size_t len = rd_kafka_queue_length(p->q);
     p->q_len = len; /* one look per pass: it takes librdkafka's queue lock */
@@ -232,11 +232,11 @@ static bool intake_part(ks_group_t *g, part_t *p)
      * pause and resume (fixed in 2.1.0); ksidecar's pauses (part_check_bound), seeks and
      * rebalances all run on this thread between batches. */
     rd_kafka_message_t *ms[INTAKE_BATCH];
-    for (size_t taken = 0; taken < INTAKE_PASS_MAX && part_has_room(g, p);) {
+    for (size_t taken = 0; taken < INTAKE_PASS_MAX && part_has_room(g, p) && part_mem(p) < cap;) {
         size_t room = (size_t)g->cfg->window_max_records - ks_ack_window_count(&p->win);
-        /* Records that fit the share at the last batch's average size, at least one. */
+        /* Records that fit the cap at the last batch's average size, at least one. */
         double per = p->q_avg_bytes + (double)ks_mem_record_overhead();
-        double fit = (double)part_room_bytes(g, p) / per + 1;
+        double fit = (double)(cap - part_mem(p)) / per + 1;
         if (fit < (double)room)
             room = (size_t)fit;
         ssize_t n =
@@ -267,14 +267,32 @@ static bool intake_part(ks_group_t *g, part_t *p)
     return false;
 }
 
+/* Under the budget's pressure, pauses p in librdkafka (part_kafka_pause) where letting it
+ * fetch would throw records away: its window is full while its queue still holds records,
+ * or windows and queues are past ks_mem_over and its window at its floor (both empty the
+ * queue: fetched again later, counted in budget_dropped); or its queue is empty but its
+ * window has less room than part_resume_room, a fetch like its last, or it holds records
+ * and that fetch would not fit the budget's quarter (paused now, with nothing to throw
+ * away: left fetching, that fetch would come to a window that takes part of it, or past
+ * ks_mem_over, and be dropped and fetched again; at 64 partitions and 1 MB producer
+ * batches every record was fetched three to four times). A window that holds nothing
+ * (a partition caught up) is not paused for the tally: it fetches what comes. */
+static void budget_check(ks_group_t *g, part_t *p, bool over, bool emptied)
+{
+    int64_t room = part_room_bytes(g, p);
+    bool queued = !emptied && (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0);
+    /* Its own expected fetch (q_reserved) is in the tally already. */
+    int64_t fetch = part_fetch_cost(g, p) - p->q_reserved;
+    if (queued ? room <= 0 || (over && part_mem(p) >= KS_MEM_WINDOW_FLOOR)
+               : room < part_resume_room(g, p) ||
+                     (part_mem(p) > 0 && !ks_mem_fetch_fits(g->cfg->memory_max_bytes, fetch)))
+        part_kafka_pause(g, p, true);
+}
+
 /* Fills the windows that have room, then marks each partition at its bound PAUSED (or
- * ACTIVE again), records from the consumer queue included. Windows and queues past
- * ks_mem_over take nothing more: the queues are emptied by pauses instead (fetched again
- * later). Under the budget's pressure, a partition that emptied its queue and has no room
- * for another fetch like the last, in its window or in the budget (ks_mem_fetch_fits), is
- * paused in librdkafka now, with nothing to throw away: left fetching, its next fetch
- * would come to a window that takes part of it, the rest dropped by a pause and fetched
- * again (at 64 partitions and 1 MB producer batches, every record four times over). */
+ * ACTIVE again), records from the consumer queue included. While windows and queues are
+ * past ks_mem_over, a window takes records only up to its floor (KS_MEM_WINDOW_FLOOR: the
+ * tally is the whole process's, and every partition must still make progress). */
 void intake(ks_group_t *g)
 {
     g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
@@ -284,13 +302,11 @@ void intake(ks_group_t *g)
         if (p->q_reserved && now - p->reserved_ms >= RESERVE_MS)
             p->q_reserved = 0;
         if (p->q && !p->kpaused && ks_pstate_deliverable(p->state)) {
-            bool take = part_has_room(g, p) && !ks_mem_over(g->cfg->memory_max_bytes);
-            bool empty = take ? intake_part(g, p) : p->q_len == 0;
-            if (empty && g->mem_pressed &&
-                (part_room_bytes(g, p) < part_fetch_cost(p) ||
-                 !ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(p))) &&
-                rd_kafka_queue_length(p->q) == 0)
-                part_kafka_pause(g, p, true);
+            bool over = g->mem_pressed && ks_mem_over(g->cfg->memory_max_bytes);
+            int64_t cap = over ? KS_MEM_WINDOW_FLOOR : part_window_cap(g, p);
+            bool emptied = part_has_room(g, p) && part_mem(p) < cap && intake_part(g, p, cap);
+            if (g->mem_pressed)
+                budget_check(g, p, over, emptied);
         }
         part_check_bound(g, p);
         part_tally(p);

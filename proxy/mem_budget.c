@@ -58,7 +58,7 @@ bool ks_mem_pressed(int64_t max_bytes)
 
 bool ks_mem_over(int64_t max_bytes)
 {
-    return (ks_mem_used() + ks_mem_queued()) * 8 > max_bytes * 3;
+    return (ks_mem_used() + ks_mem_queued()) * 16 > max_bytes * 5;
 }
 
 bool ks_mem_fetch_fits(int64_t max_bytes, int64_t cost)

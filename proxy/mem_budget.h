@@ -56,8 +56,9 @@ int64_t ks_mem_record_overhead(void);
  * Thread-safe. */
 bool ks_mem_pressed(int64_t max_bytes);
 
-/* Whether windows and queues hold more than three eighths of the budget: windows take
- * no more records from librdkafka then, and its queues are emptied (group_intake.c). */
+/* Whether windows and queues hold more than five sixteenths of the budget: windows take
+ * records from librdkafka only up to their floor then, and its queues are emptied
+ * (group_intake.c). */
 bool ks_mem_over(int64_t max_bytes);
 
 /* Whether another fetch costing cost bytes keeps windows and queues within a quarter of

@@ -109,6 +109,7 @@ typedef struct part {
     uint32_t taken_run;     /* records taken from q since it was last empty */
     int64_t q_reserved;     /* resumed: the fetch expected, counted as queued until it comes */
     int64_t reserved_ms;    /* when q_reserved was set */
+    int64_t kpaused_ms;     /* kpaused: since when */
     int64_t budget_pauses;  /* times part_kafka_pause paused it */
     int64_t budget_dropped; /* records in its queue when it paused it (fetched again later) */
     /* The confirmed commit point as last seen, and when it last moved (cp_note): the status's
@@ -470,31 +471,34 @@ static inline int64_t part_queue_mem(const part_t *p)
 }
 
 /* What p's window needs to take p's next fetch whole: the last fetch's records at the
- * window's cost of a record. 0 before the first fetch. */
-static inline int64_t part_fetch_cost(const part_t *p)
+ * window's cost of a record, at most an eighth of the budget (so that it always fits the
+ * quarter that ks_mem_fetch_fits allows, and an estimate that counted more than one fetch
+ * cannot grow a window's cap without bound). 0 before the first fetch. */
+static inline int64_t part_fetch_cost(const ks_group_t *g, const part_t *p)
 {
-    return (int64_t)((double)p->fetch_recs * (p->q_avg_bytes + (double)ks_mem_record_overhead()));
+    double c = (double)p->fetch_recs * (p->q_avg_bytes + (double)ks_mem_record_overhead());
+    double most = (double)(g->cfg->memory_max_bytes / 8);
+    return (int64_t)(c < most ? c : most);
 }
 
 /* What p's window may hold: its share, or one whole fetch where that is more (a fetch
  * brings at least one whole producer batch, KIP-74: 1 MB of records from librdkafka's
  * producer, about 2.2 MB in a window of 100-byte records). A window that could take only
  * part of each fetch would have the rest thrown away by a pause and fetched again, over
- * and over. The windows together stay within the budget by ks_mem_over and
- * ks_mem_fetch_fits (group_intake.c). */
-static inline int64_t part_cap(const ks_group_t *g, const part_t *p)
+ * and over. The windows together stay within the budget by ks_mem_over (intake). */
+static inline int64_t part_window_cap(const ks_group_t *g, const part_t *p)
 {
-    int64_t share = part_share(g), fetch = part_fetch_cost(p);
+    int64_t share = part_share(g), fetch = part_fetch_cost(g, p);
     return fetch > share ? fetch : share;
 }
 
 /* How many more bytes p's window may take now (<= 0: none): its cap less what it holds.
  * What p's queue holds does not count: taking a record into the window costs less than
  * leaving it in librdkafka's queue (KS_MEM_KAFKA_RECORD_OVERHEAD), and a queue that the
- * window cannot take is emptied by a pause (part_check_bound). */
+ * window cannot take is emptied by a pause (intake). */
 static inline int64_t part_room_bytes(const ks_group_t *g, const part_t *p)
 {
-    return part_cap(g, p) - part_mem(p);
+    return part_window_cap(g, p) - part_mem(p);
 }
 
 static inline bool part_has_room(const ks_group_t *g, const part_t *p)
@@ -503,12 +507,16 @@ static inline bool part_has_room(const ks_group_t *g, const part_t *p)
            ks_ack_window_bytes(&p->win) < g->cfg->window_max_bytes && part_room_bytes(g, p) > 0;
 }
 
-/* The room a partition paused for the budget waits for before it is resumed: a whole
- * fetch (so that none of it is thrown away), at least a quarter of its cap. */
+/* The room in its window below which a partition is paused for the budget once its queue
+ * is empty, and at which it is resumed: a whole fetch like its last (none of it thrown
+ * away then), within a quarter and three quarters of its cap (a window need not drain
+ * empty before a fetch bigger than its share). */
 static inline int64_t part_resume_room(const ks_group_t *g, const part_t *p)
 {
-    int64_t cap = part_cap(g, p), want = part_fetch_cost(p);
-    return want > cap / 4 ? want : cap / 4;
+    int64_t cap = part_window_cap(g, p), want = part_fetch_cost(g, p);
+    if (want < cap / 4)
+        want = cap / 4;
+    return want < cap / 4 * 3 ? want : cap / 4 * 3;
 }
 
 /* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
@@ -519,17 +527,19 @@ static inline int64_t part_hold_from(const part_t *p)
                         : KS_HOLD_NONE;
 }
 
+/* A partition paused for the budget (part_kafka_pause, decided in intake) fetches again
+ * at the latest this long after its pause, whatever the budget's tally: the tally is the
+ * whole process's, and windows that do not drain (a slow client of another group) must
+ * not stop a partition whose own window has room. */
+#define KS_BUDGET_PAUSE_MAX_MS 1000
+
 /* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
- * records from librdkafka, whose queue then stops fetching at its queued.* limits. Its
- * limits cannot stop one more fetch (up to fetch.message.max.bytes, or a whole producer
- * batch), at ~5x the payload in memory, which stays there while the window is full. So
- * while windows and queues hold a quarter of the budget or more (ks_mem_pressed), a
- * partition at its share whose queue holds records is paused in librdkafka, and its queue
- * emptied (intake also pauses one whose window could not take its next fetch whole, before
- * that fetch comes). It resumes once its window has room for a whole fetch
- * (part_resume_room), or it is no longer deliverable, and librdkafka fetches again from
- * the last record taken. A partition bound by window.max_records or .max_bytes (8
- * partitions at the default budget), or with a small tally, never pauses.
+ * records from librdkafka, whose queue then stops fetching at its queued.* limits. A
+ * partition paused in librdkafka for the budget (intake says when) is resumed once its
+ * window has part_resume_room and a fetch like its last fits the budget's quarter
+ * (ks_mem_fetch_fits, counting the fetches of partitions resumed before it), or it has
+ * waited KS_BUDGET_PAUSE_MAX_MS, or it is no longer deliverable; librdkafka then fetches
+ * again from the last record taken. Called on every settle too: only ever resumes.
  * @locality group loop */
 static inline void part_check_bound(ks_group_t *g, part_t *p)
 {
@@ -538,18 +548,12 @@ static inline void part_check_bound(ks_group_t *g, part_t *p)
         part_move(g, p, KS_PS_PAUSED);
     else if (p->state == KS_PS_PAUSED && room)
         part_move(g, p, KS_PS_ACTIVE);
-    if (!p->q)
-        return;
-    if (p->kpaused) {
-        if (!ks_pstate_deliverable(p->state) ||
-            (part_room_bytes(g, p) >= part_resume_room(g, p) &&
-             ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(p))))
-            part_kafka_pause(g, p, false);
-    } else if (g->mem_pressed && ks_pstate_deliverable(p->state) &&
-               (part_room_bytes(g, p) <= 0 || ks_mem_over(g->cfg->memory_max_bytes)) &&
-               (p->q_len > 0 || rd_kafka_queue_length(p->q) > 0)) {
-        part_kafka_pause(g, p, true);
-    }
+    if (p->q && p->kpaused &&
+        (!ks_pstate_deliverable(p->state) ||
+         (part_room_bytes(g, p) >= part_resume_room(g, p) &&
+          (ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(g, p)) ||
+           ks_now_ms() - p->kpaused_ms >= KS_BUDGET_PAUSE_MAX_MS))))
+        part_kafka_pause(g, p, false);
 }
 
 static inline void mark_done(ks_group_t *g, part_t *p, ks_win_entry_t *e)

@@ -454,7 +454,7 @@ def write_results(rows, smoke, only, a):
 # the defaults it sets before the user's kafka.*): the latency baseline takes the same, so the
 # difference is what ksidecar adds. queued.max.messages.kbytes (ksidecar's comes from the
 # memory budget) is left out: at these rates the local queue never holds near a limit's worth.
-KSIDECAR_CONSUMER_CONF = ["fetch.wait.max.ms=100", "fetch.max.bytes=8388608",
+KSIDECAR_CONSUMER_CONF = ["fetch.wait.max.ms=100", "fetch.max.bytes=2097152",
                           "queued.min.messages=100000",
                           "partition.assignment.strategy=cooperative-sticky",
                           "session.timeout.ms=10000", "heartbeat.interval.ms=1000",

@@ -43,6 +43,6 @@ def test_budget_pauses_drop_little_of_what_was_fetched(bootstrap, sidecars):
     # The budget did press (the paths were taken, not dodged) ...
     assert pauses >= PARTS, pauses
     # ... and what its pauses threw away, to be fetched again, is a part of the backlog:
-    # 0.05 to 0.27 of it measured (what the first fetches of all partitions at once bring
-    # past the budget), 3.4 to 3.5 times it before this change.
-    assert dropped <= total // 2, (dropped, total)
+    # 0.12 to 0.28 of it measured (mostly what the first fetches of all partitions at once
+    # bring past the budget), 3.4 to 3.5 times it before this change.
+    assert dropped <= total * 3 // 4, (dropped, total)
