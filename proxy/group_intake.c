@@ -174,7 +174,7 @@ void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
      * passed: a partition at its end fetches nothing), so that the partitions resumed at
      * once stay within ks_mem_fetch_fits together. */
     p->q_reserved = pause ? 0 : part_fetch_cost(g, p);
-    p->reserved_ms = p->kpaused_ms = ks_now_ms();
+    p->kpause_ms = ks_now_ms();
     if (pause) {
         p->budget_pauses++;
         p->budget_dropped += (int64_t)rd_kafka_queue_length(p->q);
@@ -293,13 +293,12 @@ static void budget_check(ks_group_t *g, part_t *p, bool over, bool emptied)
  * ACTIVE again), records from the consumer queue included. While windows and queues are
  * past ks_mem_over, a window takes records only up to its floor (KS_MEM_WINDOW_FLOOR: the
  * tally is the whole process's, and every partition must still make progress). */
-void intake(ks_group_t *g)
+void intake(ks_group_t *g, int64_t now)
 {
     g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
-    int64_t now = ks_now_ms();
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (p->q_reserved && now - p->reserved_ms >= RESERVE_MS)
+        if (p->q_reserved && now - p->kpause_ms >= RESERVE_MS)
             p->q_reserved = 0;
         if (p->q && !p->kpaused && ks_pstate_deliverable(p->state)) {
             bool over = g->mem_pressed && ks_mem_over(g->cfg->memory_max_bytes);

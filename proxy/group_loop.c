@@ -232,7 +232,7 @@ void *loop_main(void *arg)
             drain_dlq(g);
         int64_t now = ks_now_ms();
         drain_inbox(g, now, false);
-        intake(g); /* after the acks above made room */
+        intake(g, now); /* after the acks above made room */
         ks_leases_run(&g->leases, now, lease_event, g);
         revoke_step(g, now, false); /* after the acks and expiries above */
         commit_held(g, now);

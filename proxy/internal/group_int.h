@@ -108,8 +108,7 @@ typedef struct part {
     uint32_t fetch_recs;    /* records the last fetch brought (taken before q was empty again) */
     uint32_t taken_run;     /* records taken from q since it was last empty */
     int64_t q_reserved;     /* resumed: the fetch expected, counted as queued until it comes */
-    int64_t reserved_ms;    /* when q_reserved was set */
-    int64_t kpaused_ms;     /* kpaused: since when */
+    int64_t kpause_ms;      /* when part_kafka_pause last paused or resumed it */
     int64_t budget_pauses;  /* times part_kafka_pause paused it */
     int64_t budget_dropped; /* records in its queue when it paused it (fetched again later) */
     /* The confirmed commit point as last seen, and when it last moved (cp_note): the status's
@@ -299,7 +298,7 @@ void *loop_main(void *arg);
 /* group_intake.c */
 void part_kafka_pause(ks_group_t *g, part_t *p, bool pause);
 void drain_consumer(ks_group_t *g, bool pipe_ready);
-void intake(ks_group_t *g);
+void intake(ks_group_t *g, int64_t now);
 
 /* group_deliver.c */
 sub_t *sub_get(ks_group_t *g, const char *name, int64_t now);
@@ -552,7 +551,7 @@ static inline void part_check_bound(ks_group_t *g, part_t *p)
         (!ks_pstate_deliverable(p->state) ||
          (part_room_bytes(g, p) >= part_resume_room(g, p) &&
           (ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(g, p)) ||
-           ks_now_ms() - p->kpaused_ms >= KS_BUDGET_PAUSE_MAX_MS))))
+           ks_now_ms() - p->kpause_ms >= KS_BUDGET_PAUSE_MAX_MS))))
         part_kafka_pause(g, p, false);
 }
 
