@@ -559,6 +559,7 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
         http_free(h);
         return NULL;
     }
+    pthread_setname_np(h->sweep, "ks:http-sweep");
     h->sweep_started = true;
     ks_info(LOGC, "listening on %s://%s:%d%s", h->tls ? "https" : "http", inet_ntoa(sa.sin_addr),
             h->port, h->mtls ? " (client certificates required)" : "");

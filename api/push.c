@@ -808,6 +808,7 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
         ks_push_stop(e);
         return NULL;
     }
+    pthread_setname_np(e->th, "ks:push");
     e->th_started = true;
     return e;
 }

@@ -642,6 +642,7 @@ ks_subhub_t *ks_subhub_new(ks_engine_t *eng, const ks_config_t *cfg)
         free(h);
         return NULL;
     }
+    pthread_setname_np(h->sweeper, "ks:lease-sweep");
     return h;
 }
 

@@ -94,6 +94,7 @@ ks_dev_t *ks_dev_start(const char *topic, int partitions, int rate, char *bootst
         free(d);
         return NULL;
     }
+    pthread_setname_np(d->thread, "ks:dev-produce");
     ks_info("dev", "mock cluster at %s with topic %s (%d partitions), %d sample records/s",
             bootstraps, topic, partitions, rate);
     return d;

@@ -283,6 +283,11 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
         snprintf(err, errsize, "group %s: cannot start its thread", name);
         goto fail;
     }
+    /* "ks:" and the group's name, cut to the 15 bytes a thread name holds, for top -H and
+     * per-thread CPU: otherwise it inherits the name of whichever thread created it. */
+    char tname[16];
+    snprintf(tname, sizeof(tname), "ks:%s", name);
+    pthread_setname_np(g->thread, tname);
     return g;
 
 fail_conf:

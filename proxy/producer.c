@@ -120,6 +120,7 @@ ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize
         snprintf(err, errsize, "cannot start the producer thread");
         return NULL;
     }
+    pthread_setname_np(p->thread, "ks:producer");
     return p;
 }
 

@@ -709,6 +709,7 @@ ks_status_t ks_redriver_start(ks_redriver_t *rd, const ks_cmd_req_t *req, char *
         snprintf(err, errsize, "cannot start a thread for the redrive");
         goto out;
     }
+    pthread_setname_np(r->thread, "ks:redrive");
     r->next = rd->runs;
     rd->runs = r;
 out:

@@ -40,7 +40,7 @@ static bool rdk_defaults = false; /* native: librdkafka's default queue limits *
 static int produce_rate = 10000;
 static long produce_n = 0;
 static bool ordered = false;    /* grpc: Open.ordered_batches */
-static bool ack_ranges = false; /* grpc: acks coalesced into ranges, results by position */
+bool ack_ranges = false;
 /* native: --conf key=value, librdkafka properties set after the others (the latency
  * baseline takes ksidecar's own consumer settings this way) */
 static const char *confs[32];
@@ -477,16 +477,28 @@ typedef struct {
 static ack_run_t runs[64];
 static size_t run_n;
 
-static void run_emit(gclient_t *g, const ack_run_t *r)
+/* Where the ids and ranges go: the gRPC client's pending message or an HTTP ack body. */
+typedef void (*id_sink_fn)(void *ctx, const char *id, size_t n);
+
+static void run_emit(id_sink_fn sink, void *ctx, const ack_run_t *r)
 {
     char id[480];
     int n = snprintf(id, sizeof(id), "%.*s%lld~%lld%.*s", (int)r->hl, r->head, (long long)r->first,
                      (long long)r->last, (int)r->tl, r->tail);
-    g_pend(g, id, (size_t)n);
+    sink(ctx, id, (size_t)n);
+}
+
+/* Every run still open goes to the sink. */
+static void runs_flush(id_sink_fn sink, void *ctx)
+{
+    for (size_t i = 0; i < run_n; i++)
+        run_emit(sink, ctx, &runs[i]);
+    run_n = 0;
 }
 
 /* Adds one record's id (offset off) to its partition's run. */
-static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uint8_t *id, size_t n)
+static void range_add(id_sink_fn sink, void *ctx, int32_t partition, int64_t off, const uint8_t *id,
+                      size_t n)
 {
     /* The offset is the 4th '-'-separated field: "a1<hex16>-<epoch>-<partition>-<offset>-";
      * the first '-' is at 18. */
@@ -495,7 +507,7 @@ static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uin
     const uint8_t *ot = o ? memchr(o + 1, '-', n - (size_t)(o + 1 - id)) : NULL;
     size_t h = o ? (size_t)(o + 1 - id) : 0, t = ot ? (size_t)(ot - id) : n;
     if (!ot || h > sizeof(runs[0].head) || n - t > sizeof(runs[0].tail)) {
-        g_pend(g, id, n); /* not an id this client knows: sent as it is */
+        sink(ctx, (const char *)id, n); /* not an id this client knows: sent as it is */
         return;
     }
     ack_run_t *r = NULL;
@@ -508,16 +520,26 @@ static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uin
         return;
     }
     if (r)
-        run_emit(g, r);
+        run_emit(sink, ctx, r);
     else if (run_n < sizeof(runs) / sizeof(runs[0]))
         r = &runs[run_n++];
     else {
-        g_pend(g, id, n);
+        sink(ctx, (const char *)id, n);
         return;
     }
     *r = (ack_run_t){.partition = partition, .first = off, .last = off, .hl = h, .tl = n - t};
     memcpy(r->head, id, h);
     memcpy(r->tail, id + t, n - t);
+}
+
+static void g_sink(void *ctx, const char *id, size_t n)
+{
+    g_pend(ctx, (const uint8_t *)id, n);
+}
+
+static void g_pend_range(gclient_t *g, int32_t partition, int64_t off, const uint8_t *id, size_t n)
+{
+    range_add(g_sink, g, partition, off, id, n);
 }
 
 /* Sends the queued ack ids as SubscribeRequest{ack: AckIds} (field 2). */
@@ -526,9 +548,7 @@ static void g_flush_acks(gclient_t *g)
     if (g->send_busy || (g->pend_n == 0 && run_n == 0))
         return;
     if (ack_ranges) {
-        for (size_t i = 0; i < run_n; i++)
-            run_emit(g, &runs[i]);
-        run_n = 0;
+        runs_flush(g_sink, g);
         uint8_t *p = g->pend + g->pend_len; /* g_pend left room */
         *p++ = 4 << 3;                      /* AckIds.results_by_position */
         *p++ = 1;
@@ -970,12 +990,27 @@ void ackbuf_add(ackbuf_t *a, const char *id, size_t n)
     a->n++;
 }
 
+static void ackbuf_sink(void *ctx, const char *id, size_t n)
+{
+    ackbuf_add(ctx, id, n);
+}
+
+void ackbuf_add_record(ackbuf_t *a, int32_t partition, int64_t offset, const char *id, size_t n)
+{
+    a->recs++;
+    if (ack_ranges)
+        range_add(ackbuf_sink, a, partition, offset, (const uint8_t *)id, n);
+    else
+        ackbuf_add(a, id, n);
+}
+
 void ackbuf_post(ackbuf_t *a, int fd, const char *path)
 {
+    runs_flush(ackbuf_sink, a);
     a->len += (size_t)sprintf(a->b + a->len, "]}"); /* ackbuf_add left room */
     http_send(fd, "POST", path, a->b, a->len);
     a->len = 0;
-    a->n = 0;
+    a->n = a->recs = 0;
 }
 
 static void run_http(void)
@@ -1008,7 +1043,7 @@ static void run_http(void)
             jrec_t *r = &recs[i];
             track(r->partition, r->offset, r->key, r->key_len);
             ksb_order_log_add(r->partition, r->offset, r->key, r->key_len, 0);
-            ackbuf_add(&ab, r->ack_id, r->ack_id_len);
+            ackbuf_add_record(&ab, r->partition, r->offset, r->ack_id, r->ack_id_len);
         }
         n += (long)cnt;
         if (cnt) {

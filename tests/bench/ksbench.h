@@ -10,6 +10,7 @@
 extern const char *topic, *group, *addr;
 extern long want;
 extern int credits, ack_batch;
+extern bool ack_ranges; /* --ack-ranges: acks coalesced into ranges (gRPC: results by position) */
 extern bool latency_mode; /* --latency: a timed producer, produce-to-receipt percentiles */
 
 double now_s(void);
@@ -50,9 +51,13 @@ const char *scan_record(const char *p, jrec_t *r);
 typedef struct {
     char *b;
     size_t len, cap, n; /* n: ids in it */
+    size_t recs;        /* records acked by it (more than n once ids are ranges) */
 } ackbuf_t;
 
 void ackbuf_add(ackbuf_t *a, const char *id, size_t n);
+/* One record's id, or with --ack-ranges, the record added to its partition's run of
+ * consecutive offsets (sent as one range by ackbuf_post). */
+void ackbuf_add_record(ackbuf_t *a, int32_t partition, int64_t offset, const char *id, size_t n);
 /* POSTs the ids added so far to path on fd (the answer is left to read) and empties a. */
 void ackbuf_post(ackbuf_t *a, int fd, const char *path);
 

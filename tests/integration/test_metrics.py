@@ -233,6 +233,23 @@ def test_series_cap_drops_and_counts(bootstrap, sidecars):
     assert sc.stop() == 0
 
 
+def test_threads_are_named_for_top_and_per_thread_cpu(bootstrap, sidecars):
+    """A group's loop is "ks:" and its name cut to 15 bytes, not the name of whichever thread
+    started it (the HTTP server's, for a group that HTTP started), so top -H and
+    /proc/PID/task show which group uses the CPU."""
+    topic, g = unique("tthr"), unique("gthreadnames")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 3)
+    sc = sidecars()
+    assert len(fetch_all(sc, g, topic, 3)) == 3
+    tasks = pathlib.Path(f"/proc/{sc.proc.pid}/task")
+    names = sorted(t.joinpath("comm").read_text().strip() for t in tasks.iterdir())
+    assert names.count(f"ks:{g}"[:15]) == 1, names
+    for want in ("ks:producer", "ks:http-sweep", "ks:lease-sweep", "ks:grpc-cq", "ks:grpc-health"):
+        assert want in names, (want, names)
+    assert sc.stop() == 0
+
+
 def test_a_token_sees_only_its_groups(bootstrap, sidecars, tmp_path):
     topic = unique("ttok")
     create_topic(bootstrap, topic, 1)
