@@ -13,6 +13,21 @@ static uint64_t fnv64(const void *data, size_t len)
     return h;
 }
 
+void rec_free(void *rec)
+{
+    if (rec)
+        ks_rec_pool_free(rec, ((rec_t *)rec)->pool_cls);
+}
+
+void rec_pool_tally(ks_group_t *g)
+{
+    int64_t h = ks_rec_pool_held();
+    if (h != g->pool_tallied) {
+        ks_mem_used_add(h - g->pool_tallied);
+        g->pool_tallied = h;
+    }
+}
+
 static rec_t *rec_copy(rd_kafka_message_t *m)
 {
     rd_kafka_headers_t *hdrs = NULL;
@@ -25,9 +40,9 @@ static rec_t *rec_copy(rd_kafka_message_t *m)
     size_t vlen;
     for (size_t h = 0; h < hc && rd_kafka_header_get_all(hdrs, h, &name, &val, &vlen) == 0; h++)
         need += strlen(name) + 1 + vlen + 1;
-    rec_t *r = malloc(need);
-    if (!r)
-        abort();
+    uint16_t cls;
+    rec_t *r = ks_rec_pool_alloc(need, &cls);
+    r->pool_cls = cls;
     rd_kafka_timestamp_type_t tstype;
     r->timestamp = rd_kafka_message_timestamp(m, &tstype);
     ks_header_t *rh = (ks_header_t *)(void *)r->data;
@@ -122,7 +137,7 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
     rec_t *rec = rec_copy(m);
     rd_kafka_message_destroy(m); /* frees librdkafka's buffer as soon as possible */
     if (ks_ack_window_push(&p->win, off, bytes, rec) < 0) {
-        free(rec);
+        rec_free(rec);
         return;
     }
     ks_win_entry_t *e = ks_ack_window_get(&p->win, off);
@@ -295,6 +310,7 @@ static void budget_check(ks_group_t *g, part_t *p, bool over, bool emptied)
  * tally is the whole process's, and every partition must still make progress). */
 void intake(ks_group_t *g, int64_t now)
 {
+    rec_pool_tally(g); /* the copies that the acks before this pass freed */
     g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];

@@ -197,6 +197,10 @@ void *loop_main(void *arg)
 {
     ks_group_t *g = arg;
     ks_owner_enter(&g->owner);
+    /* Freed record copies are kept for the next ones, up to a 128th of the budget (2 MiB
+     * at most): an ack batch's worth of 100-byte records. */
+    int64_t keep = g->cfg->memory_max_bytes / 128;
+    ks_rec_pool_start((size_t)(keep < (INT64_C(2) << 20) ? keep : (INT64_C(2) << 20)));
     ks_info(g->log_name, "group loop started (ordering %s%s%s)",
             ks_ordering_str((ks_ordering_t)g->gconf->ordering),
             *g->gconf->dead_letter_topic ? ", dead letters to " : "", g->gconf->dead_letter_topic);
@@ -271,6 +275,8 @@ void *loop_main(void *arg)
     drain_inbox(g, ks_now_ms(), true);
     serve_waiting(g, ks_now_ms());
     close_consumer(g);
+    ks_rec_pool_stop();
+    rec_pool_tally(g);
     ks_info(g->log_name, "group loop stopped: committed and left the group");
     ks_owner_leave(&g->owner);
     atomic_store(&g->exited, true);

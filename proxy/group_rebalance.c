@@ -15,7 +15,7 @@ part_t *part_new(ks_group_t *g, const char *topic, int32_t partition)
     p->cp_seen = -1;
     p->cp_moved_ms = ks_now_ms();
     ks_commit_track_init(&p->ct, -1);
-    ks_ack_window_init(&p->win, free); /* a rec_t is one block */
+    ks_ack_window_init(&p->win, rec_free); /* a rec_t is one block */
     ks_key_sched_init(&p->sched, (ks_ordering_t)g->gconf->ordering);
     if (g->part_cnt == g->part_cap) {
         g->part_cap = g->part_cap ? g->part_cap * 2 : 16;

@@ -31,6 +31,7 @@
 #include "log.h"
 #include "mem_budget.h"
 #include "owner.h"
+#include "rec_pool.h"
 #include "pstate.h"
 #include "rejoin_guard.h"
 #include "stall.h"
@@ -240,7 +241,8 @@ struct ks_group {
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];
-    bool mem_pressed; /* ks_mem_pressed, as of the last intake pass */
+    bool mem_pressed;     /* ks_mem_pressed, as of the last intake pass */
+    int64_t pool_tallied; /* what this loop's record cache (rec_pool.h) last added to the tally */
     int64_t next_commit_ms;
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
     int64_t last_activity_ms;
@@ -263,6 +265,7 @@ typedef struct rec {
     uint32_t key_len, value_len;
     uint32_t header_cnt;
     uint8_t has_key, has_value; /* 0 for a null key or value */
+    uint16_t pool_cls;          /* its block's class in rec_pool.h, for rec_free */
     /* header_cnt ks_header_t, then key '\0', value '\0', then header names and values */
     _Alignas(8) char data[]; /* aligned: the ks_header_t array starts here */
 } rec_t;
@@ -299,6 +302,10 @@ void *loop_main(void *arg);
 void part_kafka_pause(ks_group_t *g, part_t *p, bool pause);
 void drain_consumer(ks_group_t *g, bool pipe_ready);
 void intake(ks_group_t *g, int64_t now);
+/* Frees a record copy (a window's free_msg): into the loop's cache (rec_pool.h), or free. */
+void rec_free(void *rec);
+/* Brings the budget's tally up to date with what the loop's record cache holds. */
+void rec_pool_tally(ks_group_t *g);
 
 /* group_deliver.c */
 sub_t *sub_get(ks_group_t *g, const char *name, int64_t now);
