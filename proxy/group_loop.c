@@ -213,7 +213,7 @@ void *loop_main(void *arg)
         arm_timer(g, ks_now_ms());
         ks_owner_leave(&g->owner);
         struct epoll_event evs[4];
-        int n = epoll_wait(g->epfd, evs, 4, -1);
+        int n = epoll_wait(g->epfd, evs, 4, g->intake_more ? 0 : -1);
         ks_owner_enter(&g->owner);
         if (n < 0 && errno != EINTR) {
             ks_err(g->log_name, "epoll_wait: %s", strerror(errno));
