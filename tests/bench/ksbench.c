@@ -39,7 +39,7 @@ bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
 static long produce_n = 0;
-static bool ordered = false;    /* grpc: Open.ordered_batches */
+static bool ordered = false; /* grpc: Open.ordered_batches */
 bool ack_ranges = false;
 /* native: --conf key=value, librdkafka properties set after the others (the latency
  * baseline takes ksidecar's own consumer settings this way) */

@@ -10,7 +10,7 @@
 extern const char *topic, *group, *addr;
 extern long want;
 extern int credits, ack_batch;
-extern bool ack_ranges; /* --ack-ranges: acks coalesced into ranges (gRPC: results by position) */
+extern bool ack_ranges;   /* --ack-ranges: acks coalesced into ranges (gRPC: results by position) */
 extern bool latency_mode; /* --latency: a timed producer, produce-to-receipt percentiles */
 
 double now_s(void);
