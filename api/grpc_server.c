@@ -294,10 +294,12 @@ ks_grpc_t *ks_grpc_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     if (!s->threads)
         abort();
     for (int i = 0; i < s->nthreads; i++) {
-        pthread_create(&s->threads[i], NULL, cq_main, s);
+        if (pthread_create(&s->threads[i], NULL, cq_main, s) != 0)
+            abort(); /* out of threads at start: nothing would serve gRPC */
         pthread_setname_np(s->threads[i], "ks:grpc-cq");
     }
-    pthread_create(&s->health_thread, NULL, health_main, s);
+    if (pthread_create(&s->health_thread, NULL, health_main, s) != 0)
+        abort();
     pthread_setname_np(s->health_thread, "ks:grpc-health");
     ks_info(LOGC, "listening on %s (port %d%s)", cfg->grpc_listen, s->port,
             tls ? (*cfg->tls_client_ca_file ? ", mTLS" : ", TLS") : "");

@@ -151,8 +151,9 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
 /* librdkafka 2.0.2 stops fetching a partition whose queue is at queued.min.messages or
  * queued.max.messages.kbytes, and looks again only when its broker thread next wakes:
  * up to a second later when no other fetch is running. An asynchronous seek to where
- * the queue ends wakes it now. Only done once the queue is empty, so the seek's version
- * barrier throws nothing away. */
+ * the window ends wakes it now. Done once the queue is empty (or on a resume, whose own
+ * barrier emptied it): the seek's version barrier throws away no record taken, only a
+ * fetch still in flight, fetched again from the same offset. */
 static void part_wake_fetcher(ks_group_t *g, part_t *p)
 {
     if (p->win.end_offset < 0)
@@ -207,7 +208,6 @@ void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
         p->q_len = 0;
         p->q_was_full = false;
         p->taken_run = 0;
-        p->taken_run_bytes = 0;
     } else if (ks_pstate_deliverable(p->state)) {
         /* librdkafka 2.0.2 looks at a resumed partition only when its broker thread next
          * wakes: 0.8 to 0.9 s after the resume, seen in its fetch debug log (at 64
@@ -264,16 +264,20 @@ static bool intake_part(ks_group_t *g, part_t *p, int64_t cap)
              * dropped it, it stopped the fetcher as surely as records taken would have
              * (185 records, 18 KB against a limit of 12: the next fetch a second later;
              * the latency bench at 50,000 rec/s had one such second a run, p99 0.85 s).
-             * One op of it is the seek's own barrier. */
+             * One op of it is the seek's own barrier. Once until records come again: a wake
+             * whose own barrier, or a resume's, counted as lost must not seek again and
+             * again (each seek outdates the fetch in flight). */
             double lost = (double)len - (double)taken - 1;
-            if (p->q_was_full || (lost > 0 && lost * p->q_avg_bytes * 2 >= (double)g->q_max_bytes))
+            bool lost_full = lost > 0 && lost * p->q_avg_bytes * 2 >= (double)g->q_max_bytes;
+            if (p->q_was_full || (lost_full && !p->lost_woke)) {
+                p->lost_woke = !p->q_was_full;
                 part_wake_fetcher(g, p);
+            }
             p->q_was_full = false;
             p->q_len = 0;
             if (p->taken_run > 0) /* what the fetch just emptied brought */
                 p->fetch_recs = p->taken_run;
             p->taken_run = 0;
-            p->taken_run_bytes = 0;
             return true;
         }
         size_t bytes = 0;
@@ -283,15 +287,11 @@ static bool intake_part(ks_group_t *g, part_t *p, int64_t cap)
         }
         p->q_len = p->q_len > (size_t)n ? p->q_len - (size_t)n : 0;
         p->taken_run = p->taken_run + (uint32_t)n;
-        p->taken_run_bytes += (int64_t)bytes;
+        p->lost_woke = false; /* records came: a wake may be needed again */
         taken += (size_t)n;
         p->q_reserved = 0; /* the fetch a resume waited for came */
         p->q_avg_bytes = (double)bytes / (double)n;
-        /* The run since the queue was last empty counts too, not only the length the pass
-         * began with: the broker thread may add a fetch's records while the pass takes
-         * them, so the queue can pass the limit between two looks. */
-        if (full || (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes ||
-            p->taken_run_bytes * 2 >= g->q_max_bytes || (int64_t)p->taken_run * 2 >= g->q_max_msgs)
+        if (full || (double)len * p->q_avg_bytes * 2 >= (double)g->q_max_bytes)
             p->q_was_full = true;
         /* The pass's bound, not the window's, stopped it with records left: the loop comes
          * round again at once. Nothing else would wake it: librdkafka signals the pipe only

@@ -198,7 +198,7 @@ void *loop_main(void *arg)
     ks_group_t *g = arg;
     ks_owner_enter(&g->owner);
     /* Freed record copies are kept for the next ones, up to a 128th of the budget (2 MiB
-     * at most): an ack batch's worth of 100-byte records. */
+     * at most) for all groups together: an ack batch's worth of 100-byte records. */
     int64_t keep = g->cfg->memory_max_bytes / 128;
     ks_rec_pool_start((size_t)(keep < (INT64_C(2) << 20) ? keep : (INT64_C(2) << 20)));
     ks_info(g->log_name, "group loop started (ordering %s%s%s)",

@@ -4,7 +4,8 @@
  * each free ~200 on that path (callgrind, 100-byte records). Blocks are plain malloc blocks of
  * a whole number of grains, so any thread may free one with ks_rec_pool_free; a thread that
  * has not started a cache, or a block above KS_REC_POOL_MAX_BLOCK, goes to malloc and free.
- * The cache is bounded in bytes, and the group tells what it holds to the memory budget. */
+ * The caches of all threads together are bounded in bytes, and each group tells what its
+ * loop's cache holds to the memory budget. */
 #ifndef KS_REC_POOL_H
 #define KS_REC_POOL_H
 
@@ -14,13 +15,15 @@
 #define KS_REC_POOL_GRAIN     16
 #define KS_REC_POOL_MAX_BLOCK 4096
 
-/* This thread keeps up to max_bytes of freed blocks from now on. */
+/* This thread keeps freed blocks from now on, while all threads' caches together hold at
+ * most max_bytes (the bound of the latest start). */
 void ks_rec_pool_start(size_t max_bytes);
 /* Frees what this thread keeps; it keeps nothing from now on. */
 void ks_rec_pool_stop(void);
 
 /* A block of at least n bytes (never NULL: aborts when out of memory); *cls is what
- * ks_rec_pool_free needs back (0: a block of no class, freed with free). */
+ * ks_rec_pool_free needs back (0: a block of no class, freed with free). A block of class
+ * c is a malloc chunk of c x KS_REC_POOL_GRAIN bytes, header included. */
 void *ks_rec_pool_alloc(size_t n, uint16_t *cls);
 /* Keeps p in this thread's cache if it has room, else frees it. */
 void ks_rec_pool_free(void *p, uint16_t cls);

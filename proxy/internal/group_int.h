@@ -104,15 +104,15 @@ typedef struct part {
     int64_t mem_tallied; /* what this window last added to the process's budget tally */
     size_t q_len;        /* records in q, as of the last intake pass (less what it took) */
 
-    int64_t q_tallied;       /* what part_queue_mem last added to the process's queued tally */
-    bool kpaused;            /* paused in librdkafka by part_kafka_pause, its queue emptied */
-    uint32_t fetch_recs;     /* records the last fetch brought (taken before q was empty again) */
-    uint32_t taken_run;      /* records taken from q since it was last empty */
-    int64_t taken_run_bytes; /* their keys and values */
-    int64_t q_reserved;      /* resumed: the fetch expected, counted as queued until it comes */
-    int64_t kpause_ms;       /* when part_kafka_pause last paused or resumed it */
-    int64_t budget_pauses;   /* times part_kafka_pause paused it */
-    int64_t budget_dropped;  /* records in its queue when it paused it (fetched again later) */
+    int64_t q_tallied;      /* what part_queue_mem last added to the process's queued tally */
+    bool kpaused;           /* paused in librdkafka by part_kafka_pause, its queue emptied */
+    uint32_t fetch_recs;    /* records the last fetch brought (taken before q was empty again) */
+    uint32_t taken_run;     /* records taken from q since it was last empty */
+    bool lost_woke;         /* woken for records dropped as outdated; none taken since */
+    int64_t q_reserved;     /* resumed: the fetch expected, counted as queued until it comes */
+    int64_t kpause_ms;      /* when part_kafka_pause last paused or resumed it */
+    int64_t budget_pauses;  /* times part_kafka_pause paused it */
+    int64_t budget_dropped; /* records in its queue when it paused it (fetched again later) */
     /* The confirmed commit point as last seen, and when it last moved (cp_note): the status's
      * commit_point_age_ms and the stall check's idle time. */
     int64_t cp_seen, cp_moved_ms;

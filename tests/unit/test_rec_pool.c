@@ -17,10 +17,10 @@ static void test_reuse_by_class(void **state)
     ks_rec_pool_start(1 << 20);
     uint16_t c1, c2, c3, c4;
     char *a = ks_rec_pool_alloc(150, &c1);
-    assert_int_equal(c1, 10); /* 150 bytes: 10 grains of 16 */
+    assert_int_equal(c1, 10); /* 150 bytes and malloc's 8-byte header: 10 grains of 16 */
     memset(a, 'x', 150);      /* ASan: all 150 bytes are the block's */
-    char *b = ks_rec_pool_alloc(160, &c2);
-    assert_int_equal(c2, 10);
+    char *b = ks_rec_pool_alloc(152, &c2);
+    assert_int_equal(c2, 10); /* the most class 10 holds */
     assert_ptr_not_equal(a, b);
     ks_rec_pool_free(a, c1);
     assert_int_equal(ks_rec_pool_held(), 160);
@@ -30,7 +30,7 @@ static void test_reuse_by_class(void **state)
     assert_int_equal(ks_rec_pool_held(), 0);
     /* another class does not take it */
     ks_rec_pool_free(c, c3);
-    char *d = ks_rec_pool_alloc(161, &c4);
+    char *d = ks_rec_pool_alloc(153, &c4);
     assert_int_equal(c4, 11);
     assert_ptr_not_equal(d, c);
     assert_int_equal(ks_rec_pool_held(), 160);
@@ -49,7 +49,7 @@ static void test_bounded(void **state)
     void *p[20];
     uint16_t cls[20];
     for (int i = 0; i < 20; i++)
-        p[i] = ks_rec_pool_alloc(100, &cls[i]); /* 112 bytes each */
+        p[i] = ks_rec_pool_alloc(100, &cls[i]); /* chunks of 112 bytes */
     for (int i = 0; i < 20; i++) {
         ks_rec_pool_free(p[i], cls[i]);
         assert_true(ks_rec_pool_held() <= 1000);
@@ -73,8 +73,13 @@ static void test_large_and_empty(void **state)
     void *z = ks_rec_pool_alloc(0, &c);
     assert_non_null(z);
     assert_int_equal(c, 1);
-    ks_rec_pool_free(z, c);
-    assert_int_equal(ks_rec_pool_held(), 16);
+    char *top = ks_rec_pool_alloc(KS_REC_POOL_MAX_BLOCK - 8, &c);
+    assert_int_equal(c, KS_REC_POOL_MAX_BLOCK / KS_REC_POOL_GRAIN); /* the largest class */
+    memset(top, 2, KS_REC_POOL_MAX_BLOCK - 8);
+    ks_rec_pool_free(top, c);
+    assert_int_equal(ks_rec_pool_held(), KS_REC_POOL_MAX_BLOCK);
+    ks_rec_pool_free(z, 1);
+    assert_int_equal(ks_rec_pool_held(), KS_REC_POOL_MAX_BLOCK + 16);
     ks_rec_pool_free(NULL, 3); /* nothing */
     ks_rec_pool_stop();
 }
@@ -112,13 +117,49 @@ static void test_no_cache_frees(void **state)
     assert_int_equal(ks_rec_pool_held(), 0);
 }
 
+static void *fill_other(void *arg)
+{
+    (void)arg;
+    ks_rec_pool_start(1000);
+    uint16_t c[8];
+    void *b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = ks_rec_pool_alloc(100, &c[i]);
+    for (int i = 0; i < 8; i++)
+        ks_rec_pool_free(b[i], c[i]); /* 8 x 112 = 896 kept */
+    intptr_t held = ks_rec_pool_held();
+    ks_rec_pool_stop();
+    return (void *)held;
+}
+
+/* The bound is over every thread's cache together: what another thread keeps leaves this
+ * one less room. */
+static void test_bound_is_the_process(void **state)
+{
+    (void)state;
+    ks_rec_pool_start(1000);
+    uint16_t c1, c2;
+    void *x = ks_rec_pool_alloc(100, &c1), *y = ks_rec_pool_alloc(100, &c2);
+    ks_rec_pool_free(x, c1);
+    assert_int_equal(ks_rec_pool_held(), 112);
+    /* The other thread keeps what fits beside this one's 112: 7 blocks, 784 bytes. */
+    pthread_t t;
+    void *held;
+    assert_int_equal(pthread_create(&t, NULL, fill_other, NULL), 0);
+    assert_int_equal(pthread_join(t, &held), 0);
+    assert_int_equal((intptr_t)held, 7 * 112);
+    /* Its stop gave its share back: this one keeps another block. */
+    ks_rec_pool_free(y, c2);
+    assert_int_equal(ks_rec_pool_held(), 224);
+    ks_rec_pool_stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reuse_by_class),
-        cmocka_unit_test(test_bounded),
-        cmocka_unit_test(test_large_and_empty),
-        cmocka_unit_test(test_no_cache_frees),
+        cmocka_unit_test(test_reuse_by_class),       cmocka_unit_test(test_bounded),
+        cmocka_unit_test(test_large_and_empty),      cmocka_unit_test(test_no_cache_frees),
+        cmocka_unit_test(test_bound_is_the_process),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
