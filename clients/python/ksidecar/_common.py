@@ -733,12 +733,13 @@ class Book:
                         bad.append(("ack", r))
         if answered is not None:  # also with none named (a ranged answer): lifts expired fences
             self.disp.answered(answered)
-        for f, i, status, msg, off in done:
-            f.set_result(AckResult(i, AckStatus(status), msg, off))
+        # Warnings first: a caller woken by a future of this same answer finds them logged.
         for what, r in bad:
             self.warn_bad.warn("ksidecar: %s of %s: %s (%s)%s", what, r.ack_id,
                                AckStatus(r.status).name, r.message,
                                OLD_SERVER if what == "ack range" and r.status == 2 else "")
+        for f, i, status, msg, off in done:
+            f.set_result(AckResult(i, AckStatus(status), msg, off))
 
     def _match(self, results, accepted):
         """Takes the message in flight that results (and accepted) answer off
