@@ -1,5 +1,5 @@
 /* config_int.h: the config key table and the helpers config_keys.c shares with the parser in
- * config.c; private to those two files. */
+ * config.c and config_load.c; private to those three files. */
 #ifndef KS_CONFIG_INT_H
 #define KS_CONFIG_INT_H
 
@@ -58,5 +58,12 @@ int static_retry(ks_group_conf_t *g, json_t *o, char *err, size_t errsize);
 void retry_list_str(const ks_retry_t *r, char *out, size_t outsize);
 /* Writes key's environment variable name (KSIDECAR_ + the key upper-cased, '.' as '_'). */
 void env_name(const char *key, char *out, size_t outsize);
+/* Sets librdkafka property prop (a kafka.* key less its prefix) to value (config.c). */
+void kafka_set(ks_config_t *cfg, const char *prop, const char *value);
+/* Static groups take every group.* default they do not set themselves (config.c). */
+void propagate_defaults(ks_config_t *cfg);
+/* Sets the key named name (kafka.* too) from a JSON value of its type (config.c). Returns 0,
+ * or -1 with err. */
+int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char *err, size_t errsize);
 
 #endif

@@ -5,9 +5,10 @@
  *   ks_config_reference --write FILE    replaces what FILE holds between the markers
  *   ks_config_reference --check FILE    exits 1 when FILE's table is not what the keys give
  *
- * It reads the table through config_int.h, the header config.c and config_keys.c share: the
- * one reader of the table outside those two, and it changes nothing in it. Defaults come from
- * ks_config_defaults through ks_config_dump, so they are the values ksidecar starts with. */
+ * It reads the table through config_int.h, the header config.c, config_load.c and
+ * config_keys.c share: the one reader of the table outside those three, and it changes
+ * nothing in it. Defaults come from ks_config_defaults through ks_config_dump, so they are
+ * the values ksidecar starts with. */
 #include <jansson.h>
 #include <stdarg.h>
 #include <stdio.h>

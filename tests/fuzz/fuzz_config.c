@@ -1,7 +1,7 @@
 /* fuzz_config.c: libFuzzer harness for the config file, flags and environment
- * (proxy/config.c). Input: the JSON file's text, then NUL-separated arguments; those that
- * start with KSIDECAR_ are environment entries, the rest flags. No crash, and whatever
- * loads dumps as valid JSON that leaves nothing out. */
+ * (proxy/config_load.c, proxy/config.c). Input: the JSON file's text, then NUL-separated
+ * arguments; those that start with KSIDECAR_ are environment entries, the rest flags. No
+ * crash, and whatever loads dumps as valid JSON that leaves nothing out. */
 #include <jansson.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -1,5 +1,5 @@
 /* test_config.c: tests config defaults, JSON/env/flag parsing and layering, validation, dump
- * masking and ks_valid_kafka_name (proxy/config.c). */
+ * masking and ks_valid_kafka_name (proxy/config.c, proxy/config_load.c). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>

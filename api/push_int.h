@@ -1,0 +1,99 @@
+/* push_int.h: what push delivery's two files share (push.c: the streams, the edge and push
+ * set by API call; push_request.c: the push thread, its requests and the app's answers): the
+ * stream and edge state, and the functions one calls in the other. Private to api/push*.c. */
+#ifndef KS_PUSH_INT_H
+#define KS_PUSH_INT_H
+
+#include <curl/curl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "push.h"
+
+#define PLOG "push"
+
+typedef struct pusher pusher_t;
+
+/* A batch from the core, waiting for requests (a few at a time: the credits bound them). */
+typedef struct qbatch {
+    ks_batch_t *b;
+    struct qbatch *next;
+} qbatch_t;
+
+/* One request in flight: its records' ack ids, its body and the app's answer. */
+typedef struct preq {
+    pusher_t *p;
+    CURL *easy;
+    struct curl_slist *hdrs;
+    char *body;
+    size_t body_len;
+    char **ids;
+    size_t n;
+    char *resp;
+    size_t resp_len;
+    char cerr[CURL_ERROR_SIZE];
+    size_t slot; /* its place in its pusher's slots */
+} preq_t;
+
+/* One push group's stream. */
+struct pusher {
+    ks_substream_t ss; /* the core; its fields are its own */
+    atomic_int refs;   /* the edge's, the core's (ops->ref) */
+    const ks_group_conf_t *gc;
+    ks_engine_t *eng;
+    const ks_config_t *cfg;
+    pthread_mutex_t lock; /* guards edge, wake_due */
+    ks_push_t *edge;      /* NULL once the push thread ended: wakes are declined */
+    bool wake_due;        /* the core asked for a drain */
+    /* @locality the push thread (ks_push_stop's, once it ended) */
+    qbatch_t *q, *q_tail; /* batches from the core, oldest first; their leases run */
+    size_t q_next;        /* records of the head batch already in requests */
+    int inflight;
+    preq_t **slots;          /* the requests in flight, push_concurrency places */
+    CURL **easies;           /* each place's easy handle, reused by its requests */
+    ks_group_conf_t *own_gc; /* a push set by API call: its settings (gc), freed with it */
+    atomic_bool removing;    /* no new request starts; once none is in flight, it goes */
+};
+
+struct ks_push {
+    ks_engine_t *eng;
+    const ks_config_t *cfg;
+    ks_subhub_t *hub;
+    CURLM *multi;
+    pthread_t th;
+    bool th_started;
+    atomic_bool stopping;  /* the thread ends */
+    atomic_bool quiescing; /* no new request starts */
+    atomic_bool closing;   /* shutdown began: an API call starts no push */
+    /* Guards ps and n: an API call adds a stream and marks one removing; the push thread
+     * reads them, and takes out the removed ones. */
+    pthread_mutex_t ps_lock;
+    pusher_t **ps;
+    size_t n, cap;
+    long conns; /* the connections the multi handle keeps now (the push thread's) */
+};
+
+/* ---- push_request.c ---- */
+
+/* The push thread's loop, until e->stopping: drains the streams the core woke, starts
+ * requests from their queued batches, settles those that ended, and closes the streams set
+ * by API call once removed and answered. arg: the ks_push_t. */
+void *push_main(void *arg);
+/* r's request ended: it leaves the multi handle and its pusher's list. */
+void push_req_end(ks_push_t *e, preq_t *r);
+/* Frees r; its easy handle stays its place's. */
+void push_req_free(preq_t *r);
+/* Frees p's easy handles (none is in the multi handle). @locality the push thread, or
+ * ks_push_stop's once it ended */
+void push_slot_easies_free(pusher_t *p);
+
+/* ---- push.c ---- */
+
+/* A stream set by API call that left: the records it held but never sent go back counting
+ * no attempt (those in requests were answered: every one is settled). @locality the push
+ * thread */
+void pusher_close(ks_push_t *e, pusher_t *p);
+
+#endif
