@@ -256,6 +256,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     rd_kafka_poll_set_consumer(g->rk);
     g->cq = rd_kafka_queue_get_consumer(g->rk);
     g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
+    g->first_fetch = KS_MEM_FIRST_FETCH;
     g->max_poll_ms = conf_int(g->rk, "max.poll.interval.ms");
     int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
     g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;

@@ -223,6 +223,7 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
             part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
             if (p && p->state == KS_PS_INITIALIZING) {
                 part_move(g, p, KS_PS_ACTIVE);
+                p->fresh = true;
                 ks_info(g->log_name, "assigned %s[%d] (epoch %u, committed %lld)", p->topic,
                         p->partition, p->epoch, (long long)p->committed);
             }
@@ -232,6 +233,17 @@ void rebalance_cb(rd_kafka_t *rk, rd_kafka_resp_err_t err, rd_kafka_topic_partit
             ks_info(g->log_name, "cooperative rebalance complete after %lld ms; commits resume",
                     (long long)(ks_now_ms() - g->rj.since_ms));
         take_assignment(g, rk, coop, parts);
+        /* librdkafka keeps an application's pause made now: it comes before the first
+         * fetch, which waits for the committed offsets. */
+        int64_t now = ks_now_ms();
+        g->admit_ms = now;
+        for (int i = 0; i < parts->cnt; i++) {
+            part_t *p = part_find(g, parts->elems[i].topic, parts->elems[i].partition);
+            if (p && p->fresh) {
+                p->fresh = false;
+                part_admit(g, p, now);
+            }
+        }
     } else if (err == RD_KAFKA_RESP_ERR__REVOKE_PARTITIONS) {
         /* 1. stop delivering (streams hear of it); 2. let leases finish, in the loop;
          * 3. commit; 4. give them up (revoke_finish). */

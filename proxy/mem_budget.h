@@ -24,6 +24,12 @@
  * (malloc_stats of the broker thread's arena over the records its queues held): ~420 B. */
 #define KS_MEM_KAFKA_RECORD_OVERHEAD 420
 
+/* What a partition's first fetch is expected to cost a window before any fetch was seen:
+ * librdkafka's fetch.message.max.bytes (1 MiB) of 100-byte records, each costing a window
+ * about twice its wire size (ks_mem_record_overhead). A new assignment's partitions start
+ * fetching as these fit the budget (group_intake.c's part_admit). */
+#define KS_MEM_FIRST_FETCH (INT64_C(2) << 20)
+
 /* The librdkafka part of the budget is a quarter of it; the windows share the rest. */
 int64_t ks_mem_kafka_part(int64_t max_bytes);
 int64_t ks_mem_window_part(int64_t max_bytes);

@@ -106,6 +106,8 @@ typedef struct part {
 
     int64_t q_tallied;      /* what part_queue_mem last added to the process's queued tally */
     bool kpaused;           /* paused in librdkafka by part_kafka_pause, its queue emptied */
+    bool admit_wait;        /* paused at its assignment until its first fetch fits (part_admit) */
+    bool fresh;             /* assigned in the rebalance callback now running: to admit */
     uint32_t fetch_recs;    /* records the last fetch brought (taken before q was empty again) */
     uint32_t taken_run;     /* records taken from q since it was last empty */
     bool lost_woke;         /* woken for records dropped as outdated; none taken since */
@@ -242,8 +244,15 @@ struct ks_group {
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];
-    bool mem_pressed;     /* ks_mem_pressed, as of the last intake pass */
-    bool intake_more;     /* the last intake pass left records it may take: loop again now */
+    bool mem_pressed; /* ks_mem_pressed, as of the last intake pass */
+    bool intake_more; /* the last intake pass left records it may take: loop again now */
+    int64_t admit_ms; /* when a partition waiting for admission (part_admit) last fetched */
+    /* What a partition's first fetch is expected to cost its window (part_fetch_cost), from
+     * the first fetches seen in the group (group_intake.c's first_fetch_seen): how many,
+     * and the most one cost. */
+    int64_t first_fetch;
+    uint32_t first_seen;
+    int64_t first_max;
     int64_t pool_tallied; /* what this loop's record cache (rec_pool.h) last added to the tally */
     int64_t next_commit_ms;
     int64_t timer_due_ms; /* what the timerfd is armed for; 0 when it fired or is unset */
@@ -302,6 +311,11 @@ void *loop_main(void *arg);
 
 /* group_intake.c */
 void part_kafka_pause(ks_group_t *g, part_t *p, bool pause);
+/* A partition just assigned (before its first fetch): its first fetch counts as queued
+ * (q_reserved) if it fits the budget's quarter, or it is paused in librdkafka until it
+ * does (admit_wait; part_check_bound resumes it). @locality group loop, in the rebalance
+ * callback, after the assign. */
+void part_admit(ks_group_t *g, part_t *p, int64_t now);
 void drain_consumer(ks_group_t *g, bool pipe_ready);
 void intake(ks_group_t *g, int64_t now);
 /* Frees a record copy (a window's free_msg): into the loop's cache (rec_pool.h), or free. */
@@ -481,10 +495,13 @@ static inline int64_t part_queue_mem(const part_t *p)
 /* What p's window needs to take p's next fetch whole: the last fetch's records at the
  * window's cost of a record, at most an eighth of the budget (so that it always fits the
  * quarter that ks_mem_fetch_fits allows, and an estimate that counted more than one fetch
- * cannot grow a window's cap without bound). 0 before the first fetch. */
+ * cannot grow a window's cap without bound). Before p's first fetch, the group's estimate
+ * (first_fetch). */
 static inline int64_t part_fetch_cost(const ks_group_t *g, const part_t *p)
 {
-    double c = (double)p->fetch_recs * (p->q_avg_bytes + (double)ks_mem_record_overhead());
+    double c = p->fetch_recs
+                   ? (double)p->fetch_recs * (p->q_avg_bytes + (double)ks_mem_record_overhead())
+                   : (double)g->first_fetch;
     double most = (double)(g->cfg->memory_max_bytes / 8);
     return (int64_t)(c < most ? c : most);
 }
@@ -535,11 +552,28 @@ static inline int64_t part_hold_from(const part_t *p)
                         : KS_HOLD_NONE;
 }
 
+/* Whether p's window holds every record librdkafka knew of at p's last fetch (its cached
+ * high watermark; no request): its next fetch brings only what is produced meanwhile.
+ * group_intake.c. */
+bool part_caught_up(ks_group_t *g, const part_t *p);
+
 /* A partition paused for the budget (part_kafka_pause, decided in intake) fetches again
  * at the latest this long after its pause, whatever the budget's tally: the tally is the
  * whole process's, and windows that do not drain (a slow client of another group) must
  * not stop a partition whose own window has room. */
 #define KS_BUDGET_PAUSE_MAX_MS 1000
+
+/* A partition waiting for admission (part_admit) fetches anyway once no partition of its
+ * group has been admitted for this long: windows that do not drain (another group's slow
+ * client) slow a new assignment's start down to one partition a step, never stop it. */
+#define KS_ADMIT_STEP_MS 100
+
+/* Whether p, paused for the budget, has waited long enough to fetch whatever the tally. */
+static inline bool part_pause_over(const ks_group_t *g, const part_t *p, int64_t now)
+{
+    return p->admit_wait ? now - g->admit_ms >= KS_ADMIT_STEP_MS
+                         : now - p->kpause_ms >= KS_BUDGET_PAUSE_MAX_MS;
+}
 
 /* PAUSED means the window is at its bound: ksidecar takes no more of the partition's
  * records from librdkafka, whose queue then stops fetching at its queued.* limits. A
@@ -560,7 +594,7 @@ static inline void part_check_bound(ks_group_t *g, part_t *p)
         (!ks_pstate_deliverable(p->state) ||
          (part_room_bytes(g, p) >= part_resume_room(g, p) &&
           (ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(g, p)) ||
-           ks_now_ms() - p->kpause_ms >= KS_BUDGET_PAUSE_MAX_MS))))
+           part_pause_over(g, p, ks_now_ms()) || part_caught_up(g, p)))))
         part_kafka_pause(g, p, false);
 }
 
