@@ -257,6 +257,7 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->cq = rd_kafka_queue_get_consumer(g->rk);
     g->q_max_msgs = conf_int(g->rk, "queued.min.messages");
     g->first_fetch = KS_MEM_FIRST_FETCH;
+    g->pause_due_ms = INT64_MAX;
     g->max_poll_ms = conf_int(g->rk, "max.poll.interval.ms");
     int64_t q_kb = conf_int(g->rk, "queued.max.messages.kbytes");
     g->q_max_bytes = q_kb < INT64_MAX / 1024 ? q_kb * 1024 : INT64_MAX;

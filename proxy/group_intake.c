@@ -86,9 +86,6 @@ static rec_t *rec_copy(rd_kafka_message_t *m)
  * with this bound). */
 #define INTAKE_PASS_MAX 4096
 
-/* How long a resumed partition's expected fetch stays counted (p->q_reserved). */
-#define RESERVE_MS 500
-
 /* Brings the process's tallies up to date with p's window and queue. */
 static void part_tally(part_t *p)
 {
@@ -178,12 +175,6 @@ bool part_caught_up(ks_group_t *g, const part_t *p)
            hi >= 0 && p->win.end_offset >= hi;
 }
 
-/* What p's next fetch is expected to bring (part_fetch_cost), or 0 when p is caught up. */
-static int64_t part_next_fetch(ks_group_t *g, const part_t *p)
-{
-    return part_caught_up(g, p) ? 0 : part_fetch_cost(g, p);
-}
-
 /* Pauses (pause true) or resumes p in librdkafka. @locality group loop, between batch
  * calls (librdkafka 2.0.x's batch consume mishandles a pause or resume made meanwhile). */
 void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
@@ -200,6 +191,8 @@ void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
                 pause ? "pausing" : "resuming", rd_kafka_err2str(err));
         return;
     }
+    /* Judged before kpause_ms moves: whether p paused a moment ago, caught up then. */
+    bool caught_up = !pause && part_caught_up_now(g, p, ks_now_ms());
     p->kpaused = pause;
     if (!pause && p->admit_wait) {
         p->admit_wait = false;
@@ -211,11 +204,12 @@ void part_kafka_pause(ks_group_t *g, part_t *p, bool pause)
      * partitions, whose first fetches brought each one's whole backlog, the partitions
      * resumed at their end held most of the budget's quarter with fetches that never came,
      * and a new assignment's partitions waited for them (part_admit). */
-    p->q_reserved = pause ? 0 : part_next_fetch(g, p);
+    p->q_reserved = pause || caught_up ? 0 : part_fetch_cost(g, p);
     p->kpause_ms = ks_now_ms();
     if (pause) {
         p->budget_pauses++;
-        p->budget_dropped += (int64_t)rd_kafka_queue_length(p->q);
+        if (!p->admit_wait) /* at an assignment the queue holds no record yet */
+            p->budget_dropped += (int64_t)rd_kafka_queue_length(p->q);
         /* The pause's version barrier makes what the queue holds outdated, but librdkafka
          * 2.0.2 left it there (6,000+ records a partition, seen in its status): a batch
          * consume drops outdated records without returning them, which gives the memory
@@ -255,8 +249,9 @@ void part_admit(ks_group_t *g, part_t *p, int64_t now)
      * windows could take: at 256 partitions the budget's pauses threw away 1.2-2.2M of a
      * 2,000,000-record backlog, fetched again later (tests/bench partitions rows). Paused
      * now, before its first fetch, the partition has nothing to throw away. */
-    part_kafka_pause(g, p, true);
     p->admit_wait = true;
+    part_kafka_pause(g, p, true);
+    p->admit_wait = p->kpaused;
 }
 
 /* Serves the consumer queue (records, errors, rebalance callbacks) on every wakeup:
@@ -384,7 +379,7 @@ static void budget_check(ks_group_t *g, part_t *p, bool over, bool emptied)
     if (queued ? room <= 0 || (over && part_mem(p) >= KS_MEM_WINDOW_FLOOR)
                : room < part_resume_room(g, p) ||
                      (part_mem(p) > 0 && !ks_mem_fetch_fits(g->cfg->memory_max_bytes, fetch) &&
-                      !part_caught_up(g, p)))
+                      !part_caught_up_now(g, p, ks_now_ms())))
         part_kafka_pause(g, p, true);
 }
 
@@ -397,9 +392,11 @@ void intake(ks_group_t *g, int64_t now)
     rec_pool_tally(g); /* the copies that the acks before this pass freed */
     g->intake_more = false;
     g->mem_pressed = ks_mem_pressed(g->cfg->memory_max_bytes);
+    int64_t due = INT64_MAX;
+    bool admitting = false;
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
-        if (p->q_reserved && now - p->kpause_ms >= RESERVE_MS)
+        if (p->q_reserved && now - p->kpause_ms >= KS_RESERVE_MS)
             p->q_reserved = 0;
         if (p->q && !p->kpaused && ks_pstate_deliverable(p->state)) {
             bool over = g->mem_pressed && ks_mem_over(g->cfg->memory_max_bytes);
@@ -410,5 +407,15 @@ void intake(ks_group_t *g, int64_t now)
         }
         part_check_bound(g, p);
         part_tally(p);
+        if (p->kpaused && p->admit_wait)
+            admitting = true;
+        else if (p->kpaused && p->kpause_ms + KS_BUDGET_PAUSE_MAX_MS > now &&
+                 p->kpause_ms + KS_BUDGET_PAUSE_MAX_MS < due)
+            due = p->kpause_ms + KS_BUDGET_PAUSE_MAX_MS;
     }
+    /* The loop wakes when a paused partition may fetch whatever the tally (a deadline
+     * passed waits for room, which an ack brings). */
+    if (admitting && g->admit_ms + KS_ADMIT_STEP_MS > now && g->admit_ms + KS_ADMIT_STEP_MS < due)
+        due = g->admit_ms + KS_ADMIT_STEP_MS;
+    g->pause_due_ms = due;
 }

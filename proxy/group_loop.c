@@ -167,6 +167,8 @@ static void arm_timer(ks_group_t *g, int64_t now)
         next = g->next_stall_ms;
     if (g->cwait_head && cwait_next_due(g) < next)
         next = cwait_next_due(g);
+    if (g->pause_due_ms < next)
+        next = g->pause_due_ms;
     if (next < now + 1)
         next = now + 1;
     if (next == g->timer_due_ms)

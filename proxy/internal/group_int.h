@@ -244,9 +244,10 @@ struct ks_group {
     /* The consumer's "all brokers down" error, "" after an assignment. A fetch whose wait
      * runs out before the group ever had an assignment answers UNAVAILABLE with it. */
     char down[256];
-    bool mem_pressed; /* ks_mem_pressed, as of the last intake pass */
-    bool intake_more; /* the last intake pass left records it may take: loop again now */
-    int64_t admit_ms; /* when a partition waiting for admission (part_admit) last fetched */
+    bool mem_pressed;     /* ks_mem_pressed, as of the last intake pass */
+    bool intake_more;     /* the last intake pass left records it may take: loop again now */
+    int64_t admit_ms;     /* the assignment's or the last admission's time (part_admit) */
+    int64_t pause_due_ms; /* when a paused partition may next fetch whatever the tally */
     /* What a partition's first fetch is expected to cost its window (part_fetch_cost), from
      * the first fetches seen in the group (group_intake.c's first_fetch_seen): how many,
      * and the most one cost. */
@@ -557,6 +558,17 @@ static inline int64_t part_hold_from(const part_t *p)
  * group_intake.c. */
 bool part_caught_up(ks_group_t *g, const part_t *p);
 
+/* How long a resumed or admitted partition's expected fetch stays counted (q_reserved). */
+#define KS_RESERVE_MS 500
+
+/* part_caught_up, trusted only while the watermark is recent: a paused partition fetches
+ * nothing, so the one librdkafka keeps dates from the pause; after KS_RESERVE_MS of it,
+ * what producers wrote meanwhile may be a whole fetch. */
+static inline bool part_caught_up_now(ks_group_t *g, const part_t *p, int64_t now)
+{
+    return (!p->kpaused || now - p->kpause_ms < KS_RESERVE_MS) && part_caught_up(g, p);
+}
+
 /* A partition paused for the budget (part_kafka_pause, decided in intake) fetches again
  * at the latest this long after its pause, whatever the budget's tally: the tally is the
  * whole process's, and windows that do not drain (a slow client of another group) must
@@ -591,10 +603,13 @@ static inline void part_check_bound(ks_group_t *g, part_t *p)
     else if (p->state == KS_PS_PAUSED && room)
         part_move(g, p, KS_PS_ACTIVE);
     if (p->q && p->kpaused &&
-        (!ks_pstate_deliverable(p->state) ||
-         (part_room_bytes(g, p) >= part_resume_room(g, p) &&
-          (ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(g, p)) ||
-           part_pause_over(g, p, ks_now_ms()) || part_caught_up(g, p)))))
+        /* One waiting for admission stays paused when it goes: its first fetch would be
+         * thrown away, and part_remove resumes it. */
+        (!ks_pstate_deliverable(p->state)
+             ? !p->admit_wait
+             : (part_room_bytes(g, p) >= part_resume_room(g, p) &&
+                (ks_mem_fetch_fits(g->cfg->memory_max_bytes, part_fetch_cost(g, p)) ||
+                 part_pause_over(g, p, ks_now_ms()) || part_caught_up_now(g, p, ks_now_ms())))))
         part_kafka_pause(g, p, false);
 }
 

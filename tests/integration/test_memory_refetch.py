@@ -71,5 +71,6 @@ def test_a_large_assignment_starts_fetching_as_the_budget_allows(bootstrap, side
                                    FIRST_BUDGET)
     # Paused for the budget (the first fetches waited) ...
     assert pauses >= FIRST_PARTS // 2, pauses
-    # ... and little fetched was thrown away: 0.009-0.037 of the backlog measured.
-    assert dropped <= total // 10, (dropped, total)
+    # ... and little fetched was thrown away: 0.009-0.037 of the backlog measured (0.99-1.06
+    # before); a quarter leaves room for a slow machine's first fetches.
+    assert dropped <= total // 4, (dropped, total)
