@@ -370,6 +370,7 @@ static const char hb_sse[] = ": heartbeat\n\n";
 static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
     hstream_t *s = cls;
+again:
     pthread_mutex_lock(&s->lock);
     bool drain = s->drain_due && !s->cut && !s->peer_gone;
     s->drain_due = false;
@@ -381,6 +382,7 @@ static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
     int64_t bytes[8];
     size_t done_n = 0;
     ssize_t ret;
+    bool redo = false;
     int64_t now = ks_now_ms();
     out_item_t *dropq = NULL;
     size_t dropqh = 0, dropqn = 0;
@@ -425,6 +427,14 @@ static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
         goto out;
     }
     s->idle_since = now;
+    if (s->drain_due) {
+        /* op_wake came after this call's drain, with nothing suspended to resume: suspended
+         * now, the stream would wait for the heartbeat tick (5 s lost in 3 of 40 runs of
+         * 2,000,000 records, the throughput bench's stream). Drain again instead. */
+        redo = true;
+        ret = 0;
+        goto out;
+    }
     s->suspended = true;
     MHD_suspend_connection(s->conn);
     ret = 0;
@@ -436,6 +446,8 @@ out:
         again |= ks_substream_msg_done(&s->ss, tok[i], bytes[i], true);
     if (again)
         ks_substream_refill(&s->ss);
+    if (redo)
+        goto again;
     return ret;
 }
 
