@@ -9,6 +9,7 @@
 #include "ack_id.h"
 #include "edge.h"
 #include "http_int.h"
+#include "json_out.h"
 #include "util.h"
 
 /* ---- engine callback (group loop threads) ---- */
@@ -58,12 +59,9 @@ static bool http_fast_ack_ids(req_t *r)
         for (;;) {
             if (p == end || *p++ != '"')
                 return false;
-            while (p < end && *p != '"') {
-                unsigned char c = (unsigned char)*p++;
-                if (c < 0x20 || c > 0x7E || c == '\\')
-                    return false;
-            }
-            if (p == end)
+            /* An id is printable ASCII: what ends the run must be its closing quote. */
+            p += ks_json_plain_run(p, (size_t)(end - p));
+            if (p == end || *p != '"')
                 return false;
             p = skip_ws(p + 1, end);
             n++;

@@ -8,6 +8,7 @@
 
 #include <jansson.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -50,31 +51,46 @@ static void test_escapes(void **state)
     round_trip(q, sizeof(q));
 }
 
-/* Every byte that is not written as it is, at every place in and across 8-byte words (the
- * escaper tests eight bytes at a time): the output escapes it exactly where it is. */
+/* Every byte that is not written as it is, at every place of strings of every length up to
+ * 40 (the escaper tests sixteen bytes at a time, then the sixteen that end the string, and
+ * eight at a time below 16): the output escapes it exactly where it is. */
 static void test_each_special_byte_at_each_place(void **state)
 {
     (void)state;
-    static const unsigned char special[] = {0x00, 0x01, 0x1f, '"', '\\', 0x7f, 0xc3, 0xe2};
-    for (size_t k = 0; k < sizeof(special); k++) {
-        for (size_t at = 0; at < 20; at++) {
-            char s[21];
-            memset(s, 'a', sizeof(s));
-            size_t n = sizeof(s);
-            s[at] = (char)special[k];
-            if (special[k] == 0xc3) /* a two-byte UTF-8 sequence: é */
-                s[at + 1] = (char)0xa9;
-            else if (special[k] == 0xe2) /* the start of three bytes alone: invalid */
-                n = at + 1;
-            if (special[k] == 0xe2) {
+    static const unsigned char special[] = {0x00, 0x01, 0x1f, '"', '\\', 0x7f, 0x80, 0xc3, 0xe2};
+    for (size_t len = 1; len <= 40; len++) {
+        for (size_t k = 0; k < sizeof(special); k++) {
+            for (size_t at = 0; at < len; at++) {
+                char s[41];
+                memset(s, 'a', sizeof(s));
+                size_t n = len;
+                s[at] = (char)special[k];
+                bool valid = true;
+                if (special[k] == 0xc3 && at + 1 < len) /* a two-byte UTF-8 sequence: é */
+                    s[at + 1] = (char)0xa9;
+                else if (special[k] >= 0x80) /* a lone continuation or a lead cut short */
+                    valid = false;
+                if (!valid) {
+                    ks_jbuf_t b;
+                    ks_jbuf_init(&b, 8);
+                    assert_false(ks_jbuf_str(&b, s, n));
+                    assert_int_equal(b.len, 0);
+                    ks_jbuf_free(&b);
+                    continue;
+                }
+                round_trip(s, n);
+                /* The byte 0x7f and a UTF-8 sequence are written as they are; the others
+                 * escaped, so the output is longer than the input quoted. */
                 ks_jbuf_t b;
                 ks_jbuf_init(&b, 8);
-                assert_false(ks_jbuf_str(&b, s, n));
-                assert_int_equal(b.len, 0);
+                assert_true(ks_jbuf_str(&b, s, n));
+                bool as_is = special[k] == 0x7f || special[k] == 0xc3;
+                if (as_is)
+                    assert_int_equal(b.len, n + 2);
+                else
+                    assert_true(b.len > n + 2);
                 ks_jbuf_free(&b);
-                continue;
             }
-            round_trip(s, n);
         }
     }
     /* A plain 0x20 and 0x7e at word edges stay plain: the output is the input quoted. */
@@ -183,6 +199,24 @@ static void test_ints_and_base64(void **state)
     ks_jbuf_lit(&b, ",");
     ks_jbuf_b64(&b, "", 0);
     assert_string_equal(b.p, "0,-42,9223372036854775807,-9223372036854775808,\"/zA=\",\"\"");
+    ks_jbuf_free(&b);
+    /* Every count of digits, at both sides of each power of ten, against printf. */
+    ks_jbuf_init(&b, 2);
+    char want[2048];
+    size_t wl = 0;
+    int64_t p = 1;
+    for (int i = 0; i < 19; i++, p = i < 19 ? p * 10 : p) {
+        int64_t vs[] = {p - 1, p, p + 1, -(p - 1), -p, 7 * p + 3};
+        for (size_t j = 0; j < sizeof(vs) / sizeof(vs[0]); j++) {
+            ks_jbuf_int(&b, vs[j]);
+            ks_jbuf_lit(&b, ",");
+            wl += (size_t)snprintf(want + wl, sizeof(want) - wl, "%lld,", (long long)vs[j]);
+        }
+    }
+    assert_string_equal(b.p, want);
+    ks_jbuf_free(&b);
+    ks_jbuf_init(&b, 2);
+    ks_jbuf_int(&b, 0);
     size_t n;
     char *t = ks_jbuf_take(&b, &n);
     assert_int_equal(n, strlen(t));
