@@ -59,7 +59,7 @@ static bool http_fast_ack_ids(req_t *r)
         for (;;) {
             if (p == end || *p++ != '"')
                 return false;
-            /* An id is printable ASCII: what ends the run must be its closing quote. */
+            /* An id is ASCII 0x20-0x7F but '"' and '\\': what ends it must be its closing quote. */
             p += ks_json_plain_run(p, (size_t)(end - p));
             if (p == end || *p != '"')
                 return false;

@@ -217,7 +217,7 @@ bool ks_jbuf_str(ks_jbuf_t *b, const char *s, size_t n)
         at = b->len;
         /* c is a control character, '"' or '\\': a two-character escape where JSON has
          * one, else \u00XX. */
-        static const char second[0x5d] = {['"'] = '"',  ['\\'] = '\\', ['\n'] = 'n', ['\r'] = 'r',
+        static const char second[0x80] = {['"'] = '"',  ['\\'] = '\\', ['\n'] = 'n', ['\r'] = 'r',
                                           ['\t'] = 't', ['\b'] = 'b',  ['\f'] = 'f'};
         static const char hex[] = "0123456789abcdef";
         char esc[6] = {'\\', second[c] ? second[c] : 'u', '0', '0', hex[c >> 4], hex[c & 15]};

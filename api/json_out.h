@@ -47,8 +47,8 @@ void ks_jbuf_int(ks_jbuf_t *b, int64_t v);
  * U+10FFFF), the same rule jansson applies to strings. */
 bool ks_utf8_valid(const char *s, size_t n);
 
-/* How many bytes from s (of n) a JSON string holds as they are: up to the first control
- * byte, byte at or above 0x80, '"' or '\\'. */
+/* How many bytes from s (of n) a JSON string holds as they are (0x20-0x7F but '"' and
+ * '\\'): up to the first control byte, byte at or above 0x80, '"' or '\\'. */
 size_t ks_json_plain_run(const char *s, size_t n);
 
 /* Writes s[0..n) as a quoted, escaped JSON string. Returns false, writing nothing, if s
