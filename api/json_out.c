@@ -8,6 +8,8 @@
 #include <emmintrin.h>
 #endif
 
+#include "util.h"
+
 void ks_jbuf_init(ks_jbuf_t *b, size_t cap)
 {
     b->cap = cap < 64 ? 64 : cap;
@@ -48,31 +50,15 @@ char *ks_jbuf_grow(ks_jbuf_t *b, size_t n)
     return b->p + b->len;
 }
 
-/* "00" to "99": two digits a division (the stream writes four numbers a record). */
-static const char digit_pairs[201] = "00010203040506070809101112131415161718192021222324"
-                                     "25262728293031323334353637383940414243444546474849"
-                                     "50515253545556575859606162636465666768697071727374"
-                                     "75767778798081828384858687888990919293949596979899";
-
 void ks_jbuf_int(ks_jbuf_t *b, int64_t v)
 {
-    char tmp[24];
-    char *e = tmp + sizeof(tmp), *q = e;
+    char *d = ks_jbuf_reserve(b, 21), *e = d;
     uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
-    while (u >= 100) {
-        q -= 2;
-        memcpy(q, digit_pairs + 2 * (u % 100), 2);
-        u /= 100;
-    }
-    if (u >= 10) {
-        q -= 2;
-        memcpy(q, digit_pairs + 2 * u, 2);
-    } else {
-        *--q = (char)('0' + u);
-    }
     if (v < 0)
-        *--q = '-';
-    ks_jbuf_raw(b, q, (size_t)(e - q));
+        *e++ = '-';
+    e = ks_put_dec(e, u);
+    b->len += (size_t)(e - d);
+    b->p[b->len] = '\0';
 }
 
 bool ks_utf8_valid(const char *s, size_t n)

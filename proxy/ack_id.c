@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "config.h"
+#include "util.h"
 
 uint32_t ks_ack_id_group_hash(const char *group)
 {
@@ -19,20 +20,6 @@ uint32_t ks_ack_id_group_hash(const char *group)
         h *= 16777619u;
     }
     return h;
-}
-
-/* Writes v in decimal at p; returns the end. */
-static char *put_dec(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v);
-    while (n)
-        *p++ = tmp[--n];
-    return p;
 }
 
 static char *put_hex8(char *p, uint32_t v)
@@ -52,9 +39,9 @@ static char *put_head(char *p, uint32_t instance, uint32_t group_hash, uint32_t 
     p = put_hex8(p, instance);
     p = put_hex8(p, group_hash);
     *p++ = '-';
-    p = put_dec(p, epoch);
+    p = ks_put_dec(p, epoch);
     *p++ = '-';
-    p = put_dec(p, (uint64_t)(partition < 0 ? 0 : partition));
+    p = ks_put_dec(p, (uint64_t)(partition < 0 ? 0 : partition));
     *p++ = '-';
     return p;
 }
@@ -62,9 +49,9 @@ static char *put_head(char *p, uint32_t instance, uint32_t group_hash, uint32_t 
 /* "<offset>-<attempt>-<topic>" and its NUL at p; returns the end (at the NUL). */
 static char *put_tail(char *p, int64_t offset, uint32_t attempt, const char *topic, size_t tl)
 {
-    p = put_dec(p, (uint64_t)(offset < 0 ? 0 : offset));
+    p = ks_put_dec(p, (uint64_t)(offset < 0 ? 0 : offset));
     *p++ = '-';
-    p = put_dec(p, attempt);
+    p = ks_put_dec(p, attempt);
     *p++ = '-';
     memcpy(p, topic, tl);
     p += tl;
