@@ -6,6 +6,7 @@ import dataclasses
 import enum
 import itertools
 import logging
+import operator
 import pathlib
 import random
 import threading
@@ -411,6 +412,9 @@ class Batch:
                         range(len(self.recs))))
 
 
+_chain_of = operator.attrgetter("ordering_chain")
+
+
 def done_future(result):
     f = concurrent.futures.Future()
     f.set_result(result)
@@ -534,12 +538,13 @@ class Book:
         None (ack results are settled here; assignments kept in self.assignment)."""
         kind = resp.WhichOneof("kind")
         if kind == "batch":
-            b = self.delivered(resp.batch.records, gen)
-            for r in b.recs:
-                if r.ordering_chain:
-                    b.msgs = b.messages()
-                    self.disp.receive(b.msgs)
-                    break
+            # The records' Python objects are made once, here, and kept with the batch: the
+            # chain test and the Messages made later share them (walking the protobuf list
+            # made each anew, twice a record).
+            b = self.delivered(list(resp.batch.records), gen)
+            if any(map(_chain_of, b.recs)):
+                b.msgs = b.messages()
+                self.disp.receive(b.msgs)
             return b
         if kind == "ack_results":
             ar = resp.ack_results
@@ -615,7 +620,7 @@ class Book:
             pop = acks.popleft
             # An id queued twice (ack() racing ack_with_result() on one message) goes once: in
             # a by-position answer only the second copy's refusal would name it.
-            ids = list(dict.fromkeys(pop() for _ in range(len(acks))))
+            ids = list(dict.fromkeys(itertools.islice(iter(pop, None), len(acks))))
             self.unanswered += len(ids)
             if self.s.ack_ranges:
                 for lo in range(0, len(ids), ACK_RANGE_MAX):
