@@ -8,6 +8,7 @@
 #                                      (max_in_flight 20000, acks of 5000 by POST)
 #   profile.sh massif BINARY TOPIC     ksidecar's heap by allocation site once its windows
 #                                      hold TOPIC's backlog (e.g. 8 x 20,000 records)
+# KSIDECAR_ARGS adds ksidecar options, KSBENCH_ARGS client options.
 # Needs valgrind, a broker at $KSIDECAR_TEST_BOOTSTRAP and a build (build/ksbench).
 set -euo pipefail
 MODE=$1 BIN=$2 TOPIC=$3
@@ -19,9 +20,11 @@ HP=$(port) GP=$(port)
 TOOL=${MODE%%-*}
 EXTRA=--subscriber.max_credit_records=100000
 case $MODE in callgrind-http | callgrind-stream) EXTRA=--subscriber.max_records=20000 ;; esac
+# KSIDECAR_ARGS: more ksidecar options (e.g. --memory.max_bytes=2147483648)
+# shellcheck disable=SC2086
 valgrind --tool="$TOOL" --"$TOOL"-out-file="$OUT" "$BIN" --kafka.bootstrap.servers="$BOOT" \
   --http.listen=127.0.0.1:"$HP" --grpc.listen=127.0.0.1:"$GP" --log.level=warn \
-  "$EXTRA" 2>/dev/null &
+  "$EXTRA" ${KSIDECAR_ARGS:-} 2>/dev/null &
 VP=$!
 for _ in $(seq 1 120); do curl -s -o /dev/null "http://127.0.0.1:$HP/healthz" && break; sleep 0.5; done
 # The gRPC listener starts after the HTTP one, which under valgrind can be seconds later.
