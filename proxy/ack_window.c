@@ -15,6 +15,7 @@ void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg)
 {
     memset(w, 0, sizeof(*w));
     w->end_offset = -1;
+    w->meta_end = -1;
     w->free_msg = free_msg;
 }
 
@@ -91,6 +92,7 @@ int ks_ack_window_push_done(ks_ack_window_t *w, int64_t offset)
     ks_win_entry_t *e = at(w, w->count - 1);
     e->state = KS_REC_ACKED;
     e->attempts = 1;
+    ks_ack_window_touched(w, offset);
     pop_acked(w);
     return 0;
 }
@@ -111,6 +113,7 @@ ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
     (void)ks_rec_move(e, KS_REC_LEASED);
     if (e->attempts < UINT16_MAX)
         e->attempts++;
+    ks_ack_window_touched(w, e->offset);
     return e;
 }
 

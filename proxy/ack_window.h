@@ -94,6 +94,9 @@ typedef struct ks_ack_window {
     int64_t end_offset;      /* last pushed offset + 1; -1 before the first push */
     int64_t bytes;           /* bytes of entries not yet acked */
     ks_win_free_fn *free_msg;
+    /* The highest offset given an attempt or an ack, + 1, or -1: no entry at or above it is
+     * in the commit metadata (ks_ack_window_touched). */
+    int64_t meta_end;
 } ks_ack_window_t;
 
 typedef enum {
@@ -102,6 +105,16 @@ typedef enum {
     KS_ACK_NOT_DELIVERED,  /* in the window, but never handed out */
     KS_ACK_UNKNOWN_OFFSET, /* no such record: a gap, or beyond what was fetched */
 } ks_win_ack_t;
+
+/* Notes that the entry at offset got an attempt or an ack: the commit metadata's walk of the
+ * window (group_commit.c) stops at meta_end. Every place that sets an entry's attempts calls
+ * it; an ack needs none of its own, as only an entry with an attempt can be acked
+ * (ks_ack_window_ack_entry), but for ks_ack_window_push_done's. */
+static inline void ks_ack_window_touched(ks_ack_window_t *w, int64_t offset)
+{
+    if (offset >= w->meta_end)
+        w->meta_end = offset + 1;
+}
 
 /* free_msg (may be NULL) releases an entry's msg when it is acked or dropped. */
 void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg);

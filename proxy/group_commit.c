@@ -2,6 +2,8 @@
  * them. */
 #include "group_int.h"
 
+#include <assert.h>
+
 /* Warns about a partition held back for HELD_WARN_MS, then every HELD_REWARN_MS while it
  * stays so, with what its commit point waits for. @locality group loop */
 #define HELD_WARN_MS 5000
@@ -46,6 +48,14 @@ void commit_held(ks_group_t *g, int64_t now)
     }
 }
 
+/* The attempts an entry's record counts in the metadata: an unsent record's attempt does not
+ * count yet, nor one taken back. */
+static inline uint32_t meta_attempts(const ks_win_entry_t *e)
+{
+    uint32_t att = ks_win_attempts_counted(e), unsent = (e->flags & KS_WIN_F_UNSENT) ? 1u : 0u;
+    return att > unsent ? att - unsent : 0;
+}
+
 /* Builds p's metadata: acks above the commit point and the attempt counts of records
  * delivered but not acked, from the window
  * and from restored metadata for offsets not fetched yet. Returns the text length or -1. */
@@ -59,17 +69,29 @@ static int build_meta(ks_group_t *g, part_t *p, int64_t cp, char *buf, size_t si
     m.attempts = malloc((n + extra_t + 1) * sizeof(ks_meta_attempt_t));
     if (!m.acked || !m.attempts)
         abort();
+    /* Only entries given an attempt or an ack can be in it: the walk stops at the highest
+     * (meta_end), not at the window's end (at 256 partitions it visited 31 entries a record
+     * served, 12 at 8; callgrind). Debug builds check the rest of the window. */
     for (size_t i = 0; i < n; i++) {
         ks_win_entry_t *e = ks_ack_window_at(&p->win, i);
+        if (e->offset >= p->win.meta_end) {
+#ifndef NDEBUG
+            for (; i < n; i++) {
+                e = ks_ack_window_at(&p->win, i);
+                assert(e->state != KS_REC_ACKED && meta_attempts(e) == 0);
+            }
+#endif
+            break;
+        }
         if (e->offset < cp)
             continue;
         if (e->state == KS_REC_ACKED) {
             if (e->offset > cp)
                 m.acked[m.acked_cnt++] = e->offset;
-        } else if (ks_win_attempts_counted(e) - ((e->flags & KS_WIN_F_UNSENT) ? 1 : 0) >= 1) {
-            /* An unsent record's attempt does not count yet, nor one taken back. */
-            uint32_t att = ks_win_attempts_counted(e) - ((e->flags & KS_WIN_F_UNSENT) ? 1u : 0u);
-            m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, att};
+        } else {
+            uint32_t att = meta_attempts(e);
+            if (att >= 1)
+                m.attempts[m.attempt_cnt++] = (ks_meta_attempt_t){e->offset, att};
         }
     }
     for (size_t i = p->restore_ack_i; i < p->restore.acked_cnt; i++)

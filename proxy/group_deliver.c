@@ -262,7 +262,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         e->flags &= (uint8_t)~KS_WIN_F_TAKEN_BACK;
         if (t->c->req.u.fetch.opts.confirm) {
             /* Counted as delivered, and its lease started, once the transport took it. */
-            ks_lease_hold(e, s->id, now);
+            ks_lease_hold(&p->win, e, s->id, now);
             e->flags |= KS_WIN_F_UNSENT;
         } else {
             if (e->attempts > 0)

@@ -141,6 +141,7 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
     if (p->restore_att_i < r->attempt_cnt && r->attempts[p->restore_att_i].offset == off) {
         uint32_t a = r->attempts[p->restore_att_i].attempts;
         e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
+        ks_ack_window_touched(&p->win, off);
     }
     ks_key_sched_add(&p->sched, &p->win, e, has_key, kh);
 }

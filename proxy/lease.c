@@ -115,10 +115,11 @@ void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entr
     e->due_ms = now_ms + deadline_ms;
     if (e->attempts < UINT16_MAX)
         e->attempts++;
+    ks_ack_window_touched(w, e->offset);
     push(l, w, owner, e->offset, e->due_ms);
 }
 
-void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms)
+void ks_lease_hold(ks_ack_window_t *w, ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms)
 {
     (void)ks_rec_move(e, KS_REC_LEASED);
     e->sub_id = sub_id;
@@ -126,6 +127,7 @@ void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms)
     e->due_ms = INT64_MAX;
     if (e->attempts < UINT16_MAX)
         e->attempts++;
+    ks_ack_window_touched(w, e->offset);
 }
 
 void ks_lease_start(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,

@@ -41,7 +41,7 @@ void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entr
 /* Hands e out to a transport that has not taken it yet: LEASED (credits held,
  * attempts + 1) with no deadline, so it cannot expire; ks_lease_start starts its lease
  * when the transport took it. Nothing is pushed on the heap. */
-void ks_lease_hold(ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms);
+void ks_lease_hold(ks_ack_window_t *w, ks_win_entry_t *e, uint32_t sub_id, int64_t now_ms);
 
 /* Starts the lease of a held entry: due at now_ms + deadline_ms. */
 void ks_lease_start(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,

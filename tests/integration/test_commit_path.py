@@ -87,3 +87,38 @@ def test_sigterm_commits_what_is_acked_and_exits_zero(bootstrap, sidecars):
     assert sc.stop(signal.SIGTERM) == 0
     assert "committed and left the group" in sc.logs()
     assert describe_group(bootstrap, group, topic)[0][0] == 30
+
+
+def test_attempt_counts_above_the_last_delivery_survive_a_second_restart(bootstrap, sidecars):
+    """Attempt counts restored from the commit metadata stay in it while the records wait,
+    though nothing above them was delivered again: the metadata's walk of the window must
+    reach them (meta_end counts restored attempts too)."""
+    topic, group = unique("tatt"), unique("gatt")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 10, partitions=1)
+
+    sc = sidecars()
+    recs = fetch_all(sc, group, topic, 10)
+    assert sorted(r["offset"] for r in recs) == list(range(10))
+    assert all(r["attempt"] == 1 for r in recs)
+    st, body = sc.ack(group, [r["ack_id"] for r in recs if r["offset"] < 5])
+    assert st == 200 and body["acked"] == 5, body
+    wait_for(lambda: describe_group(bootstrap, group, topic).get(0, (None,))[0] == 5, 60, 1,
+             "a commit of offset 5")
+    assert sc.stop() == 0  # the metadata of offset 5 holds one attempt for each of 5..9
+
+    # The second process delivers only offset 5, then commits 6 with the restored counts.
+    sc2 = sidecars()
+    got = wait_for(lambda: sc2.fetch(group, topic, max=1, wait_ms=1000), 60, 0,
+                   "the first record after the restart")
+    assert [(r["offset"], r["attempt"]) for r in got] == [(5, 2)]
+    st, body = sc2.ack(group, [got[0]["ack_id"]])
+    assert st == 200 and body["acked"] == 1, body
+    wait_for(lambda: describe_group(bootstrap, group, topic).get(0, (None,))[0] == 6, 60, 1,
+             "a commit of offset 6")
+    assert sc2.stop() == 0
+
+    sc3 = sidecars()
+    rest = fetch_all(sc3, group, topic, 4)
+    assert sorted((r["offset"], r["attempt"]) for r in rest) == [(o, 2) for o in range(6, 10)]
+    assert sc3.stop() == 0

@@ -430,6 +430,30 @@ static void test_leased_count(void **state)
     ks_ack_window_destroy(&w);
 }
 
+/* meta_end: one past the highest offset given an attempt (leased) or an ack (done), the
+ * end of what the commit metadata holds; pushing alone moves it not, a reset clears it. */
+static void test_meta_end_follows_attempts(void **state)
+{
+    (void)state;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    assert_int_equal(w.meta_end, -1);
+    for (int64_t o = 100; o < 110; o++)
+        assert_int_equal(ks_ack_window_push(&w, o, 1, NULL), 0);
+    assert_int_equal(w.meta_end, -1);
+    assert_non_null(ks_ack_window_lease_next(&w));
+    assert_int_equal(w.meta_end, 101);
+    assert_non_null(ks_ack_window_lease_next(&w));
+    assert_int_equal(w.meta_end, 102);
+    assert_int_equal(ks_ack_window_push_done(&w, 115), 0);
+    assert_int_equal(w.meta_end, 116);
+    /* A lower one leaves it. */
+    ks_ack_window_touched(&w, 105);
+    assert_int_equal(w.meta_end, 116);
+    ks_ack_window_destroy(&w);
+    assert_int_equal(w.meta_end, -1);
+}
+
 static void test_push_done_and_get(void **state)
 {
     int cnt[3] = {0};
@@ -757,6 +781,7 @@ int main(void)
         cmocka_unit_test(test_ring_growth_and_wrap),
         cmocka_unit_test(test_leased_count),
         cmocka_unit_test(test_push_done_and_get),
+        cmocka_unit_test(test_meta_end_follows_attempts),
         cmocka_unit_test(test_randomized_model),
         cmocka_unit_test(test_rec_state_whitelist),
     };

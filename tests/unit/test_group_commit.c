@@ -52,6 +52,31 @@ static void test_acks_and_attempts_above_the_commit_point(void **state)
     fx_group_free(g);
 }
 
+/* Attempt counts restored into the window (handle_message does so as it takes a record the
+ * last process delivered) above everything delivered since: the walk reaches them. */
+static void test_restored_attempts_above_the_last_delivery(void **state)
+{
+    (void)state;
+    ks_group_t *g = fx_group("g1", KS_ORDER_NONE);
+    part_t *p = fx_part(g, "t", 0);
+    fx_push(p, 10, 20);
+    assert_non_null(ks_ack_window_lease_next(&p->win));
+    assert_non_null(ks_ack_window_lease_next(&p->win));
+    ks_ack_window_get(&p->win, 15)->attempts = 3;
+    ks_ack_window_touched(&p->win, 15);
+    ks_commit_meta_t m = {0};
+    build_and_decode(g, p, sizeof(buf), &m);
+    assert_int_equal(m.commit_offset, 10);
+    assert_int_equal(m.acked_cnt, 0);
+    assert_int_equal(m.attempt_cnt, 3);
+    assert_int_equal(m.attempts[0].offset, 10);
+    assert_int_equal(m.attempts[1].offset, 11);
+    assert_int_equal(m.attempts[2].offset, 15);
+    assert_int_equal(m.attempts[2].attempts, 3);
+    ks_commit_meta_free(&m);
+    fx_group_free(g);
+}
+
 static void test_restored_metadata_beyond_the_window(void **state)
 {
     (void)state;
@@ -113,6 +138,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acks_and_attempts_above_the_commit_point),
+        cmocka_unit_test(test_restored_attempts_above_the_last_delivery),
         cmocka_unit_test(test_restored_metadata_beyond_the_window),
         cmocka_unit_test(test_metadata_that_does_not_fit_holds_back),
     };

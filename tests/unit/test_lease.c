@@ -174,9 +174,11 @@ static void test_hold_never_expires_until_started(void **state)
     recorder_t *r = rec_new(&l, &w);
 
     ks_win_entry_t *e = get(&w, 100);
-    ks_lease_hold(e, 4, 1000);
+    assert_int_equal(w.meta_end, -1);
+    ks_lease_hold(&w, e, 4, 1000);
     assert_int_equal(e->state, KS_REC_LEASED);
     assert_int_equal(e->attempts, 1);
+    assert_int_equal(w.meta_end, 101); /* the commit metadata's walk now reaches it */
     assert_int_equal(e->sub_id, 4);
     assert_int_equal(e->leased_at_ms, 1000);
     assert_int_equal(ks_leases_next_due(&l), INT64_MAX);
