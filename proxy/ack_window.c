@@ -111,9 +111,7 @@ ks_win_entry_t *ks_ack_window_lease_next(ks_ack_window_t *w)
         return NULL;
     ks_win_entry_t *e = at(w, w->next_ready++);
     (void)ks_rec_move(e, KS_REC_LEASED);
-    if (e->attempts < UINT16_MAX)
-        e->attempts++;
-    ks_ack_window_touched(w, e->offset);
+    ks_ack_window_count_attempt(w, e);
     return e;
 }
 

@@ -116,6 +116,15 @@ static inline void ks_ack_window_touched(ks_ack_window_t *w, int64_t offset)
         w->meta_end = offset + 1;
 }
 
+/* Counts one more delivery of e (saturating) and notes it for meta_end: the one way a lease
+ * or a hold adds an attempt. */
+static inline void ks_ack_window_count_attempt(ks_ack_window_t *w, ks_win_entry_t *e)
+{
+    if (e->attempts < UINT16_MAX)
+        e->attempts++;
+    ks_ack_window_touched(w, e->offset);
+}
+
 /* free_msg (may be NULL) releases an entry's msg when it is acked or dropped. */
 void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg);
 

@@ -113,9 +113,7 @@ void ks_lease_grant(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entr
     e->sub_id = sub_id;
     e->leased_at_ms = now_ms;
     e->due_ms = now_ms + deadline_ms;
-    if (e->attempts < UINT16_MAX)
-        e->attempts++;
-    ks_ack_window_touched(w, e->offset);
+    ks_ack_window_count_attempt(w, e);
     push(l, w, owner, e->offset, e->due_ms);
 }
 
@@ -125,9 +123,7 @@ void ks_lease_hold(ks_ack_window_t *w, ks_win_entry_t *e, uint32_t sub_id, int64
     e->sub_id = sub_id;
     e->leased_at_ms = now_ms;
     e->due_ms = INT64_MAX;
-    if (e->attempts < UINT16_MAX)
-        e->attempts++;
-    ks_ack_window_touched(w, e->offset);
+    ks_ack_window_count_attempt(w, e);
 }
 
 void ks_lease_start(ks_leases_t *l, ks_ack_window_t *w, void *owner, ks_win_entry_t *e,
