@@ -20,11 +20,14 @@ HP=$(port) GP=$(port)
 TOOL=${MODE%%-*}
 EXTRA=--subscriber.max_credit_records=100000
 case $MODE in callgrind-http | callgrind-stream) EXTRA=--subscriber.max_records=20000 ;; esac
-# KSIDECAR_ARGS: more ksidecar options (e.g. --memory.max_bytes=2147483648)
+# KSIDECAR_ARGS: more ksidecar options (e.g. --memory.max_bytes=2147483648); taken out of the
+# environment, where ksidecar would refuse it as an unknown KSIDECAR_ variable.
+KS_ARGS=${KSIDECAR_ARGS:-}
+unset KSIDECAR_ARGS
 # shellcheck disable=SC2086
 valgrind --tool="$TOOL" --"$TOOL"-out-file="$OUT" "$BIN" --kafka.bootstrap.servers="$BOOT" \
   --http.listen=127.0.0.1:"$HP" --grpc.listen=127.0.0.1:"$GP" --log.level=warn \
-  "$EXTRA" ${KSIDECAR_ARGS:-} 2>/dev/null &
+  "$EXTRA" $KS_ARGS 2>"$OUT.log" &
 VP=$!
 for _ in $(seq 1 120); do curl -s -o /dev/null "http://127.0.0.1:$HP/healthz" && break; sleep 0.5; done
 # The gRPC listener starts after the HTTP one, which under valgrind can be seconds later.
@@ -47,4 +50,4 @@ else
   kill -TERM $VP; wait $VP || true
   ms_print "$OUT" | grep -E "rec_copy|ack_window.c|key_sched.c" | head -6 || true
 fi
-echo "output: $OUT"
+echo "output: $OUT (valgrind's and ksidecar's messages: $OUT.log)"

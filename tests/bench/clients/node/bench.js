@@ -39,7 +39,16 @@ const offsets = (out, col) => Object.fromEntries(out.trim().split('\n').map((l) 
 
 // With BENCH_ORDER_LOG: the handled records, in handling order, written after the run.
 const LOG = process.env.BENCH_ORDER_LOG ? [] : null;
+// With BENCH_CALLGRIND=1 (the child run under valgrind --tool=callgrind): the first record
+// zeroes callgrind's counters (callgrind_control -z), so the dump at exit holds the records
+// from there on, without the start and the group join; the result's cgZeroAt is the number
+// of records handled when callgrind_control returned (those before it are not counted).
+let seen = 0;
+let cgZeroAt = null;
 const logRec = (partition, offset, key) => {
+  if (seen++ === 0 && process.env.BENCH_CALLGRIND) {
+    spawn('callgrind_control', ['-z', String(process.pid)], { stdio: 'ignore' }).on('exit', () => (cgZeroAt = seen));
+  }
   if (LOG) LOG.push(`${partition}\t${offset}\t${key === null || key === undefined ? '\\N' : key.toString()}\t0\n`);
 };
 
@@ -84,6 +93,8 @@ async function runKafkajs(topic, n, tuned) {
   const consumer = kafka.consumer({
     groupId: process.env.BENCH_GROUP,
     ...(tuned ? { maxBytesPerPartition: 10 * 1024 * 1024, maxBytes: 64 * 1024 * 1024, minBytes: 1, maxWaitTimeInMs: 100 } : {}),
+    // BENCH_KAFKAJS_OPTS (JSON) overrides consumer options, e.g. a longer sessionTimeout under valgrind
+    ...JSON.parse(process.env.BENCH_KAFKAJS_OPTS || '{}'),
   });
   const t0 = Date.now();
   await consumer.connect();
@@ -130,6 +141,7 @@ async function child() {
   const cpu = process.cpuUsage(c0);
   if (LOG) fs.writeFileSync(process.env.BENCH_ORDER_LOG, LOG.join(''));
   r.elu = Number(performance.eventLoopUtilization(e0).utilization.toFixed(2));
+  if (cgZeroAt !== null) r.cgZeroAt = cgZeroAt;
   const out = { ...r, cpuMs: Math.round((cpu.user + cpu.system) / 1000) };
   if (process.send) process.send(out);
   else console.log(JSON.stringify(out));
