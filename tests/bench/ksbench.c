@@ -35,6 +35,8 @@ static const char *boot;
 long want = 0;
 int credits = 20000, ack_batch = 1000;
 static int delay_ms = 0, fetch_max = 5000;
+/* http --fetches: long-poll fetches kept in flight, each on its own connection */
+static int http_fetches = 1;
 bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
@@ -783,10 +785,12 @@ static void run_grpc(void)
 
 /* ---- HTTP long-poll client (one keep-alive connection) ---- */
 
-/* Two keep-alive connections: fetches on one, acks on the other, so that a batch's ack
- * travels while the next fetch waits for records (the client keeps at most one of each
- * outstanding, within its subscriber credits). */
-static int http_fetch_fd = -1, http_ack_fd = -1;
+/* Keep-alive connections: fetches on one (or --fetches of them), acks on another, so that a
+ * batch's ack travels while the next fetch waits for records (the client keeps at most one
+ * ack outstanding, within its subscriber credits). With --fetches 2 the server renders the
+ * next fetch while the client reads the last; one fetch waits for each answer. */
+#define HTTP_MAX_FETCHES 8
+static int http_fetch_fd[HTTP_MAX_FETCHES], http_ack_fd = -1;
 
 int http_connect(void)
 {
@@ -1015,20 +1019,29 @@ void ackbuf_post(ackbuf_t *a, int fd, const char *path)
 
 static void run_http(void)
 {
-    http_fetch_fd = http_connect();
-    http_ack_fd = http_connect();
     char path[512];
     snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group, topic,
              fetch_max);
+    for (int k = 0; k < http_fetches; k++) { /* every fetch asked for at once */
+        http_fetch_fd[k] = http_connect();
+        http_send(http_fetch_fd[k], "GET", path, NULL, 0);
+    }
+    http_ack_fd = http_connect();
     char ackpath[300];
     snprintf(ackpath, sizeof(ackpath), "/v1/groups/%s/acks?results=errors", group);
     long n = 0;
     double t0 = 0;
     ackbuf_t ab = {0};
     bool ack_out = false;
-    while (n < want) {
-        http_send(http_fetch_fd, "GET", path, NULL, 0);
-        char *body = http_recv(http_fetch_fd);
+    long fetches = 0;
+    /* Answers are read in the order the fetches were sent. With more than one fetch, each
+     * connection asks again at once, before its records are handled; fetches still out
+     * when the count is reached are dropped with their connections (their records stay
+     * leased until their deadline). One fetch asks after its batch's ack is sent. */
+    for (int k = 0; n < want; k = (k + 1) % http_fetches) {
+        char *body = http_recv(http_fetch_fd[k]);
+        if (http_fetches > 1)
+            http_send(http_fetch_fd[k], "GET", path, NULL, 0);
         jrec_t *recs = NULL;
         size_t cnt = 0;
         if (!scan_records(body, &recs, &cnt))
@@ -1046,17 +1059,23 @@ static void run_http(void)
             ackbuf_add_record(&ab, r->partition, r->offset, r->ack_id, r->ack_id_len);
         }
         n += (long)cnt;
+        fetches++;
         if (cnt) {
             ackbuf_post(&ab, http_ack_fd, ackpath);
             ack_out = true;
         }
+        if (http_fetches == 1 && n < want)
+            http_send(http_fetch_fd[k], "GET", path, NULL, 0);
         free(recs);
         free(body);
     }
     if (ack_out)
         free(http_recv(http_ack_fd));
     report("http", n, now_s() - t0);
-    close(http_fetch_fd);
+    fprintf(stderr, "http: %ld fetches answered, %.0f records each\n", fetches,
+            fetches ? (double)n / (double)fetches : 0.0);
+    for (int k = 0; k < http_fetches; k++)
+        close(http_fetch_fd[k]);
     close(http_ack_fd);
     free(ab.b);
 }
@@ -1084,6 +1103,7 @@ int main(int argc, char **argv)
                                    {"ack-ranges", 0, 0, 'R'},
                                    {"conf", 1, 0, 'C'},
                                    {"hold", 0, 0, 'H'},
+                                   {"fetches", 1, 0, 'F'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -1139,6 +1159,11 @@ int main(int argc, char **argv)
             break;
         case 'H':
             hold = true;
+            break;
+        case 'F':
+            http_fetches = atoi(optarg);
+            if (http_fetches < 1 || http_fetches > HTTP_MAX_FETCHES)
+                die("usage", "--fetches must be 1 to 8");
             break;
         case 'C':
             if (conf_cnt == (int)(sizeof(confs) / sizeof(confs[0])))
