@@ -324,7 +324,8 @@ def main():
                 rss[mode] = max(rss[mode], peak)
             print(f"round: native {rates['native'][-1]:,.0f} (librdkafka defaults "
                   f"{rates['native-defaults'][-1]:,.0f}), gRPC {rates['grpc'][-1]:,.0f}, "
-                  f"HTTP {rates['http'][-1]:,.0f} (two fetches {rates['http2'][-1]:,.0f}), HTTP stream {rates['stream'][-1]:,.0f}, "
+                  f"HTTP {rates['http'][-1]:,.0f} (two fetches {rates['http2'][-1]:,.0f}), "
+                  f"HTTP stream {rates['stream'][-1]:,.0f}, "
                   f"push {rates['push1'][-1]:,.0f} (batch 1), {rates['push500'][-1]:,.0f} "
                   "(batch 500) rec/s", flush=True)
         med = {k: statistics.median(v) for k, v in rates.items()}

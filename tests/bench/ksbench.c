@@ -783,7 +783,7 @@ static void run_grpc(void)
     free(dq);
 }
 
-/* ---- HTTP long-poll client (one keep-alive connection) ---- */
+/* ---- HTTP long-poll client (keep-alive connections: fetches, and acks) ---- */
 
 /* Keep-alive connections: fetches on one (or --fetches of them), acks on another, so that a
  * batch's ack travels while the next fetch waits for records (the client keeps at most one

@@ -41,13 +41,19 @@ const offsets = (out, col) => Object.fromEntries(out.trim().split('\n').map((l) 
 const LOG = process.env.BENCH_ORDER_LOG ? [] : null;
 // With BENCH_CALLGRIND=1 (the child run under valgrind --tool=callgrind): the first record
 // zeroes callgrind's counters (callgrind_control -z), so the dump at exit holds the records
-// from there on, without the start and the group join; the result's cgZeroAt is the number
-// of records handled when callgrind_control returned (those before it are not counted).
+// from about there on, without the start and the group join; the result's cgZeroAt is the
+// number of records handled when callgrind_control returned, an upper bound on those the
+// zero left out (take figures as the difference of two runs of different sizes).
 let seen = 0;
 let cgZeroAt = null;
 const logRec = (partition, offset, key) => {
-  if (seen++ === 0 && process.env.BENCH_CALLGRIND) {
-    spawn('callgrind_control', ['-z', String(process.pid)], { stdio: 'ignore' }).on('exit', () => (cgZeroAt = seen));
+  if (seen++ === 0 && process.env.BENCH_CALLGRIND === '1') {
+    spawn('callgrind_control', ['-z', String(process.pid)], { stdio: 'ignore' })
+      .on('error', (e) => console.error(`bench: callgrind_control: ${e.message}`))
+      .on('exit', (code) => {
+        if (code === 0) cgZeroAt = seen;
+        else console.error(`bench: callgrind_control -z exited with ${code}`);
+      });
   }
   if (LOG) LOG.push(`${partition}\t${offset}\t${key === null || key === undefined ? '\\N' : key.toString()}\t0\n`);
 };
