@@ -50,9 +50,9 @@ const logRec = (partition, offset, key) => {
   if (seen++ === 0 && process.env.BENCH_CALLGRIND === '1') {
     spawn('callgrind_control', ['-z', String(process.pid)], { stdio: 'ignore' })
       .on('error', (e) => console.error(`bench: callgrind_control: ${e.message}`))
-      .on('exit', (code) => {
+      .on('exit', (code, signal) => {
         if (code === 0) cgZeroAt = seen;
-        else console.error(`bench: callgrind_control -z exited with ${code}`);
+        else console.error(`bench: callgrind_control -z ended with ${code ?? signal}`);
       });
   }
   if (LOG) LOG.push(`${partition}\t${offset}\t${key === null || key === undefined ? '\\N' : key.toString()}\t0\n`);
