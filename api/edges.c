@@ -10,10 +10,30 @@ static bool http_wanted(const ks_config_t *cfg)
     return *cfg->http_listen;
 }
 
+/* The push edge's run-time calls, as HTTP's /push routes reach them (push_ctl.h). */
+static ks_status_t push_add(void *push, const char *group, const char *const *topics,
+                            size_t topic_cnt, struct json_t *body, const ks_principal_t *who,
+                            char *err, size_t errsize)
+{
+    return ks_push_add(push, group, topics, topic_cnt, body, who, err, errsize);
+}
+
+static struct json_t *push_describe(void *push, const char *group)
+{
+    return ks_push_describe(push, group);
+}
+
+static ks_status_t push_remove(void *push, const char *group, struct json_t **out, char *err,
+                               size_t errsize)
+{
+    return ks_push_remove(push, group, out, err, errsize);
+}
+
 static void *http_start(const ks_edge_env_t *env, char *err, size_t errsize)
 {
-    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, env->push, err,
-                         errsize);
+    ks_push_ctl_t ctl = {
+        .push = env->push, .add = push_add, .describe = push_describe, .remove = push_remove};
+    return ks_http_start(env->eng, env->cfg, env->auth, env->tls, env->hub, &ctl, err, errsize);
 }
 
 static int http_port(const void *e)

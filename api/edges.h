@@ -9,7 +9,6 @@
 #include "auth.h"
 #include "config.h"
 #include "engine.h"
-#include "push.h"
 #include "substream.h"
 #include "tls.h"
 
@@ -20,7 +19,7 @@ typedef struct ks_edge_env {
     const ks_auth_t *auth; /* NULL: no bearer tokens */
     ks_tls_t *tls;         /* NULL: plaintext; reloaded by main */
     ks_subhub_t *hub;      /* every subscriber stream, and the stall sweep */
-    ks_push_t *push;       /* the push edge once started (it starts first), else NULL */
+    struct ks_push *push;  /* the push edge once started (it starts first), else NULL */
 } ks_edge_env_t;
 
 typedef struct ks_edge_kind {

@@ -3,7 +3,7 @@
  * the fast decoder answers, protobuf-c must accept the same bytes as an ack with the same
  * ids; whenever protobuf-c reads an ack of printable ids only, the fast decoder must either
  * decline or give the same ids. */
-#include "../../api/grpc_wire.c"
+#include "../../api/grpc/grpc_wire.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

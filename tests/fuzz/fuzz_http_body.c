@@ -1,8 +1,8 @@
 /* fuzz_http_body.c: libFuzzer harness for the HTTP edge's fast ack-id reader
- * (api/http_settle.c's http_fast_ack_ids, reached by including the file). Input: a request body.
- * Whatever the fast reader accepts, jansson must read as {"ack_ids":[...]} with the same
+ * (api/http/http_settle.c's http_fast_ack_ids, reached by including the file). Input: a request
+ * body. Whatever the fast reader accepts, jansson must read as {"ack_ids":[...]} with the same
  * strings in the same order. (The JSON bodies as a whole go through fuzz_http_url.) */
-#include "../../api/http_settle.c"
+#include "../../api/http/http_settle.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,5 +1,5 @@
 /* fuzz_http_url.c: libFuzzer harness for the HTTP edge's URL, query and body handling
- * (api/http_*.c behind a real libmicrohttpd listener, through ks_http_start). Input:
+ * (api/http/*.c behind a real libmicrohttpd listener, through ks_http_start). Input:
  * "<method> <request target>\n<body>". No crash and no sanitizer report; every request that
  * reaches ksidecar's handler is answered within 10 s, and every JSON answer parses.
  * KSIDECAR_FUZZ_HTTP_STRICT=0 keeps only the first check (and waits 2 s for an answer). No

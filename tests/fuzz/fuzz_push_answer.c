@@ -1,5 +1,5 @@
 /* fuzz_push_answer.c: libFuzzer harness for what push delivery reads from the app
- * (api/push_request.c, included for its static functions): an answer's status and body, as
+ * (api/push/push_request.c, included for its static functions): an answer's status and body, as
  * push_verdicts settles a request's records by them, and bytes written as an HTTP header
  * (add_header). No crash, every verdict one of the three, the reason a bounded string, and a header
  * line printable ASCII with no CR or LF, whatever the bytes. Input: 2 bytes of status, 1 of record
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "../../api/push_request.c"
+#include "../../api/push/push_request.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

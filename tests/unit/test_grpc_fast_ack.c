@@ -1,4 +1,4 @@
-/* test_grpc_fast_ack.c: the gRPC edge's fast ack decoder (api/grpc_wire.c's grpc_fast_ack_ids,
+/* test_grpc_fast_ack.c: the gRPC edge's fast ack decoder (api/grpc/grpc_wire.c's grpc_fast_ack_ids,
  * reached by including the file) agrees with protobuf-c, on the inputs fuzz_grpc_ack found. */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -6,7 +6,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../../api/grpc_wire.c"
+#include "../../api/grpc/grpc_wire.c"
 
 /* Decodes msg with both; the fast decoder may decline, but what it reads must be what
  * protobuf-c reads. Returns the fast decoder's id count (0: declined). */

@@ -1,4 +1,4 @@
-/* test_grpc_wire.c: the gRPC edge's hand-written encoders (api/grpc_wire.c, reached by
+/* test_grpc_wire.c: the gRPC edge's hand-written encoders (api/grpc/grpc_wire.c, reached by
  * including the file) write byte for byte what protobuf-c packs for the same messages, and
  * the fast ack decoder reads back the acks protobuf-c packs. */
 #include <setjmp.h>
@@ -7,7 +7,7 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../../api/grpc_wire.c"
+#include "../../api/grpc/grpc_wire.c"
 #include "util.h"
 
 /* The bytes of bb, as one slice. */

@@ -1,4 +1,4 @@
-/* test_http_page.c: the status page's Content-Security-Policy hashes (api/http_page.c,
+/* test_http_page.c: the status page's Content-Security-Policy hashes (api/http/http_page.c,
  * included for its static functions). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "../../api/http_page.c"
+#include "../../api/http/http_page.c"
 
 /* The source is the SHA-256 of exactly the text between the tags, in base64, as the
  * browser computes it (the expected values from Python's hashlib and base64). */

@@ -1,4 +1,4 @@
-/* test_http_routes.c: the HTTP edge's route table and path patterns (api/http_routes.c,
+/* test_http_routes.c: the HTTP edge's route table and path patterns (api/http/http_routes.c,
  * included for its static functions, as h2o's unit tests do). */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -7,7 +7,7 @@
 
 #include <cmocka.h>
 
-#include "../../api/http_routes.c"
+#include "../../api/http/http_routes.c"
 
 /* The row serving url (its path, or NULL) and the {group} it names ("" if none). */
 static const char *find(const char *url, const char **group, char *buf, size_t size)

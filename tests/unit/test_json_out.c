@@ -1,4 +1,4 @@
-/* test_json_out.c: tests the HTTP edge's JSON writer (api/json_out.c), partly against
+/* test_json_out.c: tests the HTTP edge's JSON writer (codec/json_out.c), partly against
  * jansson as the reference: what it calls UTF-8 and how its parser reads our output. */
 #include <setjmp.h>
 #include <stdarg.h>

@@ -1,4 +1,4 @@
-/* test_openapi_routes.c: the route table (api/http_routes.c) and api/openapi.yaml, as
+/* test_openapi_routes.c: the route table (api/http/http_routes.c) and api/openapi.yaml, as
  * compiled into the binary, name the same methods and paths. */
 #include <ctype.h>
 #include <setjmp.h>

@@ -1,4 +1,4 @@
-/* test_push.c: push delivery's rules that need no app and no broker (api/push_request.c,
+/* test_push.c: push delivery's rules that need no app and no broker (api/push/push_request.c,
  * included so its static functions can be called): what an answer does to each record, and how a
  * record's key and headers are written as HTTP headers. */
 #include <setjmp.h>
@@ -11,7 +11,7 @@
 
 #include <cmocka.h>
 
-#include "../../api/push_request.c"
+#include "../../api/push/push_request.c"
 
 #define ACK   KS_PUSH_ACK
 #define RETRY KS_PUSH_RETRY

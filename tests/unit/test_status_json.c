@@ -1,4 +1,4 @@
-/* test_status_json.c: the HTTP edge's group status writer (api/http_json.c, included for
+/* test_status_json.c: the HTTP edge's group status writer (api/http/http_json.c, included for
  * its static status_json) on filled statuses, against the exact text it wrote before the
  * status fields were declared in one list (proxy/status_fields.h). */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../api/http_json.c"
+#include "../../api/http/http_json.c"
 #include "status_fixture.h"
 
 /* status_json's compact text of g (freed here). */

@@ -1,4 +1,4 @@
-/* test_status_pb.c: the gRPC edge's group status encoder (api/grpc_methods.c, included for
+/* test_status_pb.c: the gRPC edge's group status encoder (api/grpc/grpc_methods.c, included for
  * its static status_to_pb) on filled statuses, against the exact bytes it packed before
  * the status fields were declared in one list (proxy/status_fields.h). */
 #include <setjmp.h>
@@ -8,7 +8,7 @@
 
 #include <cmocka.h>
 
-#include "../../api/grpc_methods.c"
+#include "../../api/grpc/grpc_methods.c"
 #include "status_fixture.h"
 
 /* The packed GroupStatus of g (freed here), as lowercase hex (caller frees). */

@@ -197,68 +197,6 @@ const char *http_show_nul(const char *v, size_t n, char *out, size_t size)
     return out;
 }
 
-/* ---- records as JSON ---- */
-
-/* Writes "field":<bytes>[,"enc_field":"text"|"base64"]: text when the bytes are UTF-8
- * (and fmt allows), else base64; NULL data is null (and no encoding field). */
-static void put_bytes(ks_jbuf_t *b, const char *field, const char *enc_field, const void *data,
-                      size_t len, value_fmt_t fmt)
-{
-    ks_jbuf_lit(b, field);
-    if (!data) {
-        ks_jbuf_lit(b, "null");
-        return;
-    }
-    if (fmt == FMT_AUTO && ks_jbuf_str(b, data, len)) {
-        ks_jbuf_lit(b, enc_field);
-        ks_jbuf_lit(b, "\"text\"");
-        return;
-    }
-    ks_jbuf_b64(b, data, len);
-    ks_jbuf_lit(b, enc_field);
-    ks_jbuf_lit(b, "\"base64\"");
-}
-
-/* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
-void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w)
-{
-    ks_jbuf_lit(b, "{\"topic\":");
-    ks_jbuf_str(b, r->topic, strlen(r->topic)); /* topic names are ASCII */
-    ks_jbuf_lit(b, ",\"partition\":");
-    ks_jbuf_int(b, r->partition);
-    ks_jbuf_lit(b, ",\"offset\":");
-    ks_jbuf_int(b, r->offset);
-    ks_jbuf_lit(b, ",\"timestamp\":");
-    if (r->timestamp >= 0)
-        ks_jbuf_int(b, r->timestamp);
-    else
-        ks_jbuf_lit(b, "null");
-    put_bytes(b, ",\"key\":", ",\"key_encoding\":", r->key, r->key_len, fmt);
-    put_bytes(b, ",\"value\":", ",\"value_encoding\":", r->value, r->value_len, fmt);
-    ks_jbuf_lit(b, ",\"headers\":[");
-    for (size_t i = 0; i < r->header_cnt; i++) {
-        const ks_header_t *h = &r->headers[i];
-        ks_jbuf_lit(b, i ? ",{\"key\":" : "{\"key\":");
-        size_t nl = strlen(h->name);
-        if (!ks_jbuf_str(b, h->name, nl))
-            ks_jbuf_b64(b, h->name, nl);
-        put_bytes(b, ",\"value\":", ",\"value_encoding\":", h->value, h->value_len, fmt);
-        ks_jbuf_lit(b, "}");
-    }
-    ks_jbuf_lit(b, "],\"ack_id\":");
-    char id[KS_ACK_ID_MAX];
-    ks_jbuf_str(b, id, ks_record_ack_id_put(w, r, id, sizeof(id)));
-    ks_jbuf_lit(b, ",\"attempt\":");
-    ks_jbuf_int(b, r->attempt);
-    if (r->ordering_chain) { /* a string: JSON numbers lose 64-bit precision in JavaScript */
-        char num[24];
-        int nl = snprintf(num, sizeof(num), "%" PRIu64, r->ordering_chain);
-        ks_jbuf_lit(b, ",\"ordering_chain\":");
-        ks_jbuf_str(b, num, (size_t)nl);
-    }
-    ks_jbuf_lit(b, "}");
-}
-
 /* Writes s as a JSON string, or "" if it is not UTF-8 (our own messages always are). */
 static void put_str(ks_jbuf_t *b, const char *s)
 {
@@ -301,7 +239,7 @@ enum MHD_Result http_reply_fetch(req_t *r)
     for (size_t i = 0; i < b->cnt; i++) {
         if (i)
             ks_jbuf_lit(&jb, ",");
-        http_put_record(&jb, &b->recs[i], r->fmt, &w);
+        ks_codec_json_record(&jb, &b->recs[i], &r->fmt, &w);
     }
     ks_jbuf_lit(&jb, "]}");
     return send_jbuf(r->conn, 200, &jb);

@@ -4,12 +4,13 @@
 #include "push_int.h"
 
 #include <inttypes.h>
+#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "http_int.h"
+#include "codec.h"
 #include "log.h"
 #include "util.h"
 
@@ -176,134 +177,26 @@ static size_t on_body(char *data, size_t size, size_t nmemb, void *opaque)
     return n; /* the rest is read and dropped */
 }
 
-/* Writes s[0..n) to o with each byte outside printable ASCII, and '%', as %XX; keep(c) may
- * keep fewer bytes as they are. Returns the end. */
-static char *escape_to(char *o, const unsigned char *s, size_t n, bool (*keep)(unsigned char))
+/* The codec's line sink for a curl header list. */
+static void append_line(void *ctx, const char *line, size_t len)
 {
-    static const char hex[] = "0123456789ABCDEF";
-    for (size_t i = 0; i < n; i++) {
-        unsigned char c = s[i];
-        if (keep(c)) {
-            *o++ = (char)c;
-        } else {
-            o[0] = '%';
-            o[1] = hex[c >> 4];
-            o[2] = hex[c & 15];
-            o += 3;
-        }
-    }
-    return o;
+    (void)len;
+    struct curl_slist **l = ctx, *nl = curl_slist_append(*l, line);
+    if (!nl)
+        abort();
+    *l = nl;
 }
 
-static bool value_byte(unsigned char c)
-{
-    return c > 0x20 && c < 0x7f && c != '%';
-}
-
-/* Appends "name: value" with value's bytes outside printable ASCII, and '%', as %XX, so any
- * key or header value travels in an HTTP header. */
+/* Appends "name: value", value escaped by the codec (ks_codec_header). */
 static void add_header(struct curl_slist **l, const char *name, const void *value, size_t n)
 {
-    size_t nl = strlen(name);
-    char stack[512], *line = nl + 3 + 3 * n <= sizeof(stack) ? stack : malloc(nl + 3 + 3 * n);
-    if (!line)
-        abort();
-    memcpy(line, name, nl);
-    line[nl] = ':';
-    line[nl + 1] = ' ';
-    *escape_to(line + nl + 2, value, n, value_byte) = '\0';
-    struct curl_slist *nl2 = curl_slist_append(*l, line);
-    if (!nl2)
-        abort();
-    *l = nl2;
-    if (line != stack)
-        free(line);
+    ks_codec_header(append_line, l, name, value, n);
 }
 
-static void add_num(struct curl_slist **l, const char *name, int64_t v)
-{
-    char num[24], *o = num + sizeof(num);
-    uint64_t u = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    do {
-        *--o = (char)('0' + u % 10);
-        u /= 10;
-    } while (u);
-    if (v < 0)
-        *--o = '-';
-    add_header(l, name, o, (size_t)(num + sizeof(num) - o));
-}
-
-/* A header name's byte kept as it is in ksidecar-header-NAME. */
-static bool name_byte(unsigned char c)
-{
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
-           c == '_' || c == '.';
-}
-
-/* The headers of a one-record request: where it came from, its attempt and ack id, its key
- * and its own headers (ksidecar-header-NAME, the name escaped as the values are). */
+/* The header lines of a one-record request (ks_codec_push_headers). */
 static void record_headers(struct curl_slist **l, const ks_record_t *rec, const char *id)
 {
-    add_header(l, "ksidecar-topic", rec->topic, strlen(rec->topic));
-    add_num(l, "ksidecar-partition", rec->partition);
-    add_num(l, "ksidecar-offset", rec->offset);
-    if (rec->timestamp >= 0)
-        add_num(l, "ksidecar-timestamp", rec->timestamp);
-    add_num(l, "ksidecar-attempt", rec->attempt);
-    add_header(l, "ksidecar-ack-id", id, strlen(id));
-    if (rec->key)
-        add_header(l, "ksidecar-key", rec->key, rec->key_len);
-    if (!rec->value)
-        add_header(l, "ksidecar-value-null", "true", 4);
-    for (size_t i = 0; i < rec->header_cnt; i++) {
-        const ks_header_t *h = &rec->headers[i];
-        static const char pre[] = "ksidecar-header-";
-        char name[300], *o = name + sizeof(pre) - 1;
-        memcpy(name, pre, sizeof(pre) - 1);
-        for (const unsigned char *c = (const unsigned char *)h->name;
-             *c && o + 4 < name + sizeof(name); c++)
-            o = escape_to(o, c, 1, name_byte); /* a long name is cut, never the line */
-        *o = '\0';
-        add_header(l, name, h->value ? h->value : "", h->value ? h->value_len : 0);
-    }
-}
-
-/* CloudEvents binary mode (its HTTP binding): a record that is a binary-mode CloudEvent in
- * Kafka (ce_* headers, by the Kafka binding) carries its own attributes, which become ce-*
- * headers; any other record gets ce-specversion 1.0, an id from where it is, a source of its
- * group and topic, a type, and its time. */
-static void cloudevent_headers(struct curl_slist **l, const ks_record_t *rec, const char *group)
-{
-    bool own = false;
-    for (size_t i = 0; i < rec->header_cnt; i++) {
-        const ks_header_t *h = &rec->headers[i];
-        if (strncmp(h->name, "ce_", 3) || !h->name[3] || !h->value)
-            continue;
-        char name[KS_NAME_MAX + 8];
-        snprintf(name, sizeof(name), "ce-%s", h->name + 3);
-        if (strspn(name + 3, "abcdefghijklmnopqrstuvwxyz0123456789") != strlen(name + 3))
-            continue; /* attribute names are lower-case letters and digits */
-        add_header(l, name, h->value, h->value_len);
-        own |= !strcmp(name, "ce-specversion");
-    }
-    if (own)
-        return;
-    char v[KS_NAME_MAX * 2 + 64];
-    add_header(l, "ce-specversion", "1.0", 3);
-    int n =
-        snprintf(v, sizeof(v), "%s-%" PRId32 "-%" PRId64, rec->topic, rec->partition, rec->offset);
-    add_header(l, "ce-id", v, (size_t)n);
-    n = snprintf(v, sizeof(v), "/ksidecar/%s/%s", group, rec->topic);
-    add_header(l, "ce-source", v, (size_t)n);
-    add_header(l, "ce-type", "ksidecar.kafka.record", 21);
-    if (rec->timestamp >= 0) {
-        time_t secs = (time_t)(rec->timestamp / 1000);
-        struct tm tm;
-        gmtime_r(&secs, &tm);
-        n = (int)strftime(v, sizeof(v), "%Y-%m-%dT%H:%M:%S", &tm);
-        n += snprintf(v + n, sizeof(v) - (size_t)n, ".%03dZ", (int)(rec->timestamp % 1000));
-        add_header(l, "ce-time", v, (size_t)n);
-    }
+    ks_codec_push_headers(append_line, l, rec, id);
 }
 
 /* The easy handle of p's place slot: made once with what every request of p shares, then
@@ -363,16 +256,18 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
     }
     const ks_group_conf_t *gc = p->gc;
     if (gc->push_batch == 1) {
-        r->body = malloc(recs[0].value_len + 1);
+        ks_codec_view_t v; /* the body: the value as the codec shows it to a binary transport */
+        ks_codec_view(&recs[0], NULL, &v);
+        r->body = malloc(v.value_len + 1);
         if (!r->body)
             abort();
-        if (recs[0].value_len)
-            memcpy(r->body, recs[0].value, recs[0].value_len);
-        r->body_len = recs[0].value_len;
+        if (v.value_len)
+            memcpy(r->body, v.value, v.value_len);
+        r->body_len = v.value_len;
         add_header(&r->hdrs, "Content-Type", "application/octet-stream", 24);
         record_headers(&r->hdrs, &recs[0], r->ids[0]);
         if (gc->push_cloudevents)
-            cloudevent_headers(&r->hdrs, &recs[0], gc->name);
+            ks_codec_cloudevent_headers(append_line, &r->hdrs, &recs[0], gc->name);
     } else {
         ks_jbuf_t jb;
         ks_jbuf_init(&jb, 64 + n * 256);
@@ -382,12 +277,12 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
         for (size_t i = 0; i < n; i++) {
             if (i)
                 ks_jbuf_lit(&jb, ",");
-            http_put_record(&jb, &recs[i], FMT_AUTO, &w2);
+            ks_codec_json_record(&jb, &recs[i], NULL, &w2);
         }
         ks_jbuf_lit(&jb, "]");
         r->body = ks_jbuf_take(&jb, &r->body_len);
         add_header(&r->hdrs, "Content-Type", "application/json", 16);
-        add_num(&r->hdrs, "ksidecar-batch", (int64_t)n);
+        ks_codec_header_num(append_line, &r->hdrs, "ksidecar-batch", (int64_t)n);
     }
     if (*gc->push_bearer_token) {
         /* As it is: the config allows only a token's visible ASCII (no escaping to undo). */

@@ -79,7 +79,8 @@ static size_t header_size(const ks_header_t *h)
     return n;
 }
 
-static size_t record_size(const ks_record_t *r, size_t ack_id_len)
+/* r's size on the wire, its key and value as the codec shows them (v). */
+static size_t record_size(const ks_record_t *r, const ks_codec_view_t *v, size_t ack_id_len)
 {
     size_t n = ld_size(strlen(r->topic));
     if (r->partition)
@@ -88,13 +89,13 @@ static size_t record_size(const ks_record_t *r, size_t ack_id_len)
         n += 1 + vlen((uint64_t)r->offset);
     if (r->timestamp)
         n += 1 + vlen((uint64_t)r->timestamp);
-    if (r->key_len)
-        n += ld_size(r->key_len);
-    if (!r->key)
+    if (v->key_len)
+        n += ld_size(v->key_len);
+    if (!v->key)
         n += 2;
-    if (r->value_len)
-        n += ld_size(r->value_len);
-    if (!r->value)
+    if (v->value_len)
+        n += ld_size(v->value_len);
+    if (!v->value)
         n += 2;
     for (size_t h = 0; h < r->header_cnt; h++)
         n += ld_size(header_size(&r->headers[h]));
@@ -106,8 +107,8 @@ static size_t record_size(const ks_record_t *r, size_t ack_id_len)
     return n;
 }
 
-static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const char *ack_id,
-                           size_t ack_id_len)
+static uint8_t *record_put(uint8_t *p, const ks_record_t *r, const ks_codec_view_t *v, size_t size,
+                           const char *ack_id, size_t ack_id_len)
 {
     *p++ = 1 << 3 | 2; /* RecordBatch.records / FetchResponse.records: field 1 */
     p = vput(p, size);
@@ -124,15 +125,15 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const 
         *p++ = 4 << 3;
         p = vput(p, (uint64_t)r->timestamp);
     }
-    if (r->key_len)
-        p = ld_put(p, 5, r->key, r->key_len);
-    if (!r->key) {
+    if (v->key_len)
+        p = ld_put(p, 5, v->key, v->key_len);
+    if (!v->key) {
         *p++ = 6 << 3;
         *p++ = 1;
     }
-    if (r->value_len)
-        p = ld_put(p, 7, r->value, r->value_len);
-    if (!r->value) {
+    if (v->value_len)
+        p = ld_put(p, 7, v->value, v->value_len);
+    if (!v->value) {
         *p++ = 8 << 3;
         *p++ = 1;
     }
@@ -162,8 +163,9 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, size_t size, const 
     return p;
 }
 
-/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
-grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
+/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}, their keys
+ * and values as the codec shows them in o's formats (NULL: the defaults). */
+grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_codec_opts_t *o)
 {
     /* Per record: its size and its ack id, written out here (not on the group loop). */
     size_t *sizes = malloc((2 * b->cnt + 1) * sizeof(size_t));
@@ -184,7 +186,9 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
         size_t al = ks_record_ack_id_put(&w, &b->recs[i], ids + idlen, KS_ACK_ID_MAX);
         idlen += al;
         sizes[2 * i + 1] = al;
-        sizes[2 * i] = record_size(&b->recs[i], al);
+        ks_codec_view_t v;
+        ks_codec_view(&b->recs[i], o, &v);
+        sizes[2 * i] = record_size(&b->recs[i], &v, al);
         body += 1 + vlen(sizes[2 * i]) + sizes[2 * i];
     }
     size_t total = wrap ? 1 + vlen(body) + body : body;
@@ -196,7 +200,9 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
     }
     const char *id = ids;
     for (size_t i = 0; i < b->cnt; i++) {
-        p = record_put(p, &b->recs[i], sizes[2 * i], id, sizes[2 * i + 1]);
+        ks_codec_view_t v;
+        ks_codec_view(&b->recs[i], o, &v);
+        p = record_put(p, &b->recs[i], &v, sizes[2 * i], id, sizes[2 * i + 1]);
         id += sizes[2 * i + 1];
     }
     free(sizes);
@@ -204,6 +210,11 @@ grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     return bb;
+}
+
+grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)
+{
+    return encode_records_as(b, wrap, NULL);
 }
 
 /* ---- ack results ---- */

@@ -10,7 +10,7 @@
 #include "substream.h"
 #include "tls.h"
 
-typedef struct ks_push ks_push_t; /* push.h's: a push set by API call goes there */
+#include "push_ctl.h"
 
 typedef struct ks_http ks_http_t;
 
@@ -24,7 +24,7 @@ typedef struct ks_http ks_http_t;
  * goes to push (NULL: refused). eng, cfg, auth, tls, hub and push are borrowed. Returns NULL
  * with err. */
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_tls_t *tls, ks_subhub_t *hub, ks_push_t *push, char *err,
+                         ks_tls_t *tls, ks_subhub_t *hub, const ks_push_ctl_t *push, char *err,
                          size_t errsize);
 
 /* The bound port. */

@@ -463,7 +463,7 @@ static void http_free(ks_http_t *h)
 }
 
 ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth_t *auth,
-                         ks_tls_t *tls, ks_subhub_t *hub, ks_push_t *push, char *err,
+                         ks_tls_t *tls, ks_subhub_t *hub, const ks_push_ctl_t *push, char *err,
                          size_t errsize)
 {
     struct sockaddr_in sa, hsa;
@@ -479,7 +479,8 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->cfg = cfg;
     h->auth = auth;
     h->hub = hub;
-    h->push = push;
+    if (push)
+        h->push = *push; /* else every push call is refused (http_push.c) */
     h->started_wall_ms = http_page_wall_ms();
     pthread_mutex_init(&h->conns_lock, NULL);
     pthread_mutex_init(&h->streams_lock, NULL);

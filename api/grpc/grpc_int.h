@@ -18,6 +18,7 @@
 #include <stdint.h>
 
 #include "ack_id.h"
+#include "codec.h"
 #include "substream.h"
 #include "grpc_api.h"
 #include "grpc_tsan.h"
@@ -254,8 +255,10 @@ bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *cons
 grpc_byte_buffer *grpc_pack(const ProtobufCMessage *m);
 /* Copies a received message into one contiguous slice. Caller unrefs. */
 grpc_slice grpc_flatten(grpc_byte_buffer *bb);
-/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}. */
+/* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}, their keys
+ * and values as the record codec shows them: in o's formats (encode_records: the defaults). */
 grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
+grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_codec_opts_t *o);
 /* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);
 Ksidecar__V1__AckStatus ack_status_of(ks_status_t st);

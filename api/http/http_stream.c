@@ -46,7 +46,7 @@ typedef struct hstream {
     struct MHD_Connection *conn;
     int fd;
     bool sse;
-    value_fmt_t fmt;
+    ks_codec_opts_t fmt;
     int64_t hb_ms;
 
     pthread_mutex_t lock; /* guards everything below */
@@ -294,7 +294,7 @@ static void encode_batch(hstream_t *s, const ks_batch_t *b)
             ks_jbuf_raw(&jb, id, n);
             ks_jbuf_lit(&jb, "\ndata: ");
         }
-        http_put_record(&jb, &b->recs[i], s->fmt, &w);
+        ks_codec_json_record(&jb, &b->recs[i], &s->fmt, &w);
         ks_jbuf_lit(&jb, s->sse ? "\n\n" : "\n");
     }
     s->out = ks_jbuf_take(&jb, &s->out_len);

@@ -17,7 +17,8 @@
 #include "config.h"
 #include "engine.h"
 #include "http_api.h"
-#include "json_out.h"
+#include "push_ctl.h"
+#include "codec.h"
 #include "substream.h"
 
 #define LOGC       "http"
@@ -64,7 +65,7 @@ struct ks_http {
     int port, health_port;
     atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
     ks_subhub_t *hub;      /* the streams' core (NULL: no streams) */
-    ks_push_t *push;       /* push set by API call (NULL: refused) */
+    ks_push_ctl_t push;    /* push set by API call (push.push NULL: refused) */
 
     pthread_mutex_t streams_lock; /* guards streams, stream_cnt */
     struct hstream *streams;      /* open record streams (http_stream.c) */
@@ -78,8 +79,6 @@ struct ks_http {
     pthread_t sweep;
     int64_t started_wall_ms; /* when the edge started (unix ms), the status page's uptime */
 };
-
-typedef enum { FMT_AUTO, FMT_BASE64 } value_fmt_t;
 
 /* One record of a produce request's body: refused by the edge (st, msg), or sent to the
  * engine as its result sent_i. */
@@ -139,7 +138,7 @@ typedef struct req {
     bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
     int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
     bool errors_only;      /* acks?results=errors: only the results that are not OK */
-    value_fmt_t fmt;
+    ks_codec_opts_t fmt;   /* ?format=: how keys, values and header values are shown */
     /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
      * engine hears whether the reply went out (its leases start) or not (its records go
      * back, no attempt counted). completed: libmicrohttpd is done with the request. */
@@ -328,9 +327,6 @@ enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, co
 /* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
  * Returns out. */
 const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
-
-/* One record as a JSON object (the fields and order of api/openapi.yaml's Record). */
-void http_put_record(ks_jbuf_t *b, const ks_record_t *r, value_fmt_t fmt, ks_ack_id_writer_t *w);
 
 /* The reply encoders: each answers r from the engine's answer stored in it. */
 enum MHD_Result http_reply_fetch(req_t *r);   /* r->batch: {"records":[...]} */

@@ -1,19 +1,27 @@
 /* http_push.c: /v1/groups/{group}/push: a push set, read and removed by API call (PUT, GET,
- * DELETE). The push itself is the push edge's (push.c); these only decode and answer. */
+ * DELETE). The push itself is the push edge's, reached through its
+ * calls in h->push (push_ctl.h); these only decode and answer. */
 #include <stdio.h>
 #include <string.h>
 
 #include "edge.h"
 #include "http_int.h"
-#include "push.h"
 
 #define PUSH_TOPICS_MAX 64
+
+/* Without the push edge's calls (an HTTP edge started alone) every push call is refused. */
+static enum MHD_Result no_push(req_t *r)
+{
+    return http_send_error(r->conn, KS_E_PERMISSION, "push cannot be set by API call here");
+}
 
 /* GET: the group's push (set by API call or by config), or 404. */
 enum MHD_Result http_push_get(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
     (void)method;
-    json_t *o = ks_push_describe(h->push, group);
+    if (!h->push.describe)
+        return no_push(r);
+    json_t *o = h->push.describe(h->push.push, group);
     if (!o)
         return http_send_error(r->conn, KS_E_NOT_FOUND, "group %s has no push", group);
     return http_send_json(r->conn, 200, o);
@@ -25,6 +33,8 @@ enum MHD_Result http_push_get(ks_http_t *h, req_t *r, const char *group, const c
 enum MHD_Result http_push_put(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
     (void)method;
+    if (!h->push.add)
+        return no_push(r);
     enum MHD_Result ret = MHD_YES;
     json_t *root = http_body_json(h, r, "{\"topics\":[\"...\"],\"url\":\"http://...\"}", 0, &ret);
     if (!root)
@@ -55,11 +65,11 @@ enum MHD_Result http_push_put(ks_http_t *h, req_t *r, const char *group, const c
     /* The push fields: everything but topics, read as a static group's "push" object. */
     push = json_deep_copy(root);
     json_object_del(push, "topics");
-    if ((st = ks_push_add(h->push, group, topics, n, push, r->who, err, sizeof(err)))) {
+    if ((st = h->push.add(h->push.push, group, topics, n, push, r->who, err, sizeof(err)))) {
         ret = http_send_error(r->conn, st, "%s", err);
         goto out;
     }
-    json_t *o = ks_push_describe(h->push, group);
+    json_t *o = h->push.describe(h->push.push, group);
     ret =
         o ? http_send_json(r->conn, 201, o)
           : http_send_error(r->conn, KS_E_UNAVAILABLE, "the push of group %s ended at once", group);
@@ -74,9 +84,11 @@ out:
 enum MHD_Result http_push_delete(ks_http_t *h, req_t *r, const char *group, const char *method)
 {
     (void)method;
+    if (!h->push.remove)
+        return no_push(r);
     char err[512];
     json_t *o = NULL;
-    ks_status_t st = ks_push_remove(h->push, group, &o, err, sizeof(err));
+    ks_status_t st = h->push.remove(h->push.push, group, &o, err, sizeof(err));
     if (st)
         return http_send_error(r->conn, st, "%s", err);
     return http_send_json(r->conn, 200, o);

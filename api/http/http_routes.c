@@ -199,16 +199,14 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *r
             return false;
         }
     }
-    r->fmt = FMT_AUTO;
-    if (a->format) {
-        if (!strcmp(a->format, "base64"))
-            r->fmt = FMT_BASE64;
-        else if (strcmp(a->format, "auto") && strcmp(a->format, "text")) {
-            *ret = http_send_error(r->conn, KS_E_INVALID,
-                                   "format must be auto, text or base64, got \"%s\"", a->format);
-            return false;
-        }
+    const ks_codec_fmt_t *f = a->format ? ks_codec_fmt_find(a->format) : &ks_codec_fmt_auto;
+    if (!f) {
+        char names[256];
+        *ret = http_send_error(r->conn, KS_E_INVALID, "format must be %s, got \"%s\"",
+                               ks_codec_fmt_names(names, sizeof(names)), a->format);
+        return false;
     }
+    r->fmt = (ks_codec_opts_t){.key = f, .value = f, .header = f};
     return true;
 }
 
