@@ -445,8 +445,8 @@ static void collect_field(out_t *o)
     const fam_t *f = o->fam;
     for (size_t i = 0; i < o->n; i++) {
         const ks_group_status_t *g = o->groups[i];
-        labels_t l = fam_labels(o, (const char *const[]){g->name});
         if (f->level != LV_PART) {
+            labels_t l = fam_labels(o, (const char *const[]){g->name});
             const void *s = f->level == LV_MEMORY ? (const void *)&g->memory : (const void *)g;
             int64_t v;
             if (f->row->vt == V_HIST)
