@@ -9,13 +9,15 @@
  * proto field (the name, but static_ for static); "name": the JSON key and the proto field's
  * name; number: the proto field number in the level's message (0: none of its own).
  *
- * From the lists come the structs (types.h), the JSON writer (api/http_json.c), the protobuf
- * encoder (api/grpc_methods.c) and docs/status-fields.md (tools/status_fields_md.c); the
- * test unit_status_fields holds them to proto/ksidecar/v1/consumer.proto, docs_status_fields
- * the committed doc to them. A new field is a row here, its proto field, and its value set
- * in proxy/group_status.c (a group counter: the group's st_<member>, copied by a loop
- * there). A new TYPE is one macro in each of those files (KS_SF_C_, J_, PB_, TYPE_) and a
- * row of test_status_fields.c's type_map; a row of an unknown TYPE or KIND fails to build.
+ * From the lists come the structs (types.h), the JSON writer (api/http/http_json.c), the
+ * protobuf encoder (api/grpc/grpc_methods.c), the /metrics families (api/metrics.c) and
+ * docs/status-fields.md (tools/status_fields_md.c); the test unit_status_fields holds them to
+ * proto/ksidecar/v1/consumer.proto, unit_openapi_status to api/openapi.yaml's GroupStatus,
+ * docs_status_fields the committed doc to them. A new field is a row here, its proto field,
+ * its property in api/openapi.yaml, and its value set in proxy/group_status.c (a group
+ * counter: the group's st_<member>, copied by a loop there). A new TYPE is one macro in each
+ * of those files (KS_SF_C_, J_, PB_, M_V_, TYPE_), a row of test_status_fields.c's type_map
+ * and one of test_openapi_status.c's; a row of an unknown TYPE or KIND fails to build.
  *
  * TYPE (C; JSON; proto):
  *   NAME      char[KS_STATUS_NAME_MAX]; a string (bytes that are not UTF-8 as \xNN); string
@@ -36,10 +38,14 @@
  *   CREDITS   ks_credits_status_t; an object; Credits
  *   HIST      ks_hist_t (types.h); an object {"bounds_ms":[...],"counts":[... one more],
  *             "sum_ms","count"}; Histogram
- * KIND (for /metrics): COUNTER only grows while the group runs; GAUGE a value now; HISTOGRAM
- * a distribution of durations (in ms, shown in seconds), counters only; LABEL
- * names what the level's other values are of; TEXT a setting or a state, as text; NESTED a
- * level below (or the list TOPICS). */
+ * KIND (what /metrics makes of it; api/metric_list.h names each level's family prefix and
+ * labels): COUNTER only grows while the group runs (a family named ..._total); GAUGE a value
+ * now; GAUGE_MS a value now in milliseconds, its name ending in _ms (a family in seconds, named
+ * ..._seconds); HISTOGRAM a distribution of durations in ms, counters only (a histogram in
+ * seconds, named ..._seconds); REASON text that, while not empty, is the label "reason" of
+ * the GAUGE row just above it; LABEL names what the level's other values are of; TEXT a
+ * setting or a state, as text; NESTED a level below (or the list TOPICS). LABEL, TEXT and
+ * NESTED rows are not in /metrics. */
 
 /* The group: ks_group_status_t, GroupStatus, one object of GET /v1/groups. */
 #define KS_STATUS_GROUP_FIELDS(X)                                                                  \
@@ -130,7 +136,7 @@
     X(I64, window_bytes, window_bytes, "window_bytes", 10, GAUGE, "those records' bytes")          \
     X(BOOL, paused, paused, "paused", 11, GAUGE,                                                   \
       "the window is full: no more records taken from librdkafka")                                 \
-    X(I64_OPT, oldest_lease_age_ms, oldest_lease_age_ms, "oldest_lease_age_ms", 12, GAUGE,         \
+    X(I64_OPT, oldest_lease_age_ms, oldest_lease_age_ms, "oldest_lease_age_ms", 12, GAUGE_MS,      \
       "how long the oldest lease has run; unknown: nothing leased")                                \
     X(I64, metadata_truncations, metadata_truncations, "metadata_truncations", 13, COUNTER,        \
       "commits whose metadata did not fit and was cut short")                                      \
@@ -144,11 +150,11 @@
       "times paused in librdkafka to give its prefetch back to the memory budget")                 \
     X(I64, budget_dropped, budget_dropped_records, "budget_dropped_records", 23, COUNTER,          \
       "records librdkafka had fetched that its budget pauses threw away, to be fetched again")     \
-    X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE,             \
+    X(I64, commit_point_age_ms, commit_point_age_ms, "commit_point_age_ms", 19, GAUGE_MS,          \
       "how long since the confirmed commit point last moved")                                      \
     X(BOOL, stalled, stalled, "stalled", 20, GAUGE,                                                \
       "lag, and the commit point has not moved for health.stall_ms")                               \
-    X(TEXT, stall_reason, stall_reason, "stall_reason", 21, TEXT,                                  \
+    X(TEXT, stall_reason, stall_reason, "stall_reason", 21, REASON,                                \
       "why it is stalled: poison, metadata, no_subscriber, no_credits, memory, kafka or "          \
       "unknown; \"\" when not stalled")                                                            \
     X(NAME, stall_detail, stall_detail, "stall_detail", 22, TEXT,                                  \

@@ -2,12 +2,13 @@
  * from their one list (proxy/status_fields.h); --check tells whether the committed file is
  * still what the list makes. */
 #include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 
+#include "doc_file.h"
 #include "status_fields.h"
 
-/* Each type and kind as the reader sees it; a row of another type or kind fails to build. */
+/* Each type and kind as the reader sees it; a row of another type or kind fails to build. (What
+ * /metrics makes of a kind is in docs/metrics.md: a GAUGE_MS row's family is in seconds, a
+ * REASON row is a label of the row above.) */
 #define TYPE_NAME      "string"
 #define TYPE_NAME_OPT  "string; none: null (proto: empty)"
 #define TYPE_TEXT      "string"
@@ -24,6 +25,8 @@
 #define TYPE_HIST      "object: bounds_ms, counts (one more than bounds_ms), sum_ms, count"
 #define KIND_COUNTER   "counter"
 #define KIND_GAUGE     "gauge"
+#define KIND_GAUGE_MS  "gauge"
+#define KIND_REASON    "text"
 #define KIND_LABEL     "label"
 #define KIND_TEXT      "text"
 #define KIND_NESTED    "nested"
@@ -91,67 +94,8 @@ static void write_md(FILE *f)
     }
 }
 
-/* The whole of path (caller frees), or NULL. */
-static char *read_all(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0;
-    *len = 0;
-    for (;;) {
-        if (*len == cap) {
-            cap = cap ? 2 * cap : 8192;
-            char *nb = realloc(buf, cap);
-            if (!nb)
-                abort();
-            buf = nb;
-        }
-        size_t got = fread(buf + *len, 1, cap - *len, f);
-        if (got == 0)
-            break;
-        *len += got;
-    }
-    fclose(f);
-    return buf;
-}
-
 int main(int argc, char **argv)
 {
-    if (argc == 1) {
-        write_md(stdout);
-        return 0;
-    }
-    if (argc == 3 && !strcmp(argv[1], "-o")) {
-        FILE *f = fopen(argv[2], "w");
-        if (!f) {
-            perror(argv[2]);
-            return 1;
-        }
-        write_md(f);
-        return fclose(f) ? 1 : 0;
-    }
-    if (argc == 3 && !strcmp(argv[1], "--check")) {
-        char *want = NULL;
-        size_t want_len = 0;
-        FILE *m = open_memstream(&want, &want_len);
-        if (!m)
-            abort();
-        write_md(m);
-        fclose(m);
-        size_t have_len;
-        char *have = read_all(argv[2], &have_len);
-        int stale = !have || have_len != want_len || memcmp(have, want, want_len) != 0;
-        if (stale)
-            fprintf(stderr,
-                    "%s is not what proxy/status_fields.h makes: regenerate it with\n"
-                    "  cmake --build build --target docs-status-fields\n",
-                    argv[2]);
-        free(have);
-        free(want);
-        return stale;
-    }
-    fprintf(stderr, "usage: %s [-o FILE | --check FILE]\n", argv[0]);
-    return 2;
+    return ks_doc_file_main(argc, argv, write_md, "proxy/status_fields.h",
+                            "cmake --build build --target docs-status-fields");
 }

@@ -218,6 +218,8 @@ ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *
     }
     pthread_setname_np(e->th, "ks:push");
     e->th_started = true;
+    if (ks_metrics_register(KS_METRIC_SRC_PUSH, push_metrics_collect, e))
+        ks_warn(PLOG, "another push edge runs in this process: /metrics shows only its families");
     return e;
 }
 
@@ -232,6 +234,7 @@ void ks_push_quiesce(ks_push_t *e)
 
 void ks_push_stop(ks_push_t *e)
 {
+    ks_metrics_unregister(KS_METRIC_SRC_PUSH, e); /* no scrape reads e from here on */
     atomic_store(&e->stopping, true);
     atomic_store(&e->quiescing, true);
     if (e->th_started) {

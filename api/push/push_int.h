@@ -1,6 +1,7 @@
-/* push_int.h: what push delivery's two files share (push.c: the streams, the edge and push
- * set by API call; push_request.c: the push thread, its requests and the app's answers): the
- * stream and edge state, and the functions one calls in the other. Private to api/push*.c. */
+/* push_int.h: what push delivery's files share (push.c: the streams, the edge and push set by
+ * API call; push_request.c: the push thread, its requests and the app's answers;
+ * push_metrics.c: what /metrics shows of them): the stream and edge state, and the functions
+ * one calls in another. Private to api/push/. */
 #ifndef KS_PUSH_INT_H
 #define KS_PUSH_INT_H
 
@@ -10,6 +11,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "metrics.h"
 #include "push.h"
 
 #define PLOG "push"
@@ -34,8 +36,20 @@ typedef struct preq {
     char *resp;
     size_t resp_len;
     char cerr[CURL_ERROR_SIZE];
-    size_t slot; /* its place in its pusher's slots */
+    size_t slot;   /* its place in its pusher's slots */
+    int64_t t0_ms; /* when it was made (ks_now_ms) */
 } preq_t;
+
+/* A stream's counts for /metrics (push_metrics.c): written by the push thread (ks_push_stop's,
+ * once it ended), read by a scrape, so each is a relaxed atomic. */
+#define PUSH_CODES 500 /* HTTP statuses 100..599 */
+typedef struct {
+    atomic_uint_fast64_t codes[PUSH_CODES + 1]; /* requests by status; [PUSH_CODES]: no answer */
+    atomic_uint_fast64_t verdicts[3];           /* records, by ks_push_verdict_t */
+    atomic_int_fast64_t in_flight;              /* requests in the multi handle now */
+    atomic_uint_fast64_t hist[KS_HIST_BUCKETS + 1]; /* request durations, as ks_hist_t's */
+    atomic_int_fast64_t hist_sum_ms;
+} push_stats_t;
 
 /* One push group's stream. */
 struct pusher {
@@ -55,6 +69,7 @@ struct pusher {
     CURL **easies;           /* each place's easy handle, reused by its requests */
     ks_group_conf_t *own_gc; /* a push set by API call: its settings (gc), freed with it */
     atomic_bool removing;    /* no new request starts; once none is in flight, it goes */
+    push_stats_t stats;
 };
 
 struct ks_push {
@@ -88,6 +103,18 @@ void push_req_free(preq_t *r);
 /* Frees p's easy handles (none is in the multi handle). @locality the push thread, or
  * ks_push_stop's once it ended */
 void push_slot_easies_free(pusher_t *p);
+
+/* ---- push_metrics.c ---- */
+
+/* One of p's requests joined the multi handle, or left it. @locality the push thread
+ * (ks_push_stop's, once it ended) */
+void push_stats_started(pusher_t *p);
+void push_stats_ended(pusher_t *p);
+/* r's request ended: code its HTTP status (0: no answer), v[0..r->n) the verdicts of its
+ * records. @locality the push thread */
+void push_stats_answered(pusher_t *p, const preq_t *r, long code, const ks_push_verdict_t *v);
+/* The collector of push's families (metric_list.h), e the ks_push_t. Takes e's ps_lock. */
+void push_metrics_collect(void *e, ks_metric_id_t id, ks_metrics_out_t *o);
 
 /* ---- push.c ---- */
 

@@ -149,6 +149,7 @@ static void answer(pusher_t *p, preq_t *r, CURLcode res, long code)
         if (code == 429 || code == 503)
             delay = retry_after_ms(r->easy);
     }
+    push_stats_answered(p, r, res == CURLE_OK ? code : 0, v);
     if (delay > p->cfg->nack_max_delay_ms)
         delay = p->cfg->nack_max_delay_ms;
     settle(p, r, v, KS_PUSH_ACK, 0, reason);
@@ -246,6 +247,7 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
     r->p = p;
     r->n = n;
     r->slot = slot;
+    r->t0_ms = ks_now_ms();
     ks_ack_id_writer_t w;
     ks_ack_id_writer_init(&w);
     for (size_t i = 0; i < n; i++) {
@@ -350,6 +352,7 @@ static void start_requests(ks_push_t *e, pusher_t *p)
         } else {
             p->slots[slot] = r;
             p->inflight++;
+            push_stats_started(p);
         }
         if (p->q_next == b->cnt) {
             p->q = qb->next;
@@ -366,6 +369,7 @@ void push_req_end(ks_push_t *e, preq_t *r)
     curl_multi_remove_handle(e->multi, r->easy);
     r->p->slots[r->slot] = NULL;
     r->p->inflight--;
+    push_stats_ended(r->p);
 }
 
 /* Settles every request that ended. */

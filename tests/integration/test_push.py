@@ -5,6 +5,7 @@ app's answers settle them. Checked from outside: what the app saw, the offsets c
 import collections
 import http.server
 import json
+import pathlib
 import random
 import signal
 import threading
@@ -14,6 +15,7 @@ import urllib.parse
 import pytest
 
 from conftest import create_topic, kstool, produce, unique, wait_for, watermarks
+from test_metrics import samples, scrape_text, val
 
 
 class App:
@@ -441,3 +443,64 @@ def test_push_backoff_follows_the_policy_from_the_apps_side_and_after_kill_9(boo
     assert after and after[0][0]["attempt"] >= 4, attempts
     later = [g for e, g in after[1:]]
     assert later and all(3200 - 50 <= g <= 3200 + 2500 for g in later), (attempts, gaps)
+
+
+def test_push_metrics_count_requests_records_in_flight_and_durations(bootstrap, sidecars,
+                                                                     apps):
+    """Push's families in /metrics, against answers the app gives in turn: 200, 503, 200, and
+    a 200 it holds until the scrape has seen it in flight. Every ksidecar_ family the scrape
+    shows is in docs/metrics.md."""
+    topic, group = unique("push-met"), unique("g-push-met")
+    create_topic(bootstrap, topic, 1)
+    produce(bootstrap, topic, 3)
+    lock, release = threading.Lock(), threading.Event()
+    answered = []
+
+    def decide(rec):
+        with lock:
+            answered.append(rec["offset"])
+            k = len(answered)
+        if k == 2:
+            return 503, {}, b"busy"
+        if k == 4:
+            release.wait(20)
+        return 200, {}, b""
+
+    app = apps(decide)
+    sc = sidecars(push_args(group, topic, app.url, concurrency=1))
+
+    def scrape():
+        st, text = scrape_text(sc.base)
+        assert st == 200, (st, text)
+        return samples(text)
+
+    # The 4th request waits in the app: one in flight.
+    wait_for(lambda: val(scrape()[0], "ksidecar_push_requests_in_flight", group=group) == 1,
+             60, 0.2, "a push request in flight")
+    release.set()
+    wait_committed(bootstrap, group, topic, 1, timeout=60)
+    want = {("requests", "200"): 3, ("requests", "503"): 1, ("records", "ack"): 3,
+            ("records", "retry"): 1, ("records", "dead_letter"): 0, "in flight": 0,
+            "durations": 4}
+
+    def counted():
+        s, fams = scrape()
+        got = {("requests", c): val(s, "ksidecar_push_requests_total", group=group, code=c)
+               for c in ("200", "503")}
+        got.update({("records", v): val(s, "ksidecar_push_records_total", group=group,
+                                         verdict=v) for v in ("ack", "retry", "dead_letter")})
+        got["in flight"] = val(s, "ksidecar_push_requests_in_flight", group=group)
+        got["durations"] = val(s, "ksidecar_push_request_duration_seconds_count", group=group)
+        return (s, fams) if got == want else None
+
+    s, fams = wait_for(counted, 30, 0.3, f"push's families counted {want}")
+    assert val(s, "ksidecar_push_request_duration_seconds_bucket", group=group, le="+Inf") == 4
+    assert fams["ksidecar_push_request_duration_seconds"] == "histogram"
+    # Only the statuses the app gave: no request went unanswered.
+    codes = {dict(k[1])["code"] for k in s if k[0] == "ksidecar_push_requests_total"}
+    assert codes == {"200", "503"}, codes
+    doc = (pathlib.Path(__file__).resolve().parents[2] / "docs" / "metrics.md").read_text()
+    undocumented = [f for f in fams if f.startswith("ksidecar_")
+                    and f"| `{f}` |" not in doc and f"| `{f}_total` |" not in doc]
+    assert not undocumented, undocumented
+    assert sc.stop() == 0

@@ -1,6 +1,7 @@
 /* test_metrics.c: tests the /metrics renderer (api/metrics.c) on status snapshots built here:
  * families from the field lists, kafka_exporter's names, one high watermark per partition,
- * milliseconds as seconds, label escaping, the series cap and the request counters. */
+ * milliseconds as seconds, label escaping, the series cap, the request counters, a
+ * transport's registered collector, and every family shown being one of the metric list's. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -155,12 +156,119 @@ static void test_requests(void **state)
     free(t);
 }
 
+/* A transport's collector, as push's: its samples for the groups the caller sees. */
+static int collected;
+static void fake_push(void *ctx, ks_metric_id_t id, ks_metrics_out_t *o)
+{
+    assert_ptr_equal(ctx, &collected);
+    collected++;
+    static const char *const groups[] = {"a", "not-seen"};
+    for (size_t i = 0; i < 2; i++) {
+        if (!ks_metrics_sees(o, groups[i]))
+            continue;
+        if (id == KS_METRIC_PUSH_REQUESTS) {
+            ks_metrics_put(o, (const char *const[]){groups[i], "503"}, 2);
+        } else if (id == KS_METRIC_PUSH_DURATION) {
+            ks_hist_t h = {0};
+            ks_hist_add(&h, 30);
+            ks_metrics_put_hist(o, (const char *const[]){groups[i]}, &h);
+        } else {
+            ks_metrics_put(o, (const char *const[]){groups[i], "retry"}, 7);
+        }
+    }
+}
+
+static void test_a_registered_collector_writes_its_families(void **state)
+{
+    (void)state;
+    fixture();
+    char *t = render(100000);
+    /* Not registered: push's families are not written at all. */
+    assert_null(strstr(t, "ksidecar_push_"));
+    free(t);
+    assert_int_equal(ks_metrics_register(KS_METRIC_SRC_PUSH, fake_push, &collected), 0);
+    assert_int_equal(ks_metrics_register(KS_METRIC_SRC_PUSH, fake_push, NULL), -1);
+    assert_int_equal(ks_metrics_register(KS_METRIC_SRC_STATUS, fake_push, NULL), -1);
+    collected = 0;
+    t = render(100000);
+    assert_int_equal(collected, 4); /* once for each of its families */
+    assert_non_null(strstr(t, "# TYPE ksidecar_push_requests_total counter\n"
+                              "ksidecar_push_requests_total{group=\"a\",code=\"503\"} 2\n"));
+    assert_non_null(strstr(t, "ksidecar_push_records_total{group=\"a\",verdict=\"retry\"} 7\n"));
+    assert_non_null(
+        strstr(t, "# TYPE ksidecar_push_request_duration_seconds histogram\n"
+                  "ksidecar_push_request_duration_seconds_bucket{group=\"a\",le=\"0.005\"} "
+                  "0\n"));
+    assert_non_null(
+        strstr(t, "ksidecar_push_request_duration_seconds_bucket{group=\"a\",le=\"0.05\"} 1\n"
+                  "ksidecar_push_request_duration_seconds_bucket{group=\"a\",le=\"0.1\"} 1\n"));
+    assert_non_null(strstr(t, "ksidecar_push_request_duration_seconds_sum{group=\"a\"} 0.030\n"
+                              "ksidecar_push_request_duration_seconds_count{group=\"a\"} 1\n"));
+    /* A group the caller does not see has no sample. */
+    assert_null(strstr(t, "not-seen"));
+    free(t);
+    /* Only the one that registered takes it away; then its families are gone. */
+    ks_metrics_unregister(KS_METRIC_SRC_PUSH, NULL);
+    t = render(100000);
+    assert_non_null(strstr(t, "ksidecar_push_requests_total{"));
+    free(t);
+    ks_metrics_unregister(KS_METRIC_SRC_PUSH, &collected);
+    t = render(100000);
+    assert_null(strstr(t, "ksidecar_push_"));
+    free(t);
+}
+
+/* Every family a scrape shows is one of the list's (docs/metrics.md is generated from the
+ * list, and docs_metrics holds it to it), each once, under its type; every family of this
+ * file's collectors is shown. */
+static void test_every_family_shown_is_in_the_list(void **state)
+{
+    (void)state;
+    fixture();
+    size_t n;
+    const ks_metric_family_t *fams = ks_metrics_families(&n);
+    assert_true(n > 40);
+    assert_int_equal(ks_metrics_register(KS_METRIC_SRC_PUSH, fake_push, &collected), 0);
+    char *t = render(100000);
+    ks_metrics_unregister(KS_METRIC_SRC_PUSH, &collected);
+    static const char *const types[] = {"counter", "gauge", "histogram"};
+    int shown = 0;
+    for (const char *p = t; (p = strstr(p, "# TYPE ")); p++) {
+        char name[160], type[16];
+        assert_int_equal(sscanf(p, "# TYPE %159s %15s", name, type), 2);
+        size_t k = 0;
+        while (k < n && strcmp(fams[k].name, name))
+            k++;
+        if (k == n)
+            fail_msg("%s is shown and not in the metric list", name);
+        assert_string_equal(type, types[fams[k].type]);
+        char again[200];
+        snprintf(again, sizeof(again), "# TYPE %s ", name);
+        assert_ptr_equal(strstr(t, again), p); /* once */
+        shown++;
+    }
+    assert_int_equal(shown, (int)n);
+    /* The status fields' families: named by kind and unit, not by guesswork. */
+    size_t k = 0;
+    while (k < n && strcmp(fams[k].name, "ksidecar_partition_commit_point_age_seconds"))
+        k++;
+    assert_true(k < n);
+    assert_string_equal(fams[k].field, "partitions[].commit_point_age_ms");
+    while (k < n && strcmp(fams[k].name, "ksidecar_partition_stalled"))
+        k++;
+    assert_true(k < n);
+    assert_string_equal(fams[k].reason_field, "partitions[].stall_reason");
+    free(t);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_families),
         cmocka_unit_test(test_cap),
         cmocka_unit_test(test_requests),
+        cmocka_unit_test(test_a_registered_collector_writes_its_families),
+        cmocka_unit_test(test_every_family_shown_is_in_the_list),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
