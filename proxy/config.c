@@ -1,6 +1,7 @@
-/* config.c: setting ksidecar's config keys against the key table of config_keys.c, from text
- * or JSON: kafka.* properties, typed values, the static groups and push objects. Where the
- * values come from (file, environment, flags) and the check of the whole: config_load.c. */
+/* config.c: the one parser of config values, driven by the key table of config_keys.c: a key
+ * from text (flags, environment) or JSON (the file), kafka.* properties, and the fields of a
+ * group object (a static group's entry, a push body). Where the values come from and the check
+ * of the whole: config_load.c. */
 #include "config.h"
 
 #include "config_int.h"
@@ -67,7 +68,8 @@ static int parse_bool(const char *s, bool *out)
     return 0;
 }
 
-static int set_int(ks_config_t *cfg, const key_t_ *k, int64_t v, char *err, size_t errsize)
+/* Sets integer key k's field to v within k's range. Returns 0, or -1 with err. */
+static int set_int(const key_t_ *k, void *field, int64_t v, char *err, size_t errsize)
 {
     if (v < k->min || v > k->max) {
         snprintf(err, errsize, "config key '%s': expected an integer from %lld to %lld, got %lld",
@@ -75,96 +77,73 @@ static int set_int(ks_config_t *cfg, const key_t_ *k, int64_t v, char *err, size
         return -1;
     }
     if (k->type == T_INT)
-        *(int *)((char *)cfg + k->off) = (int)v;
+        *(int *)field = (int)v;
     else
-        *(int64_t *)((char *)cfg + k->off) = v;
+        *(int64_t *)field = v;
     return 0;
 }
 
-static void set_list(ks_config_t *cfg, const key_t_ *k, char **items, size_t n)
+static int set_double(const key_t_ *k, void *field, double v, char *err, size_t errsize)
 {
-    /* The only list key today is groups.allowed. */
-    (void)k;
-    free_list(cfg->group_patterns, cfg->group_pattern_cnt);
-    cfg->group_patterns = items;
-    cfg->group_pattern_cnt = n;
+    if (!(v >= (double)k->min && v <= (double)k->max)) {
+        snprintf(err, errsize, "config key '%s': expected a number from %lld to %lld, got %g",
+                 k->name, (long long)k->min, (long long)k->max, v);
+        return -1;
+    }
+    *(double *)field = v;
+    return 0;
+}
+
+int set_mslist(ks_retry_t *r, const char *name, const char *value, char *err, size_t errsize)
+{
+    char why[200];
+    if (ks_retry_parse_list(r, value, why, sizeof(why)) == 0)
+        return 0;
+    snprintf(err, errsize, "config key '%s': %s", name, why);
+    return -1;
+}
+
+/* A list of ms from JSON: [100, 1000] (or its text form "100,1000"). */
+static int json_mslist(ks_retry_t *r, const char *name, json_t *v, char *err, size_t errsize)
+{
+    if (json_is_string(v))
+        return set_mslist(r, name, json_string_value(v), err, errsize);
+    char text[KS_RETRY_LIST_MAX * 24 + 32] = "";
+    size_t at = 0, i;
+    json_t *it;
+    if (!json_is_array(v) || json_array_size(v) > KS_RETRY_LIST_MAX + 1)
+        goto bad;
+    json_array_foreach(v, i, it)
+    {
+        if (!json_is_integer(it))
+            goto bad;
+        at += (size_t)snprintf(text + at, sizeof(text) - at, "%s%lld", i ? "," : "",
+                               (long long)json_integer_value(it));
+    }
+    return set_mslist(r, name, text, err, errsize);
+bad:
+    snprintf(err, errsize, "config key '%s': expected an array of integers (ms), as [100, 1000]",
+             name);
+    return -1;
+}
+
+/* Replaces list key k's items (field) with items, n of them; takes them. */
+static void set_list(const key_t_ *k, void *field, char **items, size_t n)
+{
+    size_t *cnt = (size_t *)((char *)field - k->off + k->cnt_off);
+    free_list(*(char ***)field, *cnt);
+    *(char ***)field = items;
+    *cnt = n;
 }
 
 static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize);
 
-#define EXPLICIT_ORDERING  0x1
-#define EXPLICIT_DLT       0x2
-#define EXPLICIT_ATTEMPTS  0x4
-#define EXPLICIT_IN_FLIGHT 0x8
-#define EXPLICIT_PUSH_CONC 0x10
-#define EXPLICIT_PUSH_TIME 0x20
-#define EXPLICIT_PUSH_BAT  0x40
-#define EXPLICIT_RETRY     0x80
-#define EXPLICIT_REDRIVE   0x100
-
-/* Static groups inherit every group.* default they do not set themselves, whatever
- * order the keys came in. */
-void propagate_defaults(ks_config_t *cfg)
+/* Sets key k's field from text, as a flag or variable gives it. cfg: for groups.static. Returns
+ * 0, or -1 with err naming the key; the field is then unchanged. */
+static int set_text(ks_config_t *cfg, const key_t_ *k, void *field, const char *value, char *err,
+                    size_t errsize)
 {
-    const ks_group_conf_t *d = &cfg->group_defaults;
-    for (size_t i = 0; i < cfg->static_group_cnt; i++) {
-        ks_group_conf_t *g = &cfg->static_groups[i];
-        if (!(g->explicit_mask & EXPLICIT_ORDERING))
-            g->ordering = d->ordering;
-        if (!(g->explicit_mask & EXPLICIT_ATTEMPTS))
-            g->max_attempts = d->max_attempts;
-        if (!(g->explicit_mask & EXPLICIT_REDRIVE))
-            g->redrive_max = d->redrive_max;
-        if (!(g->explicit_mask & EXPLICIT_IN_FLIGHT))
-            g->max_in_flight_per_key = d->max_in_flight_per_key;
-        if (!(g->explicit_mask & EXPLICIT_PUSH_CONC))
-            g->push_concurrency = d->push_concurrency;
-        if (!(g->explicit_mask & EXPLICIT_PUSH_TIME))
-            g->push_timeout_ms = d->push_timeout_ms;
-        if (!(g->explicit_mask & EXPLICIT_PUSH_BAT))
-            g->push_batch = d->push_batch;
-        if (!(g->explicit_mask & EXPLICIT_RETRY))
-            g->retry = d->retry;
-        if (!(g->explicit_mask & EXPLICIT_DLT) &&
-            strcmp(g->dead_letter_topic, d->dead_letter_topic)) {
-            free(g->dead_letter_topic);
-            g->dead_letter_topic = ks_xstrdup(d->dead_letter_topic);
-        }
-    }
-}
-
-static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize);
-
-/* A push bearer token goes into the Authorization header as it is: visible ASCII only
- * (what a bearer token is made of), so no byte can end the header or need escaping. */
-static bool bearer_ok(const char *s)
-{
-    for (; *s; s++)
-        if (*s < 0x21 || *s > 0x7e)
-            return false;
-    return true;
-}
-
-int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
-{
-    int rc = set_one(cfg, key, value, err, errsize);
-    if (rc == 0)
-        propagate_defaults(cfg);
-    return rc;
-}
-
-static int set_one(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
-{
-    if (is_kafka_key(key)) {
-        kafka_set(cfg, key + 6, value);
-        return 0;
-    }
-    const key_t_ *k = find_key(key);
-    if (!k) {
-        snprintf(err, errsize, "unknown config key '%s' (see --help for the keys)", key);
-        return -1;
-    }
-    void *field = (char *)cfg + k->off;
+    const char *key = k->name;
     switch (k->type) {
     case T_STR:
         free(*(char **)field);
@@ -177,7 +156,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
             snprintf(err, errsize, "config key '%s': expected an integer, got \"%s\"", key, value);
             return -1;
         }
-        return set_int(cfg, k, v, err, errsize);
+        return set_int(k, field, v, err, errsize);
     }
     case T_DOUBLE: {
         char *end;
@@ -187,7 +166,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
             snprintf(err, errsize, "config key '%s': expected a number, got \"%s\"", key, value);
             return -1;
         }
-        return set_double(field, k, v, err, errsize);
+        return set_double(k, field, v, err, errsize);
     }
     case T_MSLIST:
         return set_mslist(field, key, value, err, errsize);
@@ -259,7 +238,7 @@ static int set_one(ks_config_t *cfg, const char *key, const char *value, char *e
             free(items);
             return -1;
         }
-        set_list(cfg, k, items, n);
+        set_list(k, field, items, n);
         return 0;
     }
     }
@@ -287,6 +266,131 @@ static const char *json_type_name(const json_t *v)
     }
 }
 
+/* Sets key k's field from a JSON value of its type: the file, a static group, a push body.
+ * cfg: for groups.static. Returns 0, or -1 with err naming the key; the field is then
+ * unchanged. */
+static int set_json(ks_config_t *cfg, const key_t_ *k, void *field, json_t *v, char *err,
+                    size_t errsize)
+{
+    switch (k->type) {
+    case T_STATIC:
+        return parse_static(cfg, v, err, errsize);
+    case T_STR:
+    case T_LEVEL:
+    case T_LOGFMT:
+    case T_ORDER:
+        if (!json_is_string(v))
+            goto wrong_type;
+        return set_text(cfg, k, field, json_string_value(v), err, errsize);
+    case T_INT:
+    case T_I64:
+        if (!json_is_integer(v))
+            goto wrong_type;
+        return set_int(k, field, json_integer_value(v), err, errsize);
+    case T_DOUBLE:
+        if (!json_is_number(v))
+            goto wrong_type;
+        return set_double(k, field, json_number_value(v), err, errsize);
+    case T_MSLIST:
+        return json_mslist(field, k->name, v, err, errsize);
+    case T_BOOL:
+        if (!json_is_boolean(v))
+            goto wrong_type;
+        *(bool *)field = json_is_true(v);
+        return 0;
+    case T_LIST: {
+        if (!json_is_array(v) || json_array_size(v) == 0)
+            goto wrong_type;
+        size_t n = json_array_size(v);
+        char **items = calloc(n, sizeof(char *));
+        if (!items)
+            abort();
+        for (size_t i = 0; i < n; i++) {
+            json_t *it = json_array_get(v, i);
+            if (!json_is_string(it) || !*json_string_value(it)) {
+                free_list(items, i);
+                goto wrong_type;
+            }
+            items[i] = ks_xstrdup(json_string_value(it));
+        }
+        set_list(k, field, items, n);
+        return 0;
+    }
+    }
+wrong_type:;
+    static const char *expected[] = {"a string",
+                                     "an integer",
+                                     "an integer",
+                                     "a number",
+                                     "a boolean",
+                                     "a non-empty array of strings",
+                                     "a string (error, warn, info or debug)",
+                                     "a string (text or json)",
+                                     "a string (key, partition or none)",
+                                     "an array of group objects",
+                                     "an array of integers (ms)"};
+    snprintf(err, errsize, "config key '%s': expected %s, got %s", k->name, expected[k->type],
+             json_type_name(v));
+    return -1;
+}
+
+/* True if the strings of k's field pass k's check (each item of a list). */
+static bool value_ok(const key_t_ *k, const void *field)
+{
+    if (!k->ok)
+        return true;
+    if (k->type == T_STR) {
+        const char *s = *(char *const *)field;
+        return !s || k->ok(s);
+    }
+    if (k->type == T_LIST) {
+        char *const *items = *(char **const *)field;
+        size_t n = *(const size_t *)((const char *)field - k->off + k->cnt_off);
+        for (size_t i = 0; i < n; i++)
+            if (!k->ok(items[i]))
+                return false;
+    }
+    return true;
+}
+
+int check_key_values(const ks_config_t *cfg, char *err, size_t errsize)
+{
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const key_t_ *k = &config_keys[i];
+        const void *field = (const char *)cfg + key_off(k);
+        if ((k->scope & KS_SCOPE_KEY) && k->type == T_STR && !value_ok(k, field)) {
+            snprintf(err, errsize, "config key '%s': \"%s\" is not %s", k->name,
+                     *(char *const *)field, k->hint);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The key named name, or NULL with err. */
+static const key_t_ *known_key(const char *name, char *err, size_t errsize)
+{
+    const key_t_ *k = find_key(name);
+    if (!k)
+        snprintf(err, errsize, "unknown config key '%s' (see --help for the keys)", name);
+    return k;
+}
+
+int ks_config_set(ks_config_t *cfg, const char *key, const char *value, char *err, size_t errsize)
+{
+    if (is_kafka_key(key)) {
+        kafka_set(cfg, key + 6, value);
+        return 0;
+    }
+    const key_t_ *k = known_key(key, err, errsize);
+    if (!k)
+        return -1;
+    int rc = set_text(cfg, k, (char *)cfg + key_off(k), value, err, errsize);
+    if (rc == 0)
+        propagate_defaults(cfg);
+    return rc;
+}
+
 int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char *err, size_t errsize)
 {
     if (is_kafka_key(name)) {
@@ -307,144 +411,204 @@ int apply_json_value(ks_config_t *cfg, const char *name, json_t *v, char *err, s
         kafka_set(cfg, name + 6, s);
         return 0;
     }
-    const key_t_ *k = find_key(name);
-    if (!k) {
-        snprintf(err, errsize, "unknown config key '%s' (see --help for the keys)", name);
+    const key_t_ *k = known_key(name, err, errsize);
+    if (!k)
         return -1;
-    }
-    switch (k->type) {
-    case T_STATIC:
-        return parse_static(cfg, v, err, errsize);
-    case T_STR:
-    case T_LEVEL:
-    case T_LOGFMT:
-    case T_ORDER:
-        if (!json_is_string(v))
-            goto wrong_type;
-        return ks_config_set(cfg, name, json_string_value(v), err, errsize);
-    case T_INT:
-    case T_I64:
-        if (!json_is_integer(v))
-            goto wrong_type;
-        return set_int(cfg, k, json_integer_value(v), err, errsize);
-    case T_DOUBLE:
-        if (!json_is_number(v))
-            goto wrong_type;
-        return set_double((char *)cfg + k->off, k, json_number_value(v), err, errsize);
-    case T_MSLIST:
-        return json_mslist((ks_retry_t *)((char *)cfg + k->off), name, v, err, errsize);
-    case T_BOOL:
-        if (!json_is_boolean(v))
-            goto wrong_type;
-        *(bool *)((char *)cfg + k->off) = json_is_true(v);
-        return 0;
-    case T_LIST: {
-        if (!json_is_array(v) || json_array_size(v) == 0)
-            goto wrong_type;
-        size_t n = json_array_size(v);
-        char **items = calloc(n, sizeof(char *));
-        if (!items)
-            abort();
-        for (size_t i = 0; i < n; i++) {
-            json_t *it = json_array_get(v, i);
-            if (!json_is_string(it) || !*json_string_value(it)) {
-                free_list(items, i);
-                goto wrong_type;
+    return set_json(cfg, k, (char *)cfg + key_off(k), v, err, errsize);
+}
+
+/* ---- group objects: a static group's entry, a push body --------------------------------- */
+
+/* One group object being read into g: the keys of scope, relative to the section root (""
+ * for a static group, "push" for a push body); where names it in messages. */
+typedef struct {
+    ks_group_conf_t *g;
+    unsigned scope;
+    const char *root, *where, *scope_name;
+} gobj_t;
+
+/* Length of the section of a field name: up to its last '.', 0 for none. */
+static size_t section_len(const char *f)
+{
+    const char *dot = strrchr(f, '.');
+    return dot ? (size_t)(dot - f) : 0;
+}
+
+static bool in_section(const char *f, const char *sect)
+{
+    size_t n = strlen(sect);
+    return n == 0 || (!strncmp(f, sect, n) && f[n] == '.');
+}
+
+/* Lists the fields of section sect that o may set, briefly: "url: a url (...), concurrency:
+ * 1-10000, retry: object". A subsection of one key shows as that key. */
+static void list_fields(const gobj_t *o, const char *sect, char *out, size_t outsize)
+{
+    size_t at = 0, sl = strlen(sect);
+    out[0] = '\0';
+    for (size_t i = 0; i < config_nkeys && at < outsize; i++) {
+        const key_t_ *k = &config_keys[i];
+        const char *f = key_field_name(k);
+        if (!(k->scope & o->scope) || !in_section(f, sect))
+            continue;
+        const char *rel = f + (sl ? sl + 1 : 0), *dot = strchr(rel, '.');
+        char what[96];
+        if (dot) { /* a subsection: once, at its first key */
+            size_t n = (size_t)(dot - rel), keys = 0;
+            bool first = true;
+            for (size_t j = 0; j < config_nkeys; j++) {
+                const key_t_ *q = &config_keys[j];
+                const char *qf = key_field_name(q);
+                if ((q->scope & o->scope) && in_section(qf, sect) &&
+                    !strncmp(qf + (sl ? sl + 1 : 0), rel, n + 1)) {
+                    first = first && j >= i;
+                    keys++;
+                }
             }
-            items[i] = ks_xstrdup(json_string_value(it));
+            if (!first)
+                continue;
+            if (keys > 1) {
+                at += (size_t)snprintf(out + at, outsize - at, "%s%.*s: object", at ? ", " : "",
+                                       (int)n, rel);
+                continue;
+            }
         }
-        set_list(cfg, k, items, n);
-        return 0;
+        key_expect(k, true, what, sizeof(what));
+        at += (size_t)snprintf(out + at, outsize - at, "%s%s%s%s: %s", at ? ", " : "", rel,
+                               k->alias ? " or " : "", k->alias ? k->alias : "", what);
     }
+}
+
+/* err := "<where>: <what> (<sect> fields: <list>)". Returns -1. */
+static int gobj_err(const gobj_t *o, const char *sect, char *err, size_t errsize, const char *what)
+{
+    char list[400];
+    list_fields(o, sect, list, sizeof(list));
+    snprintf(err, errsize, "%s: %s (%s%sfields: %s)", o->where, what, sect, *sect ? " " : "", list);
+    return -1;
+}
+
+/* The field name path as the object spells it, relative to o's root. */
+static const char *rel_name(const gobj_t *o, const char *name)
+{
+    size_t n = strlen(o->root);
+    return n && !strncmp(name, o->root, n) && name[n] == '.' ? name + n + 1 : name;
+}
+
+/* Fails when o sets nothing of sect's needed key: always for its root, else when it set any key
+ * of sect (or gave sect as an object). */
+static int gobj_needed(const gobj_t *o, const char *sect, bool given, char *err, size_t errsize)
+{
+    size_t sl = strlen(sect);
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const key_t_ *k = &config_keys[i];
+        const char *f = key_field_name(k);
+        if (!(k->scope & o->scope) || !(k->flags & KF_NEEDED) || section_len(f) != sl ||
+            strncmp(f, sect, sl))
+            continue;
+        bool used = given || !strcmp(sect, o->root);
+        for (size_t j = 0; !used && j < config_nkeys; j++)
+            used = key_explicit(o->g, &config_keys[j]) &&
+                   section_len(key_field_name(&config_keys[j])) == sl &&
+                   !strncmp(key_field_name(&config_keys[j]), sect, sl);
+        const void *field = (const char *)o->g + k->off;
+        bool missing = k->type == T_LIST ? *(const size_t *)((const char *)o->g + k->cnt_off) == 0
+                                         : !*(char *const *)field || !**(char *const *)field;
+        if (used && missing) {
+            snprintf(err, errsize, "%s: %s%sneeds %s, as \"%s\"", o->where, sect, *sect ? " " : "",
+                     k->hint, f + (sl ? sl + 1 : 0));
+            return -1;
+        }
     }
-wrong_type:;
-    static const char *expected[] = {"a string",
-                                     "an integer",
-                                     "an integer",
-                                     "a number",
-                                     "a boolean",
-                                     "a non-empty array of strings",
-                                     "a string (error, warn, info or debug)",
-                                     "a string (text or json)",
-                                     "a string (key, partition or none)",
-                                     "an array of group objects",
-                                     "an array of integers (ms)"};
-    snprintf(err, errsize, "config key '%s': expected %s, got %s", name, expected[k->type],
-             json_type_name(v));
-    return -1;
+    return 0;
 }
 
-static int static_err(char *err, size_t errsize, size_t i, const char *what)
+/* Reads the fields of JSON object obj, the section sect ("" or "push", ...), into o->g: each
+ * a key of o's scope by its field name (or alias), or an object for a subsection. Returns 0,
+ * or -1 with err naming the field and what it takes. */
+static int gobj_walk(gobj_t *o, const char *sect, json_t *obj, char *err, size_t errsize)
 {
-    snprintf(err, errsize, "config key 'groups.static[%zu]': %s", i, what);
-    return -1;
-}
-
-/* An integer field of a push object within [lo, hi], or -1 when it is not one. */
-static int push_int(json_t *v, int lo, int hi)
-{
-    if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi)
-        return -1;
-    return (int)json_integer_value(v);
-}
-
-/* Reads static group i's "push" object into g. Returns 0, or -1 with err naming the field. */
-/* err := "<where>: <what>". Returns -1. */
-static int where_err(char *err, size_t errsize, const char *where, const char *what)
-{
-    snprintf(err, errsize, "%s: %s", where, what);
-    return -1;
-}
-
-/* Reads a "push" object into g; where names it in err ("config key 'groups.static[2]'").
- * api: set by an API call, where ca_file (a path on this host) is refused. Returns 0, or -1
- * with err naming the field. */
-static int parse_push(ks_group_conf_t *g, json_t *o, const char *where, bool api, char *err,
-                      size_t errsize)
-{
-    if (!json_is_object(o))
-        return where_err(err, errsize, where, "push must be an object with a url");
-    const char *k;
+    const char *f;
     json_t *v;
-    json_object_foreach(o, k, v)
+    json_object_foreach(obj, f, v)
     {
-        const char *s = json_string_value(v);
-        int n = 0;
-        if (!strcmp(k, "url") && s && (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) &&
-            strlen(s) > 8 && !strpbrk(s, " \r\n\t")) {
-            free(g->push_url);
-            g->push_url = ks_xstrdup(s);
-        } else if (!strcmp(k, "concurrency") && (n = push_int(v, 1, 10000)) > 0) {
-            g->push_concurrency = n;
-            g->explicit_mask |= EXPLICIT_PUSH_CONC;
-        } else if (!strcmp(k, "timeout_ms") && (n = push_int(v, 100, 3600000)) > 0) {
-            g->push_timeout_ms = n;
-            g->explicit_mask |= EXPLICIT_PUSH_TIME;
-        } else if (!strcmp(k, "batch") && (n = push_int(v, 1, 10000)) > 0) {
-            g->push_batch = n;
-            g->explicit_mask |= EXPLICIT_PUSH_BAT;
-        } else if (!strcmp(k, "bearer_token") && s && bearer_ok(s)) {
-            free(g->push_bearer_token);
-            g->push_bearer_token = ks_xstrdup(s);
-        } else if (!strcmp(k, "ca_file") && s && !api) {
-            free(g->push_ca_file);
-            g->push_ca_file = ks_xstrdup(s);
-        } else if (!strcmp(k, "insecure") && json_is_boolean(v)) {
-            g->push_insecure = json_is_true(v);
-        } else if (!strcmp(k, "cloudevents") && json_is_boolean(v)) {
-            g->push_cloudevents = json_is_true(v);
-        } else {
-            char what[400];
-            snprintf(what, sizeof(what),
-                     "bad or unknown push field \"%.60s\" (url: http:// or https:// URL, "
-                     "concurrency: 1-10000, timeout_ms: 100-3600000, batch: 1-10000, "
-                     "bearer_token: visible ASCII, %sinsecure: boolean, cloudevents: boolean)",
-                     k, api ? "" : "ca_file: path, ");
-            return where_err(err, errsize, where, what);
+        char name[128], what[400], expect[96];
+        if ((size_t)snprintf(name, sizeof(name), "%s%s%s", sect, *sect ? "." : "", f) >=
+            sizeof(name))
+            snprintf(name, sizeof(name), "?"); /* longer than any field's name */
+        const char *rel = rel_name(o, name);
+        const key_t_ *k = find_field(name);
+        if (!k && json_is_object(v)) {
+            bool is_sect = false; /* a section of o's scope? */
+            for (size_t i = 0; i < config_nkeys && !is_sect; i++)
+                is_sect = (config_keys[i].scope & o->scope) &&
+                          in_section(key_field_name(&config_keys[i]), name);
+            if (is_sect) {
+                if (gobj_walk(o, name, v, err, errsize) < 0 ||
+                    gobj_needed(o, name, true, err, errsize) < 0)
+                    return -1;
+                continue;
+            }
         }
+        /* The section the name stands in, as written: "redrive_max" is in none, "push.url"
+         * (or "url" within "push") in push. */
+        size_t nsl = section_len(name);
+        char nsect[64];
+        snprintf(nsect, sizeof(nsect), "%.*s", (int)nsl, name);
+        if (!k) {
+            snprintf(what, sizeof(what), "unknown field %.60s", rel);
+            return gobj_err(o, sect, err, errsize, what);
+        }
+        if (!(k->scope & o->scope)) {
+            snprintf(what, sizeof(what), "field %.60s cannot be set %s", rel, o->scope_name);
+            return gobj_err(o, nsect, err, errsize, what);
+        }
+        void *field = (char *)o->g + k->off;
+        char inner[300];
+        if (set_json(NULL, k, field, v, inner, sizeof(inner)) < 0 || !value_ok(k, field)) {
+            /* The value as given, unless it is a secret. */
+            char *got =
+                (k->flags & KF_SECRET) ? NULL : json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+            key_expect(k, false, expect, sizeof(expect));
+            snprintf(what, sizeof(what), "bad %s%sfield \"%.60s\": %.60s must be %s%s%.40s", nsect,
+                     nsl ? " " : "", name + (nsl ? nsl + 1 : 0), rel, expect, got ? ", got " : "",
+                     got ? got : "");
+            free(got);
+            return gobj_err(o, nsect, err, errsize, what);
+        }
+        key_mark_explicit(o->g, k);
     }
-    if (!*g->push_url)
-        return where_err(err, errsize, where, "push needs a url (http:// or https://)");
+    return 0;
+}
+
+/* Reads group object obj into g, filled from the defaults (group_conf_init). Returns 0, or -1
+ * with err. */
+static int gobj_read(ks_group_conf_t *g, json_t *obj, unsigned scope, const char *where, char *err,
+                     size_t errsize)
+{
+    gobj_t o = {.g = g,
+                .scope = scope,
+                .root = scope == KS_SCOPE_PUSH ? "push" : "",
+                .where = where,
+                .scope_name =
+                    scope == KS_SCOPE_PUSH ? "in a push set by API call" : "in a static group"};
+    if (!json_is_object(obj)) {
+        snprintf(err, errsize, "%s: expected an object", where);
+        return -1;
+    }
+    if (gobj_walk(&o, o.root, obj, err, errsize) < 0)
+        return -1;
+    /* The needed keys of the root, and of every section the object set something of. */
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const key_t_ *k = &config_keys[i];
+        char sect[64];
+        if (!(k->scope & scope) || !(k->flags & KF_NEEDED))
+            continue;
+        snprintf(sect, sizeof(sect), "%.*s", (int)section_len(key_field_name(k)),
+                 key_field_name(k));
+        if (gobj_needed(&o, sect, false, err, errsize) < 0)
+            return -1;
+    }
     return 0;
 }
 
@@ -452,28 +616,17 @@ ks_group_conf_t *ks_config_push_group(const ks_config_t *cfg, const char *name,
                                       const char *const *topics, size_t topic_cnt, json_t *push,
                                       char *err, size_t errsize)
 {
-    const ks_group_conf_t *d = &cfg->group_defaults;
     ks_group_conf_t *g = calloc(1, sizeof(*g));
-    if (!g || !(g->topics = calloc(topic_cnt ? topic_cnt : 1, sizeof(char *))))
+    if (!g)
         abort();
+    group_conf_init(g, &cfg->group_defaults);
     g->name = ks_xstrdup(name);
+    if (!(g->topics = calloc(topic_cnt ? topic_cnt : 1, sizeof(char *))))
+        abort();
     for (size_t t = 0; t < topic_cnt; t++)
         g->topics[t] = ks_xstrdup(topics[t]);
     g->topic_cnt = topic_cnt;
-    g->ordering = d->ordering;
-    g->max_attempts = d->max_attempts;
-    g->max_in_flight_per_key = d->max_in_flight_per_key;
-    g->retry = d->retry;
-    g->dead_letter_topic = ks_xstrdup(d->dead_letter_topic);
-    g->push_url = ks_xstrdup("");
-    g->push_concurrency = d->push_concurrency;
-    g->push_timeout_ms = d->push_timeout_ms;
-    g->push_batch = d->push_batch;
-    g->push_bearer_token = ks_xstrdup("");
-    g->push_ca_file = ks_xstrdup(d->push_ca_file);
-    g->push_insecure = d->push_insecure;
-    g->push_cloudevents = d->push_cloudevents;
-    if (parse_push(g, push, "body", true, err, errsize) < 0) {
+    if (gobj_read(g, push, KS_SCOPE_PUSH, "body", err, errsize) < 0) {
         ks_config_push_group_free(g);
         return NULL;
     }
@@ -488,7 +641,13 @@ void ks_config_push_group_free(ks_group_conf_t *g)
     }
 }
 
-/* Replaces the static groups with those of arr, a JSON array of objects. */
+static int static_err(char *err, size_t errsize, size_t i, const char *what)
+{
+    snprintf(err, errsize, "config key 'groups.static[%zu]': %s", i, what);
+    return -1;
+}
+
+/* Replaces the static groups with those of arr, a JSON array of group objects. */
 static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize)
 {
     if (!json_is_array(arr)) {
@@ -501,95 +660,12 @@ static int parse_static(ks_config_t *cfg, json_t *arr, char *err, size_t errsize
         abort();
     int rc = 0;
     for (size_t i = 0; i < n && rc == 0; i++) {
-        json_t *o = json_array_get(arr, i);
-        ks_group_conf_t *g = &gs[i];
-        g->ordering = cfg->group_defaults.ordering;
-        g->max_attempts = cfg->group_defaults.max_attempts;
-        g->redrive_max = cfg->group_defaults.redrive_max;
-        g->max_in_flight_per_key = cfg->group_defaults.max_in_flight_per_key;
-        g->retry = cfg->group_defaults.retry;
-        g->dead_letter_topic = ks_xstrdup(cfg->group_defaults.dead_letter_topic);
-        g->push_url = ks_xstrdup("");
-        g->push_concurrency = cfg->group_defaults.push_concurrency;
-        g->push_timeout_ms = cfg->group_defaults.push_timeout_ms;
-        g->push_batch = cfg->group_defaults.push_batch;
-        g->push_bearer_token = ks_xstrdup("");
-        g->push_ca_file = ks_xstrdup("");
-        if (!json_is_object(o)) {
-            rc = static_err(err, errsize, i, "expected an object");
-            break;
-        }
-        const char *k;
-        json_t *v;
-        json_object_foreach(o, k, v)
-        {
-            if (!strcmp(k, "name") && json_is_string(v) &&
-                ks_valid_kafka_name(json_string_value(v)))
-                g->name = ks_xstrdup(json_string_value(v));
-            else if (!strcmp(k, "topics") && json_is_array(v) && json_array_size(v) > 0) {
-                g->topic_cnt = json_array_size(v);
-                g->topics = calloc(g->topic_cnt, sizeof(char *));
-                if (!g->topics)
-                    abort();
-                for (size_t t = 0; t < g->topic_cnt; t++) {
-                    json_t *tv = json_array_get(v, t);
-                    if (!json_is_string(tv) || !ks_valid_kafka_name(json_string_value(tv))) {
-                        g->topic_cnt = t;
-                        rc = static_err(err, errsize, i, "topics must be valid topic names");
-                        break;
-                    }
-                    g->topics[t] = ks_xstrdup(json_string_value(tv));
-                }
-            } else if (!strcmp(k, "ordering") && json_is_string(v)) {
-                ks_ordering_t ord = KS_ORDER_KEY;
-                if (ks_ordering_parse(json_string_value(v), &ord) < 0)
-                    rc = static_err(err, errsize, i, "ordering must be key, partition or none");
-                g->ordering = (int)ord;
-                g->explicit_mask |= EXPLICIT_ORDERING;
-            } else if (!strcmp(k, "dead_letter_topic") && json_is_string(v) &&
-                       (!*json_string_value(v) || ks_valid_kafka_name(json_string_value(v)))) {
-                free(g->dead_letter_topic);
-                g->dead_letter_topic = ks_xstrdup(json_string_value(v));
-                g->explicit_mask |= EXPLICIT_DLT;
-            } else if (!strcmp(k, "max_attempts") && json_is_integer(v) &&
-                       json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
-                g->max_attempts = (int)json_integer_value(v);
-                g->explicit_mask |= EXPLICIT_ATTEMPTS;
-            } else if (!strcmp(k, "redrive_max") && json_is_integer(v) &&
-                       json_integer_value(v) >= 1 && json_integer_value(v) <= 1000000) {
-                g->redrive_max = (int)json_integer_value(v);
-                g->explicit_mask |= EXPLICIT_REDRIVE;
-            } else if (!strcmp(k, "max_in_flight_per_key") && json_is_integer(v) &&
-                       json_integer_value(v) >= 1 && json_integer_value(v) <= 100000) {
-                g->max_in_flight_per_key = (int)json_integer_value(v);
-                g->explicit_mask |= EXPLICIT_IN_FLIGHT;
-            } else if (!strcmp(k, "push")) {
-                char where[64];
-                snprintf(where, sizeof(where), "config key 'groups.static[%zu]'", i);
-                rc = parse_push(g, v, where, false, err, errsize);
-            } else if (!strcmp(k, "retry")) {
-                char what[300];
-                if (static_retry(g, v, what, sizeof(what)))
-                    rc = static_err(err, errsize, i, what);
-                g->explicit_mask |= EXPLICIT_RETRY;
-            } else {
-                char what[480];
-                snprintf(what, sizeof(what),
-                         "bad or unknown field \"%s\" (name: group name, topics: non-empty array "
-                         "of topic names, ordering: key|partition|none, dead_letter_topic: topic "
-                         "name, max_attempts: 1-1000000, redrive_max: 1-1000000, "
-                         "max_in_flight_per_key: 1-100000, push: "
-                         "object, retry: object of group.retry.* fields)",
-                         k);
-                rc = static_err(err, errsize, i, what);
-            }
-            if (rc)
-                break;
-        }
-        if (rc == 0 && (!g->name || !g->topics))
-            rc = static_err(err, errsize, i, "needs a name and a non-empty topics array");
+        char where[64];
+        snprintf(where, sizeof(where), "config key 'groups.static[%zu]'", i);
+        group_conf_init(&gs[i], &cfg->group_defaults);
+        rc = gobj_read(&gs[i], json_array_get(arr, i), KS_SCOPE_STATIC, where, err, errsize);
         for (size_t j = 0; rc == 0 && j < i; j++)
-            if (!strcmp(gs[j].name, g->name))
+            if (!strcmp(gs[j].name, gs[i].name))
                 rc = static_err(err, errsize, i, "names a group twice");
     }
     if (rc) {

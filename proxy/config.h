@@ -16,7 +16,11 @@ typedef struct ks_kv {
     char *value;
 } ks_kv_t;
 
-/* Per-group settings: the defaults (group.*) or one static group (groups.static). */
+/* Most config keys (rows of the key table), for the bitmap below. */
+#define KS_CONFIG_MAX_KEYS 128
+
+/* Per-group settings: the defaults (group.*), one static group (groups.static), or a push set
+ * by API call. Each field but explicit_keys is a row of the key table (config_keys.c). */
 typedef struct ks_group_conf {
     char *name;    /* NULL for the defaults */
     char **topics; /* static groups subscribe to these at start */
@@ -36,7 +40,9 @@ typedef struct ks_group_conf {
     bool push_insecure;      /* https without checking the app's certificate */
     bool push_cloudevents;   /* batch 1: also CloudEvents binary-mode ce-* headers */
     ks_retry_t retry;        /* the delay of a nack without one, and of an expired lease */
-    unsigned explicit_mask;  /* static groups: fields set on the group itself, not inherited */
+    /* Static groups: bit i is set when key i of the table was set on the group itself, so it
+     * does not follow its group default. */
+    uint64_t explicit_keys[KS_CONFIG_MAX_KEYS / 64];
 } ks_group_conf_t;
 
 typedef struct ks_config {

@@ -1,5 +1,6 @@
-/* config_keys.c: the config key table, the defaults, and what reads the table whole: the dump
- * and the usage text. */
+/* config_keys.c: the config key table (each key once: name, type, scopes, default, range,
+ * help), and what walks it for every key: the defaults, the group defaults' propagation, freeing,
+ * lookups. The dump and the usage text: config_dump.c. */
 #include "config_int.h"
 
 #include <ctype.h>
@@ -11,172 +12,408 @@
 #include "key_sched.h"
 #include "util.h"
 
-#define OFF(f) offsetof(ks_config_t, f)
+/* A push bearer token goes into the Authorization header as it is: visible ASCII only
+ * (what a bearer token is made of), so no byte can end the header or need escaping. */
+static bool bearer_ok(const char *s)
+{
+    for (; *s; s++)
+        if (*s < 0x21 || *s > 0x7e)
+            return false;
+    return true;
+}
 
-/* Every key ksidecar knows, besides kafka.*. The env name is KSIDECAR_ + the key
- * upper-cased with '.' as '_'. */
+static bool push_url_ok(const char *s)
+{
+    return (!strncmp(s, "http://", 7) || !strncmp(s, "https://", 8)) && strlen(s) > 8 &&
+           !strpbrk(s, " \r\n\t");
+}
+
+/* A dead-letter topic, or none. */
+static bool topic_or_none(const char *s)
+{
+    return !*s || ks_valid_kafka_name(s);
+}
+
+/* Where a key lives, and its type with range and default. */
+#define P(f)           .scope = KS_SCOPE_PROCESS, .off = offsetof(ks_config_t, f)
+#define G(sc, f)       .scope = (sc), .off = offsetof(ks_group_conf_t, f)
+#define INT(lo, hi, d) .type = T_INT, .min = (lo), .max = (hi), .def = (d)
+#define I64(lo, hi, d) .type = T_I64, .min = (lo), .max = (hi), .def = (d)
+#define DBL(lo, hi, d) .type = T_DOUBLE, .min = (lo), .max = (hi), .ddef = (d)
+#define STR(d)         .type = T_STR, .sdef = (d)
+/* The scopes of group keys: a group default a static group may set (GD), and a push body too
+ * (GDP); a group object's own field, in a static group and a push body (SP), or a static
+ * group only (S). */
+#define GD  (KS_SCOPE_GROUP | KS_SCOPE_STATIC)
+#define GDP (KS_SCOPE_GROUP | KS_SCOPE_STATIC | KS_SCOPE_PUSH)
+#define SP  (KS_SCOPE_STATIC | KS_SCOPE_PUSH)
+#define S   KS_SCOPE_STATIC
+
+/* Every key ksidecar knows, besides kafka.*. The env name is KSIDECAR_ + the key upper-cased
+ * with '.' as '_'. The order is that of --help and --print-config. */
 const key_t_ config_keys[] = {
-    {"config", T_STR, OFF(config_file), 0, 0, "JSON config file to read first"},
-    {"dev", T_BOOL, OFF(dev), 0, 0, "start an in-process mock Kafka cluster with a demo topic"},
-    {"http.listen", T_STR, OFF(http_listen), 0, 0, "HTTP listen address host:port (empty: off)"},
-    {"grpc.listen", T_STR, OFF(grpc_listen), 0, 0,
-     "gRPC listen address host:port (empty: no gRPC listener)"},
-    {"log.level", T_LEVEL, OFF(log_level), 0, 0, "error, warn, info or debug"},
-    {"log.format", T_LOGFMT, OFF(log_json), 0, 0, "text or json"},
-    {"groups.allowed", T_LIST, OFF(group_patterns), 0, 0,
-     "glob patterns a group name must match (comma-separated as a flag)"},
-    {"commit.interval_ms", T_INT, OFF(commit_interval_ms), 10, 600000,
-     "how often acked offsets are committed"},
-    {"health.stall_ms", T_INT, OFF(health_stall_ms), 100, 86400000,
-     "a partition with lag whose commit point has not moved this long is stalled"},
-    {"shutdown.grace_ms", T_INT, OFF(shutdown_grace_ms), 0, 600000,
-     "longest a clean shutdown may take"},
-    {"fetch.max_records", T_INT, OFF(fetch_max_records), 1, 1000000,
-     "largest max a fetch may ask for"},
-    {"fetch.default_wait_ms", T_INT, OFF(fetch_default_wait_ms), 0, 3600000,
-     "long-poll wait when a fetch gives no wait_ms"},
-    {"fetch.max_wait_ms", T_INT, OFF(fetch_max_wait_ms), 0, 3600000,
-     "longest long-poll wait a fetch may ask for"},
-    {"window.max_records", T_INT, OFF(window_max_records), 1, 10000000,
-     "per-partition bound on uncommitted records; the partition pauses there"},
-    {"window.max_bytes", T_I64, OFF(window_max_bytes), 1024, INT64_C(1) << 40,
-     "per-partition bound on uncommitted bytes"},
-    {"memory.max_bytes", T_I64, OFF(memory_max_bytes), INT64_C(16) << 20, INT64_C(1) << 40,
-     "the process's budget for records held (windows and librdkafka's queues), all groups"},
-    {"http.max_request_bytes", T_I64, OFF(max_request_bytes), 1024, INT64_C(1) << 30,
-     "largest request body accepted (the default holds 100,000 ack ids)"},
-    {"http.health_listen", T_STR, OFF(http_health_listen), 0, 0,
-     "listen address host:port of a second listener for /healthz, /readyz and /metrics only, "
-     "with no caller check (empty: none)"},
-    {"http.max_connections", T_INT, OFF(http_max_connections), 1, 1000000,
-     "most open connections to http.listen"},
-    {"http.max_connections_per_client", T_INT, OFF(http_max_conns_per_client), 0, 1000000,
-     "most open connections to http.listen from one client address (0: no bound)"},
-    {"http.header_timeout_ms", T_INT, OFF(http_header_timeout_ms), 100, 3600000,
-     "a request's headers must all arrive within this, however slowly they drip"},
-    {"http.body_timeout_ms", T_INT, OFF(http_body_timeout_ms), 100, 3600000,
-     "a request's body must all arrive within this after its headers"},
-    {"http.max_long_polls", T_INT, OFF(http_max_long_polls), 1, 1000000,
-     "most concurrent waiting fetches; more are answered 429 with Retry-After"},
-    {"http.max_produce_records", T_INT, OFF(http_max_produce_records), 1, 100000,
-     "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
-    {"metrics.max_series", T_INT, OFF(metrics_max_series), 100, 10000000,
-     "most samples in one GET /metrics; the rest are left out and counted in "
-     "ksidecar_metrics_series_dropped_total"},
-    {"http.max_streams", T_INT, OFF(http_max_streams), 1, 1000000,
-     "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered 429 "
-     "with Retry-After"},
-    {"http.stream_queue_messages", T_INT, OFF(http_stream_queue_messages), 1, 1000,
-     "record batches one HTTP stream may have queued and not yet written before ksidecar stops "
-     "delivering to it"},
-    {"http.stream_queue_bytes", T_I64, OFF(http_stream_queue_bytes), 1024, INT64_C(1) << 32,
-     "key+value bytes one HTTP stream may have queued and not yet written before ksidecar stops "
-     "delivering to it"},
-    {"http.stream_stall_ms", T_INT, OFF(http_stream_stall_ms), 1000, 3600000,
-     "an HTTP stream whose client takes no bytes for this long is cut off; its records go back "
-     "without counting an attempt"},
-    {"http.stream_heartbeat_ms", T_INT, OFF(http_stream_heartbeat_ms), 100, 600000,
-     "an HTTP stream with nothing to write sends a heartbeat (an empty line, or an SSE comment) "
-     "this often, so proxies keep the connection"},
-    {"http.access_log", T_BOOL, OFF(http_access_log), 0, 0,
-     "log a line per HTTP request (method, path, status, bytes, duration, request id); off by "
-     "default, as acks come at thousands a second; requests answered 5xx are always logged"},
-    {"lease.deadline_ms", T_INT, OFF(lease_deadline_ms), 1, 86400000,
-     "lease deadline of a delivered record when a fetch gives none"},
-    {"lease.max_deadline_ms", T_INT, OFF(lease_max_deadline_ms), 1, 86400000,
-     "longest lease deadline a fetch or extension may ask for"},
-    {"nack.max_delay_ms", T_INT, OFF(nack_max_delay_ms), 0, 86400000,
-     "longest redelivery delay a nack may ask for"},
-    {"group.ordering", T_ORDER, OFF(group_defaults.ordering), 0, 0,
-     "key (default), partition or none: which records are processed in offset order"},
-    {"ordering.max_in_flight_per_key", T_INT, OFF(group_defaults.max_in_flight_per_key), 1, 100000,
-     "records of one key (or, with group.ordering partition, of one partition) a subscriber "
-     "that asked for ordered batches may hold at once; others get one at a time"},
-    {"group.dead_letter_topic", T_STR, OFF(group_defaults.dead_letter_topic), 0, 0,
-     "topic for records that reach group.max_attempts (empty: retry forever)"},
-    {"group.max_attempts", T_INT, OFF(group_defaults.max_attempts), 1, 1000000,
-     "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
-    {"group.redrive.max", T_INT, OFF(group_defaults.redrive_max), 1, 1000000,
-     "times a redrive moves one record back from the dead-letter topic; a record redriven this "
-     "often stays there"},
-    {"group.push.concurrency", T_INT, OFF(group_defaults.push_concurrency), 1, 10000,
-     "push delivery: requests in flight to a group's push url at once"},
-    {"group.push.timeout_ms", T_INT, OFF(group_defaults.push_timeout_ms), 100, 3600000,
-     "push delivery: a request not answered within this is a failure, and its records are "
-     "nacked"},
-    {"group.push.batch", T_INT, OFF(group_defaults.push_batch), 1, 10000,
-     "push delivery: records in one request (1: the record's value is the body; more: a JSON "
-     "array of records)"},
-    {"push.allowed_urls", T_STR, OFF(push_allowed_urls), 0, 0,
-     "push delivery set by API call (PUT /v1/groups/{group}/push): comma-separated URL "
-     "prefixes its url must start with, each http(s)://host[:port]/..., e.g. "
-     "http://127.0.0.1:9000/ (empty: no push by API call)"},
-    {"group.retry.initial_ms", T_INT, OFF(group_defaults.retry.initial_ms), 0, 86400000,
-     "redelivery delay after a record's first failed delivery (a nack without a delay, or an "
-     "expired lease), growing by group.retry.multiplier up to group.retry.max_ms; 0: none, "
-     "redelivered at once"},
-    {"group.retry.max_ms", T_INT, OFF(group_defaults.retry.max_ms), 1, 86400000,
-     "longest redelivery delay group.retry.initial_ms grows to"},
-    {"group.retry.multiplier", T_DOUBLE, OFF(group_defaults.retry.multiplier), 1, 100,
-     "factor the redelivery delay grows by with each further attempt"},
-    {"group.retry.jitter", T_DOUBLE, OFF(group_defaults.retry.jitter), 0, 1,
-     "fraction of a redelivery delay taken off at random (0.2: 80% to 100% of it)"},
-    {"group.retry.backoff_ms", T_MSLIST, OFF(group_defaults.retry), 0, 0,
-     "redelivery delays by attempt, as a list (\"100,1000,5000\"; the last repeats); set, it "
-     "replaces initial_ms, multiplier and max_ms"},
-    {"group.idle_close_ms", T_INT, OFF(idle_close_ms), 0, 86400000,
-     "a dynamic group with no activity this long commits and leaves (0: never)"},
-    {"group.revoke_grace_ms", T_INT, OFF(revoke_grace_ms), 0, 600000,
-     "how long a revoked partition's leases may still be acked"},
-    {"groups.static", T_STATIC, OFF(static_groups), 0, 0,
-     "groups started at boot: [{\"name\",\"topics\",\"ordering\",\"dead_letter_topic\","
-     "\"max_attempts\",\"redrive_max\",\"max_in_flight_per_key\",\"push\",\"retry\"}] (JSON "
-     "text as a flag); push "
-     "is {\"url\",\"concurrency\",\"timeout_ms\",\"batch\",\"bearer_token\",\"ca_file\","
-     "\"insecure\",\"cloudevents\"}, see docs/push.md; retry is {\"initial_ms\",\"max_ms\","
-     "\"multiplier\",\"jitter\",\"backoff_ms\"}"},
-    {"commit.metadata_max_bytes", T_INT, OFF(meta_max_bytes), 16, 1048576,
-     "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
-    {"subscriber.max_records", T_INT, OFF(sub_max_records), 1, 10000000,
-     "credits: most unacked records one subscriber may hold"},
-    {"subscriber.max_bytes", T_I64, OFF(sub_max_bytes), 1, INT64_C(1) << 40,
-     "credits: most unacked bytes one subscriber may hold"},
-    {"tls.cert_file", T_STR, OFF(tls_cert_file), 0, 0,
-     "PEM certificate: turns on TLS for gRPC and HTTP (with tls.key_file)"},
-    {"tls.key_file", T_STR, OFF(tls_key_file), 0, 0, "PEM private key of tls.cert_file"},
-    {"tls.client_ca_file", T_STR, OFF(tls_client_ca_file), 0, 0,
-     "PEM CA: clients must present a certificate it signed (mTLS)"},
-    {"auth.tokens_file", T_STR, OFF(auth_tokens_file), 0, 0,
-     "tokens and certificate subjects with group, consume and produce scopes (JSON; "
-     "empty: no auth)"},
-    {"grpc.max_message_bytes", T_I64, OFF(grpc_max_message_bytes), 1024, INT64_C(1) << 30,
-     "largest gRPC message received or sent"},
-    {"grpc.max_streams_per_client", T_INT, OFF(grpc_max_streams_per_client), 1, 100000,
-     "most concurrent Subscribe streams per authenticated identity, else per address"},
-    {"grpc.threads", T_INT, OFF(grpc_threads), 1, 64, "completion-queue threads"},
-    {"grpc.stream_queue_messages", T_INT, OFF(grpc_stream_queue_messages), 1, 1000,
-     "record messages one Subscribe stream may have queued or in flight before ksidecar stops "
-     "delivering to it"},
-    {"grpc.stream_queue_bytes", T_I64, OFF(grpc_stream_queue_bytes), 1024, INT64_C(1) << 32,
-     "key+value bytes one Subscribe stream may have queued or in flight before ksidecar stops "
-     "delivering to it"},
-    {"grpc.stream_stall_ms", T_INT, OFF(grpc_stream_stall_ms), 1000, 3600000,
-     "a Subscribe stream whose client takes no message for this long is cut off; its records "
-     "go back without counting an attempt"},
-    {"subscriber.max_credit_records", T_I64, OFF(sub_max_credit_records), 1, INT64_C(1) << 40,
-     "largest record credits a subscriber may ask for"},
-    {"subscriber.max_credit_bytes", T_I64, OFF(sub_max_credit_bytes), 1, INT64_C(1) << 50,
-     "largest byte credits a subscriber may ask for"},
-    {"groups.max", T_INT, OFF(groups_max), 1, 100000,
-     "most groups running at once, static ones included (each costs threads and fds)"},
-    {"topics.allow_internal", T_BOOL, OFF(topics_allow_internal), 0, 0,
-     "clients may consume and produce Kafka's internal topics (names starting \"__\")"},
-    {"dev.topic", T_STR, OFF(dev_topic), 0, 0, "dev mode: the demo topic"},
-    {"dev.partitions", T_INT, OFF(dev_partitions), 1, 64, "dev mode: the demo topic's partitions"},
-    {"dev.rate", T_INT, OFF(dev_rate), 0, 100000, "dev mode: sample records produced per second"},
+    {.name = "config",
+     P(config_file),
+     STR(NULL),
+     .flags = KF_NULL,
+     .help = "JSON config file to read first"},
+    {.name = "dev",
+     P(dev),
+     .type = T_BOOL,
+     .help = "start an in-process mock Kafka cluster with a demo topic"},
+    {.name = "http.listen",
+     P(http_listen),
+     STR("127.0.0.1:8080"),
+     .help = "HTTP listen address host:port (empty: off)"},
+    {.name = "grpc.listen",
+     P(grpc_listen),
+     STR("127.0.0.1:50051"),
+     .help = "gRPC listen address host:port (empty: no gRPC listener)"},
+    {.name = "log.level",
+     P(log_level),
+     .type = T_LEVEL,
+     .def = KS_LOG_INFO,
+     .help = "error, warn, info or debug"},
+    {.name = "log.format", P(log_json), .type = T_LOGFMT, .help = "text or json"},
+    {.name = "groups.allowed",
+     P(group_patterns),
+     .type = T_LIST,
+     .cnt_off = offsetof(ks_config_t, group_pattern_cnt),
+     .sdef = "*",
+     .help = "glob patterns a group name must match (comma-separated as a flag)"},
+    {.name = "commit.interval_ms",
+     P(commit_interval_ms),
+     INT(10, 600000, 500),
+     .help = "how often acked offsets are committed"},
+    {.name = "health.stall_ms",
+     P(health_stall_ms),
+     INT(100, 86400000, 60000),
+     .help = "a partition with lag whose commit point has not moved this long is stalled"},
+    {.name = "shutdown.grace_ms",
+     P(shutdown_grace_ms),
+     INT(0, 600000, 10000),
+     .help = "longest a clean shutdown may take"},
+    {.name = "fetch.max_records",
+     P(fetch_max_records),
+     INT(1, 1000000, 10000),
+     .help = "largest max a fetch may ask for"},
+    {.name = "fetch.default_wait_ms",
+     P(fetch_default_wait_ms),
+     INT(0, 3600000, 5000),
+     .help = "long-poll wait when a fetch gives no wait_ms"},
+    {.name = "fetch.max_wait_ms",
+     P(fetch_max_wait_ms),
+     INT(0, 3600000, 60000),
+     .help = "longest long-poll wait a fetch may ask for"},
+    {.name = "window.max_records",
+     P(window_max_records),
+     INT(1, 10000000, 20000),
+     .help = "per-partition bound on uncommitted records; the partition pauses there"},
+    {.name = "window.max_bytes",
+     P(window_max_bytes),
+     I64(1024, INT64_C(1) << 40, INT64_C(64) << 20),
+     .help = "per-partition bound on uncommitted bytes"},
+    {.name = "memory.max_bytes",
+     P(memory_max_bytes),
+     I64(INT64_C(16) << 20, INT64_C(1) << 40, INT64_C(256) << 20),
+     .help = "the process's budget for records held (windows and librdkafka's queues), all groups"},
+    {.name = "http.max_request_bytes",
+     P(max_request_bytes),
+     I64(1024, INT64_C(1) << 30, KS_DEFAULT_REQUEST_BYTES),
+     .help = "largest request body accepted (the default holds 100,000 ack ids)"},
+    {.name = "http.health_listen",
+     P(http_health_listen),
+     STR(NULL),
+     .help = "listen address host:port of a second listener for /healthz, /readyz and /metrics "
+             "only, with no caller check (empty: none)"},
+    {.name = "http.max_connections",
+     P(http_max_connections),
+     INT(1, 1000000, 4096),
+     .help = "most open connections to http.listen"},
+    {.name = "http.max_connections_per_client",
+     P(http_max_conns_per_client),
+     INT(0, 1000000, 1024),
+     .help = "most open connections to http.listen from one client address (0: no bound)"},
+    {.name = "http.header_timeout_ms",
+     P(http_header_timeout_ms),
+     INT(100, 3600000, 10000),
+     .help = "a request's headers must all arrive within this, however slowly they drip"},
+    {.name = "http.body_timeout_ms",
+     P(http_body_timeout_ms),
+     INT(100, 3600000, 30000),
+     .help = "a request's body must all arrive within this after its headers"},
+    {.name = "http.max_long_polls",
+     P(http_max_long_polls),
+     INT(1, 1000000, 1000),
+     .help = "most concurrent waiting fetches; more are answered 429 with Retry-After"},
+    {.name = "http.max_produce_records",
+     P(http_max_produce_records),
+     INT(1, 100000, 1000),
+     .help = "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
+    {.name = "metrics.max_series",
+     P(metrics_max_series),
+     INT(100, 10000000, 100000),
+     .help = "most samples in one GET /metrics; the rest are left out and counted in "
+             "ksidecar_metrics_series_dropped_total"},
+    {.name = "http.max_streams",
+     P(http_max_streams),
+     INT(1, 1000000, 1000),
+     .help = "most concurrent record streams (GET /v1/groups/{group}/stream); more are answered "
+             "429 with Retry-After"},
+    {.name = "http.stream_queue_messages",
+     P(http_stream_queue_messages),
+     INT(1, 1000, 4),
+     .help = "record batches one HTTP stream may have queued and not yet written before ksidecar "
+             "stops delivering to it"},
+    {.name = "http.stream_queue_bytes",
+     P(http_stream_queue_bytes),
+     I64(1024, INT64_C(1) << 32, INT64_C(16) << 20),
+     .help = "key+value bytes one HTTP stream may have queued and not yet written before ksidecar "
+             "stops delivering to it"},
+    {.name = "http.stream_stall_ms",
+     P(http_stream_stall_ms),
+     INT(1000, 3600000, 30000),
+     .help = "an HTTP stream whose client takes no bytes for this long is cut off; its records go "
+             "back without counting an attempt"},
+    {.name = "http.stream_heartbeat_ms",
+     P(http_stream_heartbeat_ms),
+     INT(100, 600000, 5000),
+     .help = "an HTTP stream with nothing to write sends a heartbeat (an empty line, or an SSE "
+             "comment) this often, so proxies keep the connection"},
+    {.name = "http.access_log",
+     P(http_access_log),
+     .type = T_BOOL,
+     .help =
+         "log a line per HTTP request (method, path, status, bytes, duration, request id); off by "
+         "default, as acks come at thousands a second; requests answered 5xx are always logged"},
+    {.name = "lease.deadline_ms",
+     P(lease_deadline_ms),
+     INT(1, 86400000, 30000),
+     .help = "lease deadline of a delivered record when a fetch gives none"},
+    {.name = "lease.max_deadline_ms",
+     P(lease_max_deadline_ms),
+     INT(1, 86400000, 600000),
+     .help = "longest lease deadline a fetch or extension may ask for"},
+    {.name = "nack.max_delay_ms",
+     P(nack_max_delay_ms),
+     INT(0, 86400000, 3600000),
+     .help = "longest redelivery delay a nack may ask for"},
+    /* A group object's own fields: no key, no group default. */
+    {.name = "group.name",
+     G(S, name),
+     STR(NULL),
+     .flags = KF_NULL | KF_NEEDED,
+     .ok = ks_valid_kafka_name,
+     .hint = "a valid group name",
+     .help = "the group's name (its Kafka group id)"},
+    {.name = "group.topics",
+     G(S, topics),
+     .type = T_LIST,
+     .cnt_off = offsetof(ks_group_conf_t, topic_cnt),
+     .flags = KF_NEEDED,
+     .ok = ks_valid_kafka_name,
+     .hint = "a non-empty array of topic names",
+     .help = "the topics the group subscribes to at start"},
+    {.name = "group.ordering",
+     G(GD, ordering),
+     .type = T_ORDER,
+     .def = KS_ORDER_KEY,
+     .help = "key (default), partition or none: which records are processed in offset order"},
+    {.name = "ordering.max_in_flight_per_key",
+     G(GD, max_in_flight_per_key),
+     INT(1, 100000, 500),
+     .help =
+         "records of one key (or, with group.ordering partition, of one partition) a subscriber "
+         "that asked for ordered batches may hold at once; others get one at a time"},
+    {.name = "group.dead_letter_topic",
+     G(GD, dead_letter_topic),
+     STR(NULL),
+     .ok = topic_or_none,
+     .hint = "a valid topic name",
+     .help = "topic for records that reach group.max_attempts (empty: retry forever)"},
+    {.name = "group.max_attempts",
+     G(GD, max_attempts),
+     INT(1, 1000000, 5),
+     .help = "deliveries before a record is dead-lettered (needs a dead-letter topic)"},
+    {.name = "group.redrive.max",
+     G(GD, redrive_max),
+     INT(1, 1000000, 3),
+     .alias = "redrive_max",
+     .help = "times a redrive moves one record back from the dead-letter topic; a record redriven "
+             "this often stays there"},
+    {.name = "group.push.url",
+     G(SP, push_url),
+     STR(NULL),
+     .flags = KF_NEEDED,
+     .ok = push_url_ok,
+     .hint = "a url (http:// or https://)",
+     .help = "push delivery: the app's url its records are POSTed to (see docs/push.md)"},
+    {.name = "group.push.concurrency",
+     G(GDP, push_concurrency),
+     INT(1, 10000, 16),
+     .help = "push delivery: requests in flight to a group's push url at once"},
+    {.name = "group.push.timeout_ms",
+     G(GDP, push_timeout_ms),
+     INT(100, 3600000, 30000),
+     .help = "push delivery: a request not answered within this is a failure, and its records are "
+             "nacked"},
+    {.name = "group.push.batch",
+     G(GDP, push_batch),
+     INT(1, 10000, 1),
+     .help = "push delivery: records in one request (1: the record's value is the body; more: a "
+             "JSON array of records)"},
+    {.name = "group.push.bearer_token",
+     G(SP, push_bearer_token),
+     STR(NULL),
+     .flags = KF_SECRET,
+     .ok = bearer_ok,
+     .hint = "visible ASCII",
+     .help = "push delivery: sent as Authorization: Bearer (empty: none)"},
+    {.name = "group.push.ca_file",
+     G(S, push_ca_file),
+     STR(NULL),
+     .hint = "a path",
+     .help = "push delivery: PEM CA file for an https url (empty: the system's); not in a push "
+             "set by API call"},
+    {.name = "group.push.insecure",
+     G(SP, push_insecure),
+     .type = T_BOOL,
+     .help = "push delivery: https without checking the app's certificate"},
+    {.name = "group.push.cloudevents",
+     G(SP, push_cloudevents),
+     .type = T_BOOL,
+     .help = "push delivery, batch 1: also CloudEvents binary-mode ce-* headers"},
+    {.name = "push.allowed_urls",
+     P(push_allowed_urls),
+     STR(NULL),
+     .help = "push delivery set by API call (PUT /v1/groups/{group}/push): comma-separated URL "
+             "prefixes its url must start with, each http(s)://host[:port]/..., e.g. "
+             "http://127.0.0.1:9000/ (empty: no push by API call)"},
+    {.name = "group.retry.initial_ms",
+     G(GD, retry.initial_ms),
+     INT(0, 86400000, 0),
+     .help = "redelivery delay after a record's first failed delivery (a nack without a delay, or "
+             "an expired lease), growing by group.retry.multiplier up to group.retry.max_ms; 0: "
+             "none, redelivered at once"},
+    {.name = "group.retry.max_ms",
+     G(GD, retry.max_ms),
+     INT(1, 86400000, 60000),
+     .help = "longest redelivery delay group.retry.initial_ms grows to"},
+    {.name = "group.retry.multiplier",
+     G(GD, retry.multiplier),
+     DBL(1, 100, 2.0),
+     .help = "factor the redelivery delay grows by with each further attempt"},
+    {.name = "group.retry.jitter",
+     G(GD, retry.jitter),
+     DBL(0, 1, 0),
+     .help = "fraction of a redelivery delay taken off at random (0.2: 80% to 100% of it)"},
+    {.name = "group.retry.backoff_ms",
+     G(GD, retry),
+     .type = T_MSLIST,
+     .help = "redelivery delays by attempt, as a list (\"100,1000,5000\"; the last repeats); set, "
+             "it replaces initial_ms, multiplier and max_ms"},
+    {.name = "group.idle_close_ms",
+     P(idle_close_ms),
+     INT(0, 86400000, 60000),
+     .help = "a dynamic group with no activity this long commits and leaves (0: never)"},
+    {.name = "group.revoke_grace_ms",
+     P(revoke_grace_ms),
+     INT(0, 600000, 5000),
+     .help = "how long a revoked partition's leases may still be acked"},
+    {.name = "groups.static",
+     P(static_groups),
+     .type = T_STATIC,
+     .help = "groups started at boot: an array of group objects (JSON text as a flag) with the "
+             "group fields (below, and in --help), e.g. [{\"name\":\"g\",\"topics\":[\"t\"],"
+             "\"push\":{\"url\":\"http://app/in\"}}]; push: see docs/push.md"},
+    {.name = "commit.metadata_max_bytes",
+     P(meta_max_bytes),
+     INT(16, 1048576, 4096),
+     .help = "size bound of the commit metadata (the broker's offset.metadata.max.bytes)"},
+    {.name = "subscriber.max_records",
+     P(sub_max_records),
+     INT(1, 10000000, 1000),
+     .help = "credits: most unacked records one subscriber may hold"},
+    {.name = "subscriber.max_bytes",
+     P(sub_max_bytes),
+     I64(1, INT64_C(1) << 40, INT64_C(10) << 20),
+     .help = "credits: most unacked bytes one subscriber may hold"},
+    {.name = "tls.cert_file",
+     P(tls_cert_file),
+     STR(NULL),
+     .help = "PEM certificate: turns on TLS for gRPC and HTTP (with tls.key_file)"},
+    {.name = "tls.key_file",
+     P(tls_key_file),
+     STR(NULL),
+     .help = "PEM private key of tls.cert_file"},
+    {.name = "tls.client_ca_file",
+     P(tls_client_ca_file),
+     STR(NULL),
+     .help = "PEM CA: clients must present a certificate it signed (mTLS)"},
+    {.name = "auth.tokens_file",
+     P(auth_tokens_file),
+     STR(NULL),
+     .help = "tokens and certificate subjects with group, consume and produce scopes (JSON; empty: "
+             "no auth)"},
+    {.name = "grpc.max_message_bytes",
+     P(grpc_max_message_bytes),
+     I64(1024, INT64_C(1) << 30, INT64_C(4) << 20),
+     .help = "largest gRPC message received or sent"},
+    {.name = "grpc.max_streams_per_client",
+     P(grpc_max_streams_per_client),
+     INT(1, 100000, 100),
+     .help = "most concurrent Subscribe streams per authenticated identity, else per address"},
+    {.name = "grpc.threads", P(grpc_threads), INT(1, 64, 2), .help = "completion-queue threads"},
+    {.name = "grpc.stream_queue_messages",
+     P(grpc_stream_queue_messages),
+     INT(1, 1000, 4),
+     .help = "record messages one Subscribe stream may have queued or in flight before ksidecar "
+             "stops delivering to it"},
+    {.name = "grpc.stream_queue_bytes",
+     P(grpc_stream_queue_bytes),
+     I64(1024, INT64_C(1) << 32, INT64_C(16) << 20),
+     .help = "key+value bytes one Subscribe stream may have queued or in flight before ksidecar "
+             "stops delivering to it"},
+    {.name = "grpc.stream_stall_ms",
+     P(grpc_stream_stall_ms),
+     INT(1000, 3600000, 30000),
+     .help = "a Subscribe stream whose client takes no message for this long is cut off; its "
+             "records go back without counting an attempt"},
+    {.name = "subscriber.max_credit_records",
+     P(sub_max_credit_records),
+     I64(1, INT64_C(1) << 40, 100000),
+     .help = "largest record credits a subscriber may ask for"},
+    {.name = "subscriber.max_credit_bytes",
+     P(sub_max_credit_bytes),
+     I64(1, INT64_C(1) << 50, INT64_C(1) << 30),
+     .help = "largest byte credits a subscriber may ask for"},
+    {.name = "groups.max",
+     P(groups_max),
+     INT(1, 100000, 64),
+     .help = "most groups running at once, static ones included (each costs threads and fds)"},
+    {.name = "topics.allow_internal",
+     P(topics_allow_internal),
+     .type = T_BOOL,
+     .help = "clients may consume and produce Kafka's internal topics (names starting \"__\")"},
+    {.name = "dev.topic",
+     P(dev_topic),
+     STR("demo"),
+     .ok = ks_valid_kafka_name,
+     .hint = "a valid topic name",
+     .help = "dev mode: the demo topic"},
+    {.name = "dev.partitions",
+     P(dev_partitions),
+     INT(1, 64, 3),
+     .help = "dev mode: the demo topic's partitions"},
+    {.name = "dev.rate",
+     P(dev_rate),
+     INT(0, 100000, 3),
+     .help = "dev mode: sample records produced per second"},
 };
 #define NKEYS (sizeof(config_keys) / sizeof(config_keys[0]))
 const size_t config_nkeys = NKEYS;
+_Static_assert(NKEYS <= KS_CONFIG_MAX_KEYS,
+               "raise KS_CONFIG_MAX_KEYS for the explicit_keys bitmap");
 
 void free_list(char **list, size_t n)
 {
@@ -185,87 +422,145 @@ void free_list(char **list, size_t n)
     free(list);
 }
 
+static char **list_dup(char *const *list, size_t n)
+{
+    char **out = calloc(n ? n : 1, sizeof(char *));
+    if (!out)
+        abort();
+    for (size_t i = 0; i < n; i++)
+        out[i] = ks_xstrdup(list[i]);
+    return out;
+}
+
+/* Sets the field of k at field, zeroed, to k's default. */
+static void field_default(const key_t_ *k, void *field)
+{
+    switch (k->type) {
+    case T_STR:
+        *(char **)field = (k->flags & KF_NULL) ? NULL : ks_xstrdup(k->sdef ? k->sdef : "");
+        return;
+    case T_INT:
+    case T_ORDER:
+        *(int *)field = (int)k->def;
+        return;
+    case T_LEVEL:
+        *(ks_log_level_t *)field = (ks_log_level_t)k->def;
+        return;
+    case T_I64:
+        *(int64_t *)field = k->def;
+        return;
+    case T_DOUBLE:
+        *(double *)field = k->ddef;
+        return;
+    case T_BOOL:
+    case T_LOGFMT:
+        *(bool *)field = k->def != 0;
+        return;
+    case T_LIST:
+        if (k->sdef) {
+            char **l = calloc(1, sizeof(char *));
+            if (!l)
+                abort();
+            l[0] = ks_xstrdup(k->sdef);
+            *(char ***)field = l;
+            *(size_t *)((char *)field - k->off + k->cnt_off) = 1;
+        }
+        return;
+    case T_STATIC: /* none */
+    case T_MSLIST: /* no list */
+        return;
+    }
+}
+
+/* Frees what the field of k at field holds (a list's count is the caller's). */
+static void field_free(const key_t_ *k, void *field)
+{
+    if (k->type == T_STR)
+        free(*(char **)field);
+    else if (k->type == T_LIST)
+        free_list(*(char ***)field, *(size_t *)((char *)field - k->off + k->cnt_off));
+}
+
+/* Copies group key k from group conf src to dst. */
+static void field_copy(const key_t_ *k, ks_group_conf_t *dst, const ks_group_conf_t *src)
+{
+    void *to = (char *)dst + k->off;
+    const void *from = (const char *)src + k->off;
+    switch (k->type) {
+    case T_STR: {
+        const char *s = *(char *const *)from;
+        char **d = to;
+        if (!*d || !s || strcmp(*d, s)) {
+            free(*d);
+            *d = s ? ks_xstrdup(s) : NULL;
+        }
+        return;
+    }
+    case T_INT:
+    case T_ORDER:
+        *(int *)to = *(const int *)from;
+        return;
+    case T_DOUBLE:
+        *(double *)to = *(const double *)from;
+        return;
+    case T_BOOL:
+        *(bool *)to = *(const bool *)from;
+        return;
+    case T_MSLIST: {
+        const ks_retry_t *r = from;
+        ks_retry_t *w = to;
+        memcpy(w->list, r->list, sizeof(r->list));
+        w->list_cnt = r->list_cnt;
+        return;
+    }
+    case T_LIST: {
+        size_t n = *(const size_t *)((const char *)src + k->cnt_off);
+        free_list(*(char ***)to, *(size_t *)((char *)dst + k->cnt_off));
+        *(char ***)to = list_dup(*(char **const *)from, n);
+        *(size_t *)((char *)dst + k->cnt_off) = n;
+        return;
+    }
+    case T_I64:
+    case T_LEVEL:
+    case T_LOGFMT:
+    case T_STATIC: /* no group key has these types */
+        abort();
+    }
+}
+
 void ks_config_defaults(ks_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
-    cfg->http_listen = ks_xstrdup("127.0.0.1:8080");
-    cfg->grpc_listen = ks_xstrdup("127.0.0.1:50051");
-    cfg->log_level = KS_LOG_INFO;
-    cfg->group_patterns = calloc(1, sizeof(char *));
-    if (!cfg->group_patterns)
-        abort();
-    cfg->group_patterns[0] = ks_xstrdup("*");
-    cfg->group_pattern_cnt = 1;
-    cfg->commit_interval_ms = 500;
-    cfg->health_stall_ms = 60000;
-    cfg->shutdown_grace_ms = 10000;
-    cfg->fetch_max_records = 10000;
-    cfg->fetch_default_wait_ms = 5000;
-    cfg->fetch_max_wait_ms = 60000;
-    cfg->window_max_records = 20000;
-    cfg->window_max_bytes = INT64_C(64) << 20;
-    cfg->memory_max_bytes = INT64_C(256) << 20;
-    cfg->max_request_bytes = KS_DEFAULT_REQUEST_BYTES;
-    cfg->http_health_listen = ks_xstrdup("");
-    cfg->http_max_connections = 4096;
-    cfg->http_max_conns_per_client = 1024;
-    cfg->http_header_timeout_ms = 10000;
-    cfg->http_body_timeout_ms = 30000;
-    cfg->http_max_long_polls = 1000;
-    cfg->http_max_streams = 1000;
-    cfg->http_max_produce_records = 1000;
-    cfg->metrics_max_series = 100000;
-    cfg->http_stream_queue_messages = 4;
-    cfg->http_stream_queue_bytes = INT64_C(16) << 20;
-    cfg->http_stream_stall_ms = 30000;
-    cfg->http_stream_heartbeat_ms = 5000;
-    cfg->lease_deadline_ms = 30000;
-    cfg->lease_max_deadline_ms = 600000;
-    cfg->nack_max_delay_ms = 3600000;
-    cfg->idle_close_ms = 60000;
-    cfg->revoke_grace_ms = 5000;
-    cfg->meta_max_bytes = 4096;
-    cfg->sub_max_records = 1000;
-    cfg->sub_max_bytes = INT64_C(10) << 20;
-    cfg->tls_cert_file = ks_xstrdup("");
-    cfg->tls_key_file = ks_xstrdup("");
-    cfg->tls_client_ca_file = ks_xstrdup("");
-    cfg->push_allowed_urls = ks_xstrdup("");
-    cfg->auth_tokens_file = ks_xstrdup("");
-    cfg->grpc_max_message_bytes = INT64_C(4) << 20;
-    cfg->grpc_max_streams_per_client = 100;
-    cfg->grpc_threads = 2;
-    cfg->grpc_stream_queue_messages = 4;
-    cfg->grpc_stream_queue_bytes = INT64_C(16) << 20;
-    cfg->grpc_stream_stall_ms = 30000;
-    cfg->sub_max_credit_records = 100000;
-    cfg->sub_max_credit_bytes = INT64_C(1) << 30;
-    cfg->groups_max = 64;
-    cfg->group_defaults.ordering = KS_ORDER_KEY;
-    cfg->group_defaults.dead_letter_topic = ks_xstrdup("");
-    cfg->group_defaults.max_attempts = 5;
-    cfg->group_defaults.redrive_max = 3;
-    cfg->group_defaults.max_in_flight_per_key = 500;
-    cfg->group_defaults.push_url = ks_xstrdup("");
-    cfg->group_defaults.push_concurrency = 16;
-    cfg->group_defaults.push_timeout_ms = 30000;
-    cfg->group_defaults.push_batch = 1;
-    cfg->group_defaults.push_bearer_token = ks_xstrdup("");
-    cfg->group_defaults.push_ca_file = ks_xstrdup("");
-    cfg->group_defaults.retry = (ks_retry_t){.max_ms = 60000, .multiplier = 2.0};
-    cfg->dev_topic = ks_xstrdup("demo");
-    cfg->dev_partitions = 3;
-    cfg->dev_rate = 3;
+    for (size_t i = 0; i < NKEYS; i++)
+        if (config_keys[i].scope & (KS_SCOPE_PROCESS | KS_SCOPE_OBJECT))
+            field_default(&config_keys[i], (char *)cfg + key_off(&config_keys[i]));
+}
+
+void group_conf_init(ks_group_conf_t *g, const ks_group_conf_t *d)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &config_keys[i];
+        if (k->scope & KS_SCOPE_GROUP)
+            field_copy(k, g, d);
+        else if (k->scope & KS_SCOPE_OBJECT)
+            field_default(k, (char *)g + k->off);
+    }
+}
+
+void propagate_defaults(ks_config_t *cfg)
+{
+    for (size_t i = 0; i < cfg->static_group_cnt; i++)
+        for (size_t j = 0; j < NKEYS; j++)
+            if ((config_keys[j].scope & KS_SCOPE_GROUP) &&
+                !key_explicit(&cfg->static_groups[i], &config_keys[j]))
+                field_copy(&config_keys[j], &cfg->static_groups[i], &cfg->group_defaults);
 }
 
 void group_conf_free(ks_group_conf_t *g)
 {
-    free(g->name);
-    free_list(g->topics, g->topic_cnt);
-    free(g->dead_letter_topic);
-    free(g->push_url);
-    free(g->push_bearer_token);
-    free(g->push_ca_file);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (config_keys[i].scope & KS_SCOPE_OBJECT)
+            field_free(&config_keys[i], (char *)g + config_keys[i].off);
     memset(g, 0, sizeof(*g));
 }
 
@@ -281,18 +576,10 @@ void static_groups_free(ks_config_t *cfg)
 void ks_config_free(ks_config_t *cfg)
 {
     group_conf_free(&cfg->group_defaults);
-    free(cfg->tls_cert_file);
-    free(cfg->tls_key_file);
-    free(cfg->tls_client_ca_file);
-    free(cfg->push_allowed_urls);
-    free(cfg->auth_tokens_file);
     static_groups_free(cfg);
-    free(cfg->config_file);
-    free(cfg->http_listen);
-    free(cfg->http_health_listen);
-    free(cfg->grpc_listen);
-    free_list(cfg->group_patterns, cfg->group_pattern_cnt);
-    free(cfg->dev_topic);
+    for (size_t i = 0; i < NKEYS; i++)
+        if (config_keys[i].scope & KS_SCOPE_PROCESS)
+            field_free(&config_keys[i], (char *)cfg + config_keys[i].off);
     for (size_t i = 0; i < cfg->kafka_cnt; i++) {
         free(cfg->kafka[i].key);
         free(cfg->kafka[i].value);
@@ -304,12 +591,90 @@ void ks_config_free(ks_config_t *cfg)
 const key_t_ *find_key(const char *name)
 {
     for (size_t i = 0; i < NKEYS; i++)
-        if (strcmp(config_keys[i].name, name) == 0)
+        if ((config_keys[i].scope & KS_SCOPE_KEY) && strcmp(config_keys[i].name, name) == 0)
             return &config_keys[i];
     return NULL;
 }
 
-/* Env name for a key: KSIDECAR_ + upper-case, '.' → '_'. */
+size_t key_off(const key_t_ *k)
+{
+    return (k->scope & KS_SCOPE_PROCESS) ? k->off : offsetof(ks_config_t, group_defaults) + k->off;
+}
+
+const char *key_field_name(const key_t_ *k)
+{
+    const char *dot = strchr(k->name, '.');
+    return dot ? dot + 1 : k->name;
+}
+
+const key_t_ *find_field(const char *name)
+{
+    for (size_t i = 0; i < NKEYS; i++) {
+        const key_t_ *k = &config_keys[i];
+        if ((k->scope & KS_SCOPE_OBJECT) &&
+            (!strcmp(key_field_name(k), name) || (k->alias && !strcmp(k->alias, name))))
+            return k;
+    }
+    return NULL;
+}
+
+bool key_explicit(const ks_group_conf_t *g, const key_t_ *k)
+{
+    size_t i = (size_t)(k - config_keys);
+    return (g->explicit_keys[i / 64] >> (i % 64)) & 1;
+}
+
+void key_mark_explicit(ks_group_conf_t *g, const key_t_ *k)
+{
+    size_t i = (size_t)(k - config_keys);
+    g->explicit_keys[i / 64] |= UINT64_C(1) << (i % 64);
+}
+
+void key_expect(const key_t_ *k, bool brief, char *out, size_t outsize)
+{
+    if (k->hint) {
+        snprintf(out, outsize, "%s", k->hint);
+        return;
+    }
+    switch (k->type) {
+    case T_INT:
+    case T_I64:
+    case T_DOUBLE:
+        if (brief)
+            snprintf(out, outsize, "%lld-%lld", (long long)k->min, (long long)k->max);
+        else
+            snprintf(out, outsize, "%s from %lld to %lld",
+                     k->type == T_DOUBLE ? "a number" : "an integer", (long long)k->min,
+                     (long long)k->max);
+        return;
+    case T_BOOL:
+        snprintf(out, outsize, "a boolean");
+        return;
+    case T_ORDER:
+        snprintf(out, outsize, brief ? "key|partition|none" : "key, partition or none");
+        return;
+    case T_MSLIST:
+        snprintf(out, outsize,
+                 brief ? "a list of ms" : "a list of ms, as [100, 1000] or \"100,1000\"");
+        return;
+    case T_STR:
+        snprintf(out, outsize, "a string");
+        return;
+    case T_LIST:
+        snprintf(out, outsize, "a non-empty array of strings");
+        return;
+    case T_LEVEL:
+        snprintf(out, outsize, "error, warn, info or debug");
+        return;
+    case T_LOGFMT:
+        snprintf(out, outsize, "text or json");
+        return;
+    case T_STATIC:
+        snprintf(out, outsize, "an array of group objects");
+        return;
+    }
+}
+
 void retry_list_str(const ks_retry_t *r, char *out, size_t outsize)
 {
     size_t at = 0;
@@ -324,235 +689,4 @@ void env_name(const char *key, char *out, size_t outsize)
     for (; *key && n + 1 < outsize; key++)
         out[n++] = *key == '.' ? '_' : (char)toupper((unsigned char)*key);
     out[n] = '\0';
-}
-
-static bool is_secret(const char *prop)
-{
-    static const char *words[] = {"password",    "secret",  "token",  "sasl.oauthbearer.config",
-                                  "ssl.key.pem", "ssl_key", "private"};
-    for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++)
-        if (strstr(prop, words[i]))
-            return true;
-    return false;
-}
-
-/* s as a JSON string. Text that is not UTF-8 (a flag or variable may hold any bytes) would
- * make json_string fail and the key vanish from the dump; it is shown instead with every
- * byte above 0x7f written as \xHH. Never NULL. */
-static json_t *dump_str(const char *s)
-{
-    json_t *v = json_string(s);
-    if (v)
-        return v;
-    size_t n = strlen(s);
-    char *esc = malloc(4 * n + 1), *p = esc;
-    if (!esc)
-        abort();
-    for (const unsigned char *q = (const unsigned char *)s; *q; q++)
-        p += *q < 0x80 ? sprintf(p, "%c", *q) : sprintf(p, "\\x%02x", *q);
-    v = json_string(esc);
-    free(esc);
-    return v;
-}
-
-char *ks_config_dump(const ks_config_t *cfg)
-{
-    json_t *root = json_object();
-    for (size_t i = 0; i < NKEYS; i++) {
-        const key_t_ *k = &config_keys[i];
-        const void *field = (const char *)cfg + k->off;
-        json_t *v = NULL;
-        switch (k->type) {
-        case T_STR: {
-            const char *s = *(char *const *)field;
-            v = s ? dump_str(s) : json_null();
-            break;
-        }
-        case T_INT:
-            v = json_integer(*(const int *)field);
-            break;
-        case T_I64:
-            v = json_integer(*(const int64_t *)field);
-            break;
-        case T_DOUBLE:
-            v = json_real(*(const double *)field);
-            break;
-        case T_MSLIST: {
-            char s[KS_RETRY_LIST_MAX * 12];
-            retry_list_str(field, s, sizeof(s));
-            v = json_string(s);
-            break;
-        }
-        case T_BOOL:
-            v = json_boolean(*(const bool *)field);
-            break;
-        case T_LEVEL:
-            v = json_string(ks_log_level_str(*(const ks_log_level_t *)field));
-            break;
-        case T_LOGFMT:
-            v = json_string(*(const bool *)field ? "json" : "text");
-            break;
-        case T_LIST:
-            v = json_array();
-            for (size_t j = 0; j < cfg->group_pattern_cnt; j++)
-                json_array_append_new(v, dump_str(cfg->group_patterns[j]));
-            break;
-        case T_ORDER:
-            v = json_string(ks_ordering_str((ks_ordering_t) * (const int *)field));
-            break;
-        case T_STATIC:
-            v = json_array();
-            for (size_t j = 0; j < cfg->static_group_cnt; j++) {
-                const ks_group_conf_t *g = &cfg->static_groups[j];
-                json_t *ts = json_array();
-                for (size_t t = 0; t < g->topic_cnt; t++)
-                    json_array_append_new(ts, json_string(g->topics[t]));
-                char list[KS_RETRY_LIST_MAX * 12];
-                retry_list_str(&g->retry, list, sizeof(list));
-                json_t *retry =
-                    json_pack("{s:i,s:i,s:f,s:f,s:s}", "initial_ms", g->retry.initial_ms, "max_ms",
-                              g->retry.max_ms, "multiplier", g->retry.multiplier, "jitter",
-                              g->retry.jitter, "backoff_ms", list);
-                json_array_append_new(v, json_pack("{s:s,s:o,s:s,s:s,s:i,s:i,s:i,s:o}", "name",
-                                                   g->name, "topics", ts, "ordering",
-                                                   ks_ordering_str((ks_ordering_t)g->ordering),
-                                                   "dead_letter_topic", g->dead_letter_topic,
-                                                   "max_attempts", g->max_attempts, "redrive_max",
-                                                   g->redrive_max, "max_in_flight_per_key",
-                                                   g->max_in_flight_per_key, "retry", retry));
-                if (*g->push_url)
-                    json_object_set_new(
-                        json_array_get(v, j), "push",
-                        json_pack("{s:o,s:i,s:i,s:i,s:s,s:o,s:b,s:b}", "url", dump_str(g->push_url),
-                                  "concurrency", g->push_concurrency, "timeout_ms",
-                                  g->push_timeout_ms, "batch", g->push_batch, "bearer_token",
-                                  *g->push_bearer_token ? "********" : "", "ca_file",
-                                  dump_str(g->push_ca_file), "insecure", g->push_insecure,
-                                  "cloudevents", g->push_cloudevents));
-            }
-            break;
-        }
-        json_object_set_new(root, k->name, v);
-    }
-    for (size_t i = 0; i < cfg->kafka_cnt; i++) {
-        json_t *name = dump_str(cfg->kafka[i].key);
-        char *key = malloc(strlen(json_string_value(name)) + sizeof("kafka."));
-        if (!key)
-            abort();
-        sprintf(key, "kafka.%s", json_string_value(name));
-        json_decref(name);
-        json_object_set_new(
-            root, key, dump_str(is_secret(cfg->kafka[i].key) ? "********" : cfg->kafka[i].value));
-        free(key);
-    }
-    char *out = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    return out;
-}
-
-void ks_config_usage(void *file)
-{
-    FILE *f = file;
-    fprintf(f, "usage: ksidecar [--config FILE] [--dev] [--KEY=VALUE ...]\n"
-               "       ksidecar --help | --version | --print-config\n\n"
-               "ksidecar serves a Kafka consumer group to clients over HTTP/JSON and\n"
-               "commits their acks as contiguous offsets.\n\n"
-               "Every key can be set in the JSON config file, as --KEY=VALUE, or as the\n"
-               "environment variable KSIDECAR_<KEY> (upper case, '.' as '_'). Flags win over\n"
-               "the environment, which wins over the file.\n\nKeys:\n");
-    for (size_t i = 0; i < NKEYS; i++) {
-        char en[128];
-        env_name(config_keys[i].name, en, sizeof(en));
-        fprintf(f, "  --%-24s %s\n  %-26s (env %s)\n", config_keys[i].name, config_keys[i].help, "",
-                en);
-    }
-    fprintf(f, "  --kafka.<property>         any librdkafka property, passed through\n"
-               "                             (env KSIDECAR_KAFKA_<PROPERTY>, '.' as '_')\n");
-}
-
-int set_double(void *field, const key_t_ *k, double v, char *err, size_t errsize)
-{
-    if (!(v >= (double)k->min && v <= (double)k->max)) {
-        snprintf(err, errsize, "config key '%s': expected a number from %lld to %lld, got %g",
-                 k->name, (long long)k->min, (long long)k->max, v);
-        return -1;
-    }
-    *(double *)field = v;
-    return 0;
-}
-
-int set_mslist(ks_retry_t *r, const char *name, const char *value, char *err, size_t errsize)
-{
-    char why[200];
-    if (ks_retry_parse_list(r, value, why, sizeof(why)) == 0)
-        return 0;
-    snprintf(err, errsize, "config key '%s': %s", name, why);
-    return -1;
-}
-
-/* A list of ms from the JSON file: [100, 1000] (or its text form "100,1000"). */
-int json_mslist(ks_retry_t *r, const char *name, json_t *v, char *err, size_t errsize)
-{
-    if (json_is_string(v))
-        return set_mslist(r, name, json_string_value(v), err, errsize);
-    char text[KS_RETRY_LIST_MAX * 24 + 32] = "";
-    size_t at = 0, i;
-    json_t *it;
-    if (!json_is_array(v) || json_array_size(v) > KS_RETRY_LIST_MAX + 1)
-        goto bad;
-    json_array_foreach(v, i, it)
-    {
-        if (!json_is_integer(it))
-            goto bad;
-        at += (size_t)snprintf(text + at, sizeof(text) - at, "%s%lld", i ? "," : "",
-                               (long long)json_integer_value(it));
-    }
-    return set_mslist(r, name, text, err, errsize);
-bad:
-    snprintf(err, errsize, "config key '%s': expected an array of integers (ms), as [100, 1000]",
-             name);
-    return -1;
-}
-
-/* A static group's "retry" object: its fields are group.retry.*'s, with their ranges; those it
- * leaves out keep the defaults'. */
-int static_retry(ks_group_conf_t *g, json_t *o, char *err, size_t errsize)
-{
-    const char *f;
-    json_t *v;
-    if (!json_is_object(o)) {
-        snprintf(err, errsize, "retry must be an object");
-        return -1;
-    }
-    json_object_foreach(o, f, v)
-    {
-        char name[64];
-        snprintf(name, sizeof(name), "group.retry.%s", f);
-        const key_t_ *k = strlen(f) < 24 ? find_key(name) : NULL;
-        if (!k) {
-            snprintf(err, errsize,
-                     "unknown field retry.%.40s (initial_ms, max_ms, multiplier, "
-                     "jitter, backoff_ms)",
-                     f);
-            return -1;
-        }
-        void *field = (char *)&g->retry + (k->off - offsetof(ks_config_t, group_defaults.retry));
-        if (k->type == T_INT && (!json_is_integer(v) || json_integer_value(v) < k->min ||
-                                 json_integer_value(v) > k->max)) {
-            snprintf(err, errsize, "retry.%s must be an integer from %lld to %lld", f,
-                     (long long)k->min, (long long)k->max);
-            return -1;
-        } else if (k->type == T_INT) {
-            *(int *)field = (int)json_integer_value(v);
-        } else if (k->type == T_DOUBLE &&
-                   (!json_is_number(v) ||
-                    set_double(field, k, json_number_value(v), err, errsize))) {
-            snprintf(err, errsize, "retry.%s must be a number from %lld to %lld", f,
-                     (long long)k->min, (long long)k->max);
-            return -1;
-        } else if (k->type == T_MSLIST && json_mslist(field, name, v, err, errsize)) {
-            return -1;
-        }
-    }
-    return 0;
 }

@@ -17,7 +17,8 @@ static bool has_children(const char *name)
 {
     size_t n = strlen(name);
     for (size_t i = 0; i < config_nkeys; i++)
-        if (!strncmp(config_keys[i].name, name, n) && config_keys[i].name[n] == '.')
+        if ((config_keys[i].scope & KS_SCOPE_KEY) && !strncmp(config_keys[i].name, name, n) &&
+            config_keys[i].name[n] == '.')
             return true;
     return false;
 }
@@ -132,6 +133,8 @@ int ks_config_apply_env(ks_config_t *cfg, char **envp, char *err, size_t errsize
         const key_t_ *k = NULL;
         for (size_t i = 0; i < config_nkeys; i++) {
             char en[256];
+            if (!(config_keys[i].scope & KS_SCOPE_KEY))
+                continue;
             env_name(config_keys[i].name, en, sizeof(en));
             if (strcmp(en, name) == 0) {
                 k = &config_keys[i];
@@ -211,13 +214,9 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
                  cfg->http_health_listen);
         return -1;
     }
-    if (*cfg->group_defaults.dead_letter_topic &&
-        !ks_valid_kafka_name(cfg->group_defaults.dead_letter_topic)) {
-        snprintf(err, errsize,
-                 "config key 'group.dead_letter_topic': \"%s\" is not a valid topic name",
-                 cfg->group_defaults.dead_letter_topic);
+    /* Each key's own check (group.dead_letter_topic, dev.topic: topic names). */
+    if (check_key_values(cfg, err, errsize) < 0)
         return -1;
-    }
     if (!*cfg->tls_cert_file != !*cfg->tls_key_file) {
         snprintf(err, errsize, "config keys 'tls.cert_file' and 'tls.key_file' go together");
         return -1;
@@ -232,11 +231,6 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
         snprintf(err, errsize,
                  "config key 'lease.deadline_ms' (%d) must not exceed 'lease.max_deadline_ms' (%d)",
                  cfg->lease_deadline_ms, cfg->lease_max_deadline_ms);
-        return -1;
-    }
-    if (!ks_valid_kafka_name(cfg->dev_topic)) {
-        snprintf(err, errsize, "config key 'dev.topic': \"%s\" is not a valid topic name",
-                 cfg->dev_topic);
         return -1;
     }
     if (!cfg->dev && !ks_config_kafka_get(cfg, "bootstrap.servers")) {

@@ -179,6 +179,65 @@ static void cr_default(cr_buf_t *b, const key_t_ *k, json_t *dump)
     free(text);
 }
 
+/* k's help, ending the row; a '|' would end the cell. */
+static void cr_help(cr_buf_t *b, const key_t_ *k)
+{
+    for (const char *p = k->help; *p; p++) {
+        if (*p == '|')
+            cr_put(b, "\\|");
+        else
+            cr_put(b, "%c", *p);
+    }
+    cr_put(b, " |\n");
+}
+
+/* The fields of a group object (a groups.static entry, a push body), in table order. */
+static void cr_fields(cr_buf_t *b)
+{
+    ks_config_t cfg;
+    ks_group_conf_t g = {0};
+    ks_config_defaults(&cfg);
+    group_conf_init(&g, &cfg.group_defaults);
+    cr_put(
+        b,
+        "\nGroup fields: what a `groups.static` entry may set (nested, `{\"push\":{\"url\":..}}`, "
+        "or dotted, `{\"push.url\":..}`), and a push set by API call (`PUT "
+        "/v1/groups/{group}/push`) where marked, less their `push.` prefix. A field with a "
+        "group key takes that key's value unless the group sets it.\n\n");
+    cr_put(b, "| Field | Type | Default | Range | Push body | Meaning |\n");
+    cr_put(b, "| --- | --- | --- | --- | --- | --- |\n");
+    for (size_t i = 0; i < config_nkeys; i++) {
+        const key_t_ *k = &config_keys[i];
+        if (!(k->scope & (KS_SCOPE_STATIC | KS_SCOPE_PUSH)))
+            continue;
+        cr_put(b, "| `%s`", key_field_name(k));
+        if (k->alias)
+            cr_put(b, " (or `%s`)", k->alias);
+        cr_put(b, " | %s | ", cr_type_name(k->type));
+        if (k->scope & KS_SCOPE_GROUP) {
+            cr_put(b, "key `%s`", k->name);
+        } else if (k->flags & KF_NEEDED) {
+            cr_put(b, "needed");
+        } else {
+            json_t *v = key_dump(k, NULL, (const char *)&g + k->off);
+            char *text = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY);
+            if (text && strcmp(text, "\"\"") != 0)
+                cr_put(b, "`%s`", text);
+            free(text);
+            json_decref(v);
+        }
+        cr_put(b, " | ");
+        if (k->hint)
+            cr_put(b, "%s", k->hint);
+        else
+            cr_range(b, k);
+        cr_put(b, " | %s | ", k->scope & KS_SCOPE_PUSH ? "yes" : "no");
+        cr_help(b, k);
+    }
+    group_conf_free(&g);
+    ks_config_free(&cfg);
+}
+
 static int cr_cmp_keys(const void *a, const void *b)
 {
     return strcmp((*(const key_t_ *const *)a)->name, (*(const key_t_ *const *)b)->name);
@@ -199,15 +258,17 @@ static char *cr_generate(void)
     const key_t_ **keys = malloc(config_nkeys * sizeof(*keys));
     if (!keys)
         abort();
+    size_t nkeys = 0;
     for (size_t i = 0; i < config_nkeys; i++)
-        keys[i] = &config_keys[i];
-    qsort(keys, config_nkeys, sizeof(*keys), cr_cmp_keys);
+        if (config_keys[i].scope & KS_SCOPE_KEY)
+            keys[nkeys++] = &config_keys[i];
+    qsort(keys, nkeys, sizeof(*keys), cr_cmp_keys);
 
     cr_buf_t b = {0};
     cr_put(&b, BEGIN_MARK "\n");
     cr_put(&b, "| Key | Type | Default | Range | Environment variable | Meaning |\n");
     cr_put(&b, "| --- | --- | --- | --- | --- | --- |\n");
-    for (size_t i = 0; i < config_nkeys; i++) {
+    for (size_t i = 0; i < nkeys; i++) {
         const key_t_ *k = keys[i];
         char env[160];
         env_name(k->name, env, sizeof(env));
@@ -216,14 +277,9 @@ static char *cr_generate(void)
         cr_put(&b, " | ");
         cr_range(&b, k);
         cr_put(&b, " | `%s` | ", env);
-        for (const char *p = k->help; *p; p++) { /* a '|' would end the cell */
-            if (*p == '|')
-                cr_put(&b, "\\|");
-            else
-                cr_put(&b, "%c", *p);
-        }
-        cr_put(&b, " |\n");
+        cr_help(&b, k);
     }
+    cr_fields(&b);
     cr_put(&b, "\n" END_MARK);
     free(keys);
     json_decref(dump);
