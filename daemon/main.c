@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "edges.h"
 #include "file_watch.h"
+#include "healthcheck.h"
 #include "log.h"
 #include "sd_notify.h"
 #include "substream.h"
@@ -163,14 +164,18 @@ int main(int argc, char **argv)
     ks_config_t cfg;
     ks_config_action_t action;
     char err[1024];
+    bool healthcheck = ks_healthcheck_wanted(&argc, argv);
     if (ks_config_from_args(&cfg, argc, argv, environ, &action, err, sizeof(err)) < 0) {
         fprintf(stderr, "ksidecar: %s\n", err);
         ks_config_free(&cfg);
-        return 2;
+        return healthcheck ? 1 : 2; /* a HEALTHCHECK's 2 is reserved */
     }
     switch (action) {
     case KS_CONFIG_HELP:
         ks_config_usage(stdout);
+        printf("\n  --healthcheck              GET /healthz of the ksidecar this config describes "
+               "(on http.health_listen,\n                             else http.listen) and exit "
+               "0 on 200: a container's HEALTHCHECK\n");
         ks_config_free(&cfg);
         return 0;
     case KS_CONFIG_VERSION:
@@ -185,6 +190,11 @@ int main(int argc, char **argv)
         return 0;
     }
     case KS_CONFIG_RUN:
+        if (healthcheck) {
+            int hrc = ks_healthcheck(&cfg, 4000); /* within the Dockerfile's --timeout=5s */
+            ks_config_free(&cfg);
+            return hrc;
+        }
         break;
     }
     if (ks_engine_check_kafka_conf(&cfg, err, sizeof(err)) < 0) {
