@@ -77,12 +77,18 @@ static void raise_nofile_limit(void)
             (unsigned long long)want);
 }
 
+/* Logs a failed notification of systemd (rc from ks_sd_notify*). */
+static void notify_logged(int rc)
+{
+    if (rc < 0)
+        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
+                strerror(errno));
+}
+
 /* Tells systemd (Type=notify) of a state change; outside systemd it does nothing. */
 static void notify(const char *state)
 {
-    if (ks_sd_notify(state) < 0)
-        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
-                strerror(errno));
+    notify_logged(ks_sd_notify(state));
 }
 
 /* How often the credential files are looked at for a change (besides SIGHUP). */
@@ -130,7 +136,7 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t
         if (sig == SIGHUP) {
             for (int i = 0; i < CRED_CNT; i++)
                 ks_file_watch_changed(&w[i]); /* what SIGHUP reloads is not reloaded again */
-            notify("RELOADING=1");
+            notify_logged(ks_sd_notify_reloading());
             reload_credentials(cfg, auth, tls, "SIGHUP");
             notify("READY=1");
         } else if (sig > 0) {
