@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "edges.h"
 #include "file_watch.h"
+#include "healthcheck.h"
 #include "log.h"
 #include "sd_notify.h"
 #include "substream.h"
@@ -76,12 +77,18 @@ static void raise_nofile_limit(void)
             (unsigned long long)want);
 }
 
+/* Logs a failed notification of systemd (rc from ks_sd_notify*). */
+static void notify_logged(int rc)
+{
+    if (rc < 0)
+        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
+                strerror(errno));
+}
+
 /* Tells systemd (Type=notify) of a state change; outside systemd it does nothing. */
 static void notify(const char *state)
 {
-    if (ks_sd_notify(state) < 0)
-        ks_warn("main", "sd_notify to NOTIFY_SOCKET=%s: %s", getenv("NOTIFY_SOCKET"),
-                strerror(errno));
+    notify_logged(ks_sd_notify(state));
 }
 
 /* How often the credential files are looked at for a change (besides SIGHUP). */
@@ -129,7 +136,7 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t
         if (sig == SIGHUP) {
             for (int i = 0; i < CRED_CNT; i++)
                 ks_file_watch_changed(&w[i]); /* what SIGHUP reloads is not reloaded again */
-            notify("RELOADING=1");
+            notify_logged(ks_sd_notify_reloading());
             reload_credentials(cfg, auth, tls, "SIGHUP");
             notify("READY=1");
         } else if (sig > 0) {
@@ -163,14 +170,18 @@ int main(int argc, char **argv)
     ks_config_t cfg;
     ks_config_action_t action;
     char err[1024];
+    bool healthcheck = ks_healthcheck_wanted(&argc, argv);
     if (ks_config_from_args(&cfg, argc, argv, environ, &action, err, sizeof(err)) < 0) {
         fprintf(stderr, "ksidecar: %s\n", err);
         ks_config_free(&cfg);
-        return 2;
+        return healthcheck ? 1 : 2; /* a HEALTHCHECK's 2 is reserved */
     }
     switch (action) {
     case KS_CONFIG_HELP:
         ks_config_usage(stdout);
+        printf("\n  --healthcheck              GET /healthz of the ksidecar this config describes "
+               "(on http.health_listen,\n                             else http.listen) and exit "
+               "0 on 200: a container's HEALTHCHECK\n");
         ks_config_free(&cfg);
         return 0;
     case KS_CONFIG_VERSION:
@@ -185,6 +196,11 @@ int main(int argc, char **argv)
         return 0;
     }
     case KS_CONFIG_RUN:
+        if (healthcheck) {
+            int hrc = ks_healthcheck(&cfg, 4000); /* within the Dockerfile's --timeout=5s */
+            ks_config_free(&cfg);
+            return hrc;
+        }
         break;
     }
     if (ks_engine_check_kafka_conf(&cfg, err, sizeof(err)) < 0) {

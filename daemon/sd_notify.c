@@ -3,10 +3,12 @@
 
 #include <errno.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 int ks_sd_notify(const char *state)
@@ -33,4 +35,15 @@ int ks_sd_notify(const char *state)
     close(fd);
     errno = saved;
     return n < 0 ? -1 : 1;
+}
+
+int ks_sd_notify_reloading(void)
+{
+    struct timespec ts;
+    if (clock_gettime(CLOCK_MONOTONIC, &ts) < 0)
+        return -1;
+    char state[64];
+    snprintf(state, sizeof(state), "RELOADING=1\nMONOTONIC_USEC=%llu",
+             (unsigned long long)ts.tv_sec * 1000000ULL + (unsigned long long)ts.tv_nsec / 1000);
+    return ks_sd_notify(state);
 }

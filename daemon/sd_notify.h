@@ -9,4 +9,9 @@
  * Any thread; the caller logs a failure. */
 int ks_sd_notify(const char *state);
 
+/* Says a reload has begun: "RELOADING=1" with "MONOTONIC_USEC=" the CLOCK_MONOTONIC time in
+ * microseconds, in one datagram, as systemd 253 and later require of a reload (Type=
+ * notify-reload; older ones take it too). Returns as ks_sd_notify does; any thread. */
+int ks_sd_notify_reloading(void);
+
 #endif

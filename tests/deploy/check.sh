@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # check.sh: checks the deploy files of docker/ without a Docker engine or a cluster: the
 # Kubernetes manifests against Kubernetes' schemas, the Dockerfile with hadolint and its COPY
-# sources, the compose file as YAML, the systemd unit with systemd-analyze verify. The unit's
-# ExecStart run under a notify socket is tests/integration/test_sd_notify.py.
-# Usage: tests/deploy/check.sh [BUILD_DIR] (default build/, for the binary the unit names).
+# sources, the compose file as YAML, the compose file and the manifest against the image
+# (tests/deploy/match_image.py: ports, environment, config, probes asked of a running ksidecar),
+# the systemd unit with systemd-analyze verify. The unit's ExecStart run under a notify socket
+# is tests/integration/test_sd_notify.py; the image built and run is tests/deploy/image.sh.
+# Usage: tests/deploy/check.sh [BUILD_DIR] (default build/: the binary the unit names and
+# match_image.py runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 BUILD="${1:-build}"
@@ -17,12 +20,20 @@ done
 echo "-- hadolint docker/Dockerfile"
 hadolint docker/Dockerfile || fail=1
 
-echo "-- every COPY source of docker/Dockerfile exists (the build context is the repository)"
+echo "-- every COPY source of docker/Dockerfile exists (the build context is the repository, less .dockerignore)"
 while read -r src; do
   if [ ! -e "$src" ]; then
     echo "docker/Dockerfile copies $src, which does not exist" >&2
     fail=1
   fi
+  while read -r pat; do
+    case "$pat" in "" | "#"*) continue ;; esac
+    case "$src/" in "${pat%/}/"*)
+      echo "docker/Dockerfile copies $src, which .dockerignore leaves out ($pat)" >&2
+      fail=1
+      ;;
+    esac
+  done <.dockerignore
 done < <(awk 'toupper($1) == "COPY" && $2 !~ /^--from=/ {
   for (i = 2; i < NF; i++) if ($i !~ /^--/) print $i }' docker/Dockerfile)
 
@@ -48,6 +59,9 @@ for b in bad:
     print("docker/compose.yaml:", b, file=sys.stderr)
 sys.exit(1 if bad else 0)
 PY
+
+echo "-- docker/compose.yaml and docker/k8s/sidecar.yaml held to the image ($BUILD/ksidecar says what they mean)"
+python3 tests/deploy/match_image.py "$BUILD/ksidecar" || fail=1
 
 echo "-- systemd-analyze verify docker/ksidecar.service (ExecStart's binary: $BUILD/ksidecar)"
 if ! command -v systemd-analyze >/dev/null 2>&1; then

@@ -87,3 +87,46 @@ def test_json_log_lines(tmp_path):
         rec = json.loads(l)
         assert {"ts", "level", "component", "msg"} <= set(rec), rec
     assert any(json.loads(l)["level"] == "info" for l in lines if not l.startswith("%"))
+
+
+def test_healthcheck_asks_healthz_of_the_listener_the_config_names(bootstrap):
+    """`ksidecar --healthcheck`, the image's HEALTHCHECK: exit 0 on /healthz's 200, 1 on a
+    503 or no answer; the probe listener first, else http.listen; 0.0.0.0 asked on loopback."""
+    import signal
+    import time
+    from conftest import free_port
+    http, health, dead_http, dead_health = free_port(), free_port(), free_port(), free_port()
+    up = subprocess.Popen([BIN, f"--kafka.bootstrap.servers={bootstrap}", "--grpc.listen=",
+                           f"--http.listen=127.0.0.1:{http}",
+                           f"--http.health_listen=127.0.0.1:{health}"],
+                          stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    # Kafka unreachable: /healthz answers 503 from the start.
+    down = subprocess.Popen([BIN, "--kafka.bootstrap.servers=127.0.0.1:1", "--grpc.listen=",
+                             f"--http.listen=127.0.0.1:{dead_http}",
+                             f"--http.health_listen=127.0.0.1:{dead_health}"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    env = {"KSIDECAR_KAFKA_BOOTSTRAP_SERVERS": "elsewhere:9092"}
+    try:
+        deadline = time.time() + 30
+        while True:
+            r = run(["--healthcheck"],
+                    env={**env, "KSIDECAR_HTTP_HEALTH_LISTEN": f"0.0.0.0:{health}"})
+            if r.returncode == 0 or time.time() > deadline:
+                break
+            time.sleep(0.5)
+        assert r.returncode == 0 and json.loads(r.stdout) == {"status": "ok"}, (r.stdout, r.stderr)
+        r = run(["--healthcheck", f"--http.listen=127.0.0.1:{http}"], env=env)
+        assert r.returncode == 0, r.stderr  # no probe listener: http.listen
+        r = run(["--healthcheck", f"--http.health_listen=127.0.0.1:{dead_health}"], env=env)
+        assert r.returncode == 1 and "answered 503" in r.stderr, (r.stdout, r.stderr)
+        assert json.loads(r.stdout)["status"] == "NOT_SERVING"
+        r = run(["--healthcheck", f"--http.health_listen=127.0.0.1:{free_port()}"], env=env)
+        assert r.returncode == 1 and "--healthcheck" in r.stderr, r.stderr
+        r = run(["--healthcheck", "--http.listen=", "--http.health_listen="], env=env)
+        assert r.returncode == 1 and "http.health_listen" in r.stderr, r.stderr
+        r = run(["--healthcheck", "--no.such.key=1"], env=env)
+        assert r.returncode == 1 and "no.such.key" in r.stderr, r.stderr
+    finally:
+        for p in (up, down):
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(60) == 0

@@ -1,7 +1,8 @@
 """docker/ksidecar.service's ExecStart line, run as written (the binary's and the config's
 paths substituted) under a notify socket of the test's own: READY=1 once the edges listen,
-reload on SIGHUP (its ExecReload), STOPPING=1 when SIGTERM starts the drain, exit 0. And
-docker/example/consumer.py, the compose file's example service, against the real binary."""
+reload on SIGHUP (its ExecReload: RELOADING=1 with MONOTONIC_USEC, then READY=1), STOPPING=1
+when SIGTERM starts the drain, exit 0. And docker/example/consumer.py, the compose file's
+example service, against the real binary."""
 import json
 import os
 import re
@@ -10,6 +11,7 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -66,9 +68,20 @@ def test_unit_exec_start_notifies_ready_then_stopping(bootstrap, tmp_path):
             assert e.code == 503, e
         assert not any("STOPPING=1" in d for d in got), got
 
+        before = time.monotonic_ns() // 1000
         p.send_signal(signal.SIGHUP)  # ExecReload: ksidecar carries on
-        got += recv_states(sock, "READY=1", 30)
+        reload = recv_states(sock, "READY=1", 30)
+        after = time.monotonic_ns() // 1000
+        got += reload
         assert p.poll() is None, "SIGHUP stopped ksidecar"
+        # systemd 253 (Type=notify-reload) takes a reload as begun from RELOADING=1 with
+        # MONOTONIC_USEC, CLOCK_MONOTONIC in microseconds, in the same datagram.
+        lines = [d.split("\n") for d in reload]
+        begun = [i for i, ln in enumerate(lines) if "RELOADING=1" in ln]
+        assert len(begun) == 1 and begun[0] < len(lines) - 1, reload  # before the READY=1
+        usec = [x.split("=", 1)[1] for x in lines[begun[0]] if x.startswith("MONOTONIC_USEC=")]
+        assert len(usec) == 1 and usec[0].isdigit(), reload
+        assert before <= int(usec[0]) <= after, (before, usec, after)
 
         p.send_signal(signal.SIGTERM)
         got += recv_states(sock, "STOPPING=1", 30)

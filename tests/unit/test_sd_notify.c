@@ -1,4 +1,5 @@
-/* test_sd_notify.c: the notify datagram reaches a path socket and an abstract one, whole. */
+/* test_sd_notify.c: the notify datagram reaches a path socket and an abstract one, whole; a
+ * reload's carries its monotonic time. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -7,6 +8,7 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <sys/un.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -79,12 +81,41 @@ static void test_not_under_systemd(void **state)
     assert_int_equal(ks_sd_notify("READY=1"), -1);
 }
 
+/* A reload's datagram: RELOADING=1 and the monotonic time it began, in microseconds. */
+static void test_reloading(void **state)
+{
+    (void)state;
+    char path[64];
+    snprintf(path, sizeof(path), "/tmp/ks_sd_notify_r%d.sock", (int)getpid());
+    unlink(path);
+    int fd = listen_on(path);
+    setenv("NOTIFY_SOCKET", path, 1);
+    struct timespec a, b;
+    clock_gettime(CLOCK_MONOTONIC, &a);
+    assert_int_equal(ks_sd_notify_reloading(), 1);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    char buf[256];
+    ssize_t n = recv(fd, buf, sizeof(buf) - 1, MSG_DONTWAIT);
+    assert_true(n > 0);
+    buf[n] = '\0';
+    unsigned long long usec;
+    char rest;
+    assert_int_equal(sscanf(buf, "RELOADING=1\nMONOTONIC_USEC=%llu%c", &usec, &rest), 1);
+    assert_true(usec >= (unsigned long long)a.tv_sec * 1000000ULL + a.tv_nsec / 1000);
+    assert_true(usec <= (unsigned long long)b.tv_sec * 1000000ULL + b.tv_nsec / 1000);
+    unsetenv("NOTIFY_SOCKET");
+    assert_int_equal(ks_sd_notify_reloading(), 0);
+    close(fd);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_path_socket),
         cmocka_unit_test(test_abstract_socket),
         cmocka_unit_test(test_not_under_systemd),
+        cmocka_unit_test(test_reloading),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
