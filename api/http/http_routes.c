@@ -19,36 +19,31 @@
 static void on_fetch(ks_batch_t *b, void *opaque)
 {
     req_t *r = opaque;
-    pthread_mutex_lock(&r->lock);
-    r->batch = b;
+    pthread_mutex_lock(&r->io.lock);
+    r->u.fetch.batch = b;
     if (r->long_poll)
         atomic_fetch_sub(&r->h->long_polls, 1);
     uint64_t late = r->completed ? b->deliver_token : 0; /* it ended first (at shutdown) */
     if (late)
         b->deliver_token = 0;
-    pthread_mutex_unlock(&r->lock);
-    ks_engine_delivered(r->h->eng, r->group, late, false);
-    http_wake(r);
+    pthread_mutex_unlock(&r->io.lock);
+    ks_engine_delivered(r->h->eng, r->u.fetch.group, late, false);
+    http_wake(&r->io);
 }
 
 static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     req_t *r = opaque;
-    r->groups = groups;
-    r->group_cnt = n;
-    http_wake(r);
+    r->u.status.groups = groups;
+    r->u.status.cnt = n;
+    http_wake(&r->io);
 }
 
 static void on_seek(ks_seek_result_t *res, void *opaque)
 {
     req_t *r = opaque;
-    r->seek = res;
-    http_wake(r);
-}
-
-enum MHD_Result http_reply(req_t *r)
-{
-    return r->route->encode(r);
+    r->u.seek.res = res;
+    http_wake(&r->io);
 }
 
 /* Sends cmd (of r's route: its type is the row's command) to the engine through its one
@@ -57,17 +52,14 @@ enum MHD_Result http_reply(req_t *r)
 static ks_status_t http_submit(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd, char *err, size_t errsize)
 {
     cmd->type = r->route->cmd;
-    atomic_fetch_add(&r->refs, 1);
-    r->submitted = true;
+    http_req_ref(&r->io);
     ks_status_t st = ks_engine_submit(h->eng, cmd, err, errsize);
-    if (st) {
-        r->submitted = false;
-        atomic_fetch_sub(&r->refs, 1);
-    }
+    if (st)
+        http_req_unref(&r->io); /* not the last: the server holds one */
     return st;
 }
 
-enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
+http_ret_t http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
 {
     char err[512];
     ks_status_t st = http_submit(h, r, cmd, err, sizeof(err));
@@ -75,9 +67,9 @@ enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd)
         if (r->long_poll)
             atomic_fetch_sub(&h->long_polls, 1);
         r->long_poll = false;
-        return http_send_error(r->conn, st, "%s", err);
+        return http_send_error(r, st, "%s", err);
     }
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_park(&r->io) ? http_reply(r) : HTTP_RET_OK;
 }
 
 bool http_long_poll_claim(ks_http_t *h, req_t *r)
@@ -90,8 +82,8 @@ bool http_long_poll_claim(ks_http_t *h, req_t *r)
     return true;
 }
 
-static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                   size_t key_len, const char *value, size_t value_len)
+static bool collect_arg(void *cls, const char *key, size_t key_len, const char *value,
+                        size_t value_len)
 {
     http_query_t *a = cls;
     const char *v = value ? value : "";
@@ -124,7 +116,7 @@ static enum MHD_Result collect_arg(void *cls, enum MHD_ValueKind kind, const cha
         a->ordered_batches = v;
     else if (!a->unknown)
         a->unknown = key;
-    return MHD_YES;
+    return true;
 }
 
 void http_query_free(http_query_t *q)
@@ -134,13 +126,13 @@ void http_query_free(http_query_t *q)
     q->split_cnt = 0;
 }
 
-bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *ret)
+bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, http_ret_t *ret)
 {
-    MHD_get_connection_values_n(r->conn, MHD_GET_ARGUMENT_KIND, collect_arg, a);
+    http_req_query_each(&r->io, collect_arg, a);
     if (a->nul_key) {
         char k[128], v[256];
         *ret =
-            http_send_error(r->conn, KS_E_INVALID,
+            http_send_error(r, KS_E_INVALID,
                             "query parameter \"%s\" (value \"%s\") holds a NUL byte (%%00); names "
                             "and values cannot contain NUL",
                             http_show_nul(a->nul_key, a->nul_key_len, k, sizeof(k)),
@@ -148,7 +140,7 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *r
         return false;
     }
     if (a->unknown) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "unknown query parameter \"%s\" (known: %s)",
+        *ret = http_send_error(r, KS_E_INVALID, "unknown query parameter \"%s\" (known: %s)",
                                a->unknown,
                                a->stream ? "topic, max_in_flight, max_in_flight_bytes, "
                                            "deadline_ms, subscriber, ordered_batches, format"
@@ -174,26 +166,25 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *r
     char err[512];
     ks_status_t st;
     if (too_many) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "at most %d topics per %s", MAX_TOPICS,
+        *ret = http_send_error(r, KS_E_INVALID, "at most %d topics per %s", MAX_TOPICS,
                                a->stream ? "stream" : "fetch");
         return false;
     }
     if (a->name_cnt == 0) {
-        *ret = http_send_error(r->conn, KS_E_INVALID,
-                               "missing query parameter topic (e.g. ?topic=demo)");
+        *ret = http_send_error(r, KS_E_INVALID, "missing query parameter topic (e.g. ?topic=demo)");
         return false;
     }
     /* Bad or internal names get their own answer before the scope check. */
     if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "consume", a->names,
                                    a->name_cnt, err, sizeof(err)))) {
-        *ret = http_send_error(r->conn, st, "%s", err);
+        *ret = http_send_error(r, st, "%s", err);
         return false;
     }
     if (a->ordered_batches) { /* a bare ?ordered_batches asks for it too */
         a->ordered = !*a->ordered_batches || !strcmp(a->ordered_batches, "true") ||
                      !strcmp(a->ordered_batches, "1");
         if (!a->ordered && strcmp(a->ordered_batches, "false") && strcmp(a->ordered_batches, "0")) {
-            *ret = http_send_error(r->conn, KS_E_INVALID,
+            *ret = http_send_error(r, KS_E_INVALID,
                                    "ordered_batches must be true or false, got \"%s\"",
                                    a->ordered_batches);
             return false;
@@ -202,7 +193,7 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, enum MHD_Result *r
     const ks_codec_fmt_t *f = a->format ? ks_codec_fmt_find(a->format) : &ks_codec_fmt_auto;
     if (!f) {
         char names[256];
-        *ret = http_send_error(r->conn, KS_E_INVALID, "format must be %s, got \"%s\"",
+        *ret = http_send_error(r, KS_E_INVALID, "format must be %s, got \"%s\"",
                                ks_codec_fmt_names(names, sizeof(names)), a->format);
         return false;
     }
@@ -222,7 +213,7 @@ int http_parse_int(const char *s, long min, long max, long *out)
 }
 
 bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
-                  unsigned *unset, enum MHD_Result *ret)
+                  unsigned *unset, http_ret_t *ret)
 {
     long n;
     if (!v) {
@@ -233,14 +224,14 @@ bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned 
         *out = (int)n;
         return true;
     }
-    *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an integer, got \"%s\"", name, v);
+    *ret = http_send_error(r, KS_E_INVALID, "%s must be an integer, got \"%s\"", name, v);
     return false;
 }
 
-static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
+static http_ret_t handle_fetch(ks_http_t *h, req_t *r, const char *group, bool head)
 {
     http_query_t a = {0};
-    enum MHD_Result ret = MHD_YES;
+    http_ret_t ret = HTTP_RET_OK;
     char err[512];
     ks_status_t st;
     if (!http_query_read(h, r, &a, &ret))
@@ -265,32 +256,32 @@ static enum MHD_Result handle_fetch(ks_http_t *h, req_t *r, const char *group, b
     /* Validated here too (ks_engine_submit checks again), for the wait it settles on. */
     cmd.type = r->route->cmd;
     if ((st = ks_cmd_validate(h->cfg, &cmd, err, sizeof(err)))) {
-        ret = http_send_error(r->conn, st, "%s", err);
+        ret = http_send_error(r, st, "%s", err);
         goto out;
     }
     if (head) {
         /* HEAD is safe: the group and parameters are checked as for GET, nothing is
          * leased, and the answer is an empty batch's headers. */
-        ret = http_send_json(r->conn, 200, json_pack("{s:[]}", "records"));
+        ret = http_send_json(r, 200, json_pack("{s:[]}", "records"));
         goto out;
     }
     if (cmd.u.fetch.opts.wait_ms > 0 && !http_long_poll_claim(h, r)) {
-        ret = http_send_error(r->conn, KS_E_BUSY,
+        ret = http_send_error(r, KS_E_BUSY,
                               "%d fetches are waiting already (http.max_long_polls); retry "
                               "later or with wait_ms=0",
                               h->cfg->http_max_long_polls);
         goto out;
     }
-    snprintf(r->group, sizeof(r->group), "%s", group);
+    snprintf(r->u.fetch.group, sizeof(r->u.fetch.group), "%s", group);
     ret = http_submit_park(h, r, &cmd);
 out:
     http_query_free(&a);
     return ret;
 }
 
-static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
+static http_ret_t handle_status(ks_http_t *h, req_t *r, const char *group)
 {
-    r->status_one = group != NULL;
+    r->u.status.one = group != NULL;
     ks_cmd_req_t cmd = {.group = group, .u.status = {.cb = on_status, .opaque = r}};
     return http_submit_park(h, r, &cmd);
 }
@@ -298,11 +289,12 @@ static enum MHD_Result handle_status(ks_http_t *h, req_t *r, const char *group)
 /* POST /v1/groups/{group}/seek: {"topic":...,"partition":N (absent: every partition of the
  * topic assigned here), and one of "offset", "timestamp_ms", "position"}. The topic must be
  * in the caller's consume scope, as a fetch's. */
-static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_seek(ks_http_t *h, req_t *r)
 {
+    const char *group = r->param;
     static const char *const known[] = {"topic",    "offset",    "timestamp_ms",
                                         "position", "partition", NULL};
-    enum MHD_Result ret = MHD_YES;
+    http_ret_t ret = HTTP_RET_OK;
     json_t *root =
         http_body_json(h, r, "{\"topic\":\"...\",\"position\":\"earliest\"}", JSON_ALLOW_NUL, &ret);
     if (!root)
@@ -314,7 +306,7 @@ static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, co
     char err[512];
     ks_status_t st;
     if (!json_is_object(root)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
+        ret = http_send_error(r, KS_E_INVALID, "body must be a JSON object");
         goto out;
     }
     if (!http_only_fields(r, root, "body", known,
@@ -322,32 +314,32 @@ static enum MHD_Result decode_seek(ks_http_t *h, req_t *r, const char *group, co
         !(topic = http_json_name(r, json_object_get(root, "topic"), "topic", &ret)))
         goto out;
     if ((!!off + !!ts + !!pos) != 1) {
-        ret = http_send_error(r->conn, KS_E_INVALID,
+        ret = http_send_error(r, KS_E_INVALID,
                               "give exactly one of offset, timestamp_ms or position");
         goto out;
     }
     if ((off && !json_is_integer(off)) || (ts && !json_is_integer(ts))) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an integer",
+        ret = http_send_error(r, KS_E_INVALID, "%s must be an integer",
                               off ? "offset" : "timestamp_ms");
         goto out;
     }
     const char *where = pos ? json_string_value(pos) : NULL;
     if (pos && (!where || (strcmp(where, "earliest") && strcmp(where, "latest")))) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "position must be \"earliest\" or \"latest\"");
+        ret = http_send_error(r, KS_E_INVALID, "position must be \"earliest\" or \"latest\"");
         goto out;
     }
     json_int_t pv = json_is_integer(part) ? json_integer_value(part) : -1;
     if (part && (pv < 0 || pv > INT32_MAX)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "partition must be an integer from 0 to %d",
+        ret = http_send_error(r, KS_E_INVALID, "partition must be an integer from 0 to %d",
                               INT32_MAX);
         goto out;
     }
     if ((st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_CONSUME, "seek", &topic, 1,
                                    err, sizeof(err)))) {
-        ret = http_send_error(r->conn, st, "%s", err);
+        ret = http_send_error(r, st, "%s", err);
         goto out;
     }
-    snprintf(r->topic, sizeof(r->topic), "%s", topic);
+    snprintf(r->u.seek.topic, sizeof(r->u.seek.topic), "%s", topic);
     cmd.u.seek.topic = topic;
     cmd.u.seek.partition = (int32_t)pv;
     cmd.u.seek.all_partitions = !part;
@@ -366,24 +358,24 @@ static void not_ready(req_t *r, const char *fmt, ...) __attribute__((format(prin
 
 static void not_ready(req_t *r, const char *fmt, ...)
 {
-    pthread_mutex_lock(&r->lock);
-    if (!r->ready_msg[0]) {
+    pthread_mutex_lock(&r->io.lock);
+    if (!r->u.status.ready_msg[0]) {
         va_list ap;
         va_start(ap, fmt);
-        vsnprintf(r->ready_msg, sizeof(r->ready_msg), fmt, ap);
+        vsnprintf(r->u.status.ready_msg, sizeof(r->u.status.ready_msg), fmt, ap);
         va_end(ap);
     }
-    pthread_mutex_unlock(&r->lock);
+    pthread_mutex_unlock(&r->io.lock);
 }
 
 /* One static group's answer is in: the last one wakes the request, the others drop
  * their reference. */
 static void ready_one_done(req_t *r)
 {
-    if (atomic_fetch_sub(&r->ready_pending, 1) == 1)
-        http_wake(r);
+    if (atomic_fetch_sub(&r->u.status.pending, 1) == 1)
+        http_wake(&r->io);
     else
-        http_req_unref(r);
+        http_req_unref(&r->io);
 }
 
 /* A static group's status, for /readyz (a group loop thread): only stored, in the order
@@ -392,15 +384,15 @@ static void ready_one_done(req_t *r)
 static void on_ready_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     req_t *r = opaque;
-    pthread_mutex_lock(&r->lock);
+    pthread_mutex_lock(&r->io.lock);
     size_t add = n ? n : 1;
-    ks_group_status_t **all = realloc(r->groups, (r->group_cnt + add) * sizeof(*all));
+    ks_group_status_t **all = realloc(r->u.status.groups, (r->u.status.cnt + add) * sizeof(*all));
     if (!all)
         abort();
-    r->groups = all;
+    r->u.status.groups = all;
     for (size_t i = 0; i < add; i++)
-        all[r->group_cnt++] = n ? groups[i] : NULL;
-    pthread_mutex_unlock(&r->lock);
+        all[r->u.status.cnt++] = n ? groups[i] : NULL;
+    pthread_mutex_unlock(&r->io.lock);
     free(groups);
     ready_one_done(r);
 }
@@ -409,16 +401,16 @@ static void on_ready_status(ks_group_status_t **groups, size_t n, void *opaque)
  * of the config runs here with no partition still restoring its commit (INITIALIZING).
  * A group with no partitions (more instances than partitions) counts as ready. Each
  * static group is asked on its own, so busy dynamic groups do not slow the answer. */
-static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
+static http_ret_t handle_ready(ks_http_t *h, req_t *r)
 {
     if (!ks_engine_kafka_up(h->eng))
         not_ready(r, "Kafka does not answer (kafka.bootstrap.servers)");
     size_t n = h->cfg->static_group_cnt;
-    if (n == 0 || r->ready_msg[0])
+    if (n == 0 || r->u.status.ready_msg[0])
         return http_reply(r);
-    atomic_store(&r->ready_pending, (int)n);
-    atomic_fetch_add(&r->refs, (int)n);
-    r->submitted = true;
+    atomic_store(&r->u.status.pending, (int)n);
+    for (size_t i = 0; i < n; i++)
+        http_req_ref(&r->io); /* each answer's, dropped by ready_one_done */
     for (size_t i = 0; i < n; i++) {
         char err[256];
         const char *name = h->cfg->static_groups[i].name;
@@ -429,7 +421,7 @@ static enum MHD_Result handle_ready(ks_http_t *h, req_t *r)
             ready_one_done(r);
         }
     }
-    return http_park(r) ? http_reply(r) : MHD_YES;
+    return http_park(&r->io) ? http_reply(r) : HTTP_RET_OK;
 }
 
 /* Splits "/v1/groups/{g}/{rest}". Returns false if url is not of that shape. */
@@ -448,18 +440,18 @@ static bool split_group_url(const char *url, char *group, size_t gsize, const ch
 /* Identifies the caller (its bearer token, else its certificate's subject) into r->who
  * and checks the groups scope for group (NULL: identity only). Returns true, or false
  * after queueing the error. */
-static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_Result *ret)
+static bool http_authorized(ks_http_t *h, req_t *r, const char *group, http_ret_t *ret)
 {
     if (!h->auth)
         return true;
     char err[512], subj[1024];
-    const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const char *a = http_req_header(&r->io, "Authorization");
     ks_status_t st =
-        ks_edge_authorize(h->auth, a, http_cert_subject(h, r->conn, subj, sizeof(subj)), group,
+        ks_edge_authorize(h->auth, a, http_req_cert_subject(&r->io, subj, sizeof(subj)), group,
                           &r->who, err, sizeof(err));
     if (st == KS_OK)
         return true;
-    *ret = http_send_error(r->conn, st, "%s", err);
+    *ret = http_send_error(r, st, "%s", err);
     return false;
 }
 
@@ -471,63 +463,63 @@ static bool is_get(const char *method)
 
 /* ---- the decoders: one per command, each answers at once or parks the request ---- */
 
-static enum MHD_Result decode_fetch(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_fetch(ks_http_t *h, req_t *r)
 {
-    return handle_fetch(h, r, group, !strcmp(method, "HEAD"));
+    return handle_fetch(h, r, r->param, !strcmp(r->io.method, "HEAD"));
 }
 
-static enum MHD_Result decode_status(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_status(ks_http_t *h, req_t *r)
 {
-    return handle_status(h, r, group);
+    return handle_status(h, r, r->param);
 }
 
 /* /metrics: every group's status (each loop answers within a pass), shown as a listing is. */
-static enum MHD_Result decode_metrics(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_metrics(ks_http_t *h, req_t *r)
 {
     return handle_status(h, r, NULL);
 }
 
 /* /readyz?group=NAME: that group alone: 404 unless it runs here, 503 while Kafka is down or
  * any of its partitions is stalled (each named with its reason), else 200. */
-static enum MHD_Result ready_group(ks_http_t *h, req_t *r, const char *name)
+static http_ret_t ready_group(ks_http_t *h, req_t *r, const char *name)
 {
     char why[512];
     if (!*name)
-        return http_send_error(r->conn, KS_E_INVALID, "query parameter \"group\" is empty");
+        return http_send_error(r, KS_E_INVALID, "query parameter \"group\" is empty");
     int n = ks_engine_group_stalled(h->eng, name, why, sizeof(why));
     if (n < 0)
-        return http_send_error(r->conn, KS_E_NOT_FOUND, "group %s does not run here", name);
+        return http_send_error(r, KS_E_NOT_FOUND, "group %s does not run here", name);
     if (n > 0)
-        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: group %s: %d stalled: %s",
-                               name, n, why);
+        return http_send_error(r, KS_E_UNAVAILABLE, "not ready: group %s: %d stalled: %s", name, n,
+                               why);
     if (!ks_engine_kafka_health(h->eng, why, sizeof(why)))
-        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", why);
-    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+        return http_send_error(r, KS_E_UNAVAILABLE, "not ready: %s", why);
+    return http_send_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 
-static enum MHD_Result decode_ready(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_ready(ks_http_t *h, req_t *r)
 {
-    const char *name = MHD_lookup_connection_value(r->conn, MHD_GET_ARGUMENT_KIND, "group");
+    const char *name = http_req_query(&r->io, "group");
     if (!name)
         return handle_ready(h, r);
     /* One group's readiness names its partitions and the stall's detail (a nack reason):
      * on the main listener only for a caller the group's scope covers, as its status is;
      * the probe listener checks no caller. */
-    enum MHD_Result ret;
-    if (!r->health && *name && !http_authorized(h, r, name, &ret))
+    http_ret_t ret;
+    if (!r->io.probe && *name && !http_authorized(h, r, name, &ret))
         return ret;
     return ready_group(h, r, name);
 }
 
 /* /healthz: no engine command; answered from the engine's Kafka probe at once. */
-static enum MHD_Result decode_health(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_health(ks_http_t *h, req_t *r)
 {
     char why[256];
     if (!ks_engine_kafka_health(h->eng, why, sizeof(why)))
         /* The same source of truth as grpc.health.v1 (ks_engine_kafka_up). */
-        return http_send_json(r->conn, 503,
+        return http_send_json(r, 503,
                               json_pack("{s:s,s:s}", "status", "NOT_SERVING", "reason", why));
-    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ok"));
+    return http_send_json(r, 200, json_pack("{s:s}", "status", "ok"));
 }
 
 /* api/openapi.yaml, compiled in (cmake/embed.cmake). */
@@ -535,14 +527,10 @@ extern const unsigned char ks_openapi_yaml[];
 extern const size_t ks_openapi_yaml_len;
 
 /* /openapi.yaml: the spec this binary was built with; no engine command, no caller check. */
-static enum MHD_Result decode_openapi(ks_http_t *h, req_t *r, const char *group, const char *method)
+static http_ret_t decode_openapi(ks_http_t *h, req_t *r)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(
-        ks_openapi_yaml_len, (void *)(uintptr_t)ks_openapi_yaml, MHD_RESPMEM_PERSISTENT);
-    MHD_add_response_header(resp, "Content-Type", "application/yaml");
-    enum MHD_Result ret = http_queue(r->conn, 200, resp, ks_openapi_yaml_len);
-    MHD_destroy_response(resp);
-    return ret;
+    static const http_header_t hdr[] = {{"Content-Type", "application/yaml"}};
+    return http_respond_static(&r->io, 200, hdr, 1, ks_openapi_yaml, ks_openapi_yaml_len);
 }
 
 /* How a route checks its caller (bearer token or client certificate, then the groups
@@ -670,7 +658,7 @@ static const route_t *route_method(const route_t *first, const char *method, cha
  * plain clients often send none. */
 static bool content_type_json(req_t *r)
 {
-    const char *ct = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type");
+    const char *ct = http_req_header(&r->io, "Content-Type");
     if (!ct)
         return true;
     ct += strspn(ct, " \t");
@@ -680,82 +668,84 @@ static bool content_type_json(req_t *r)
 
 /* Serves r by the rows of rt's path: the caller and the method in the row's order, the
  * body's type, then the decoder of the row that serves the method. */
-static enum MHD_Result route_run(ks_http_t *h, req_t *r, const route_t *rt, const char *group,
-                                 const char *method, const char *url)
+static http_ret_t route_run(ks_http_t *h, req_t *r, const route_t *rt)
 {
-    enum MHD_Result ret = MHD_NO;
+    http_ret_t ret = HTTP_RET_CLOSE;
+    const char *method = r->io.method;
     /* The probe listener checks no caller: plain HTTP for the platform's probes and scraper,
      * reached only where http.health_listen is bound. */
-    bool check = !r->health;
-    if (check && rt->auth == AUTH_FIRST && !http_authorized(h, r, group, &ret))
+    bool check = !r->io.probe;
+    if (check && rt->auth == AUTH_FIRST && !http_authorized(h, r, r->param, &ret))
         return ret;
     char allow[64];
     const route_t *hit = route_method(rt, method, allow, sizeof(allow));
     if (!hit)
-        return http_send_error_as(r->conn, 405, "UNIMPLEMENTED", allow,
-                                  "method %s is not allowed for %s; use %s", method, url, allow);
+        return http_send_error_as(r, 405, "UNIMPLEMENTED", allow,
+                                  "method %s is not allowed for %s; use %s", method, r->io.url,
+                                  allow);
     rt = hit;
     /* Only a {group} segment is checked against the groups scope ({topic}: identity here,
      * the topic scopes in the decoder). */
     if (check && rt->auth == AUTH_METHOD &&
-        !http_authorized(h, r, strstr(rt->path, "{group}") ? group : NULL, &ret))
+        !http_authorized(h, r, strstr(rt->path, "{group}") ? r->param : NULL, &ret))
         return ret;
     if ((!strcmp(rt->method, "POST") || !strcmp(rt->method, "PUT")) && !content_type_json(r))
         return http_send_error_as(
-            r->conn, 415, "INVALID_ARGUMENT", NULL,
+            r, 415, "INVALID_ARGUMENT", NULL,
             "Content-Type %s is not supported; send a JSON body with Content-Type: "
             "application/json",
-            MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Content-Type"));
+            http_req_header(&r->io, "Content-Type"));
     r->route = rt;
-    return rt->decode(h, r, group, method);
+    return rt->decode(h, r);
 }
 
-/* What the URI callback found too big or malformed, answered before routing. Returns
- * false if there is nothing. */
-static bool route_bad_url(req_t *r, enum MHD_Result *ret)
+/* What the server found too big or malformed in the raw URL, answered before routing.
+ * Returns false if there is nothing. */
+static bool route_bad_url(req_t *r, http_ret_t *ret)
 {
-    if (r->url_too_big) {
-        *ret = http_send_error(r->conn, KS_E_URI_TOO_LONG,
+    if (r->io.url_too_big) {
+        *ret = http_send_error(r, KS_E_URI_TOO_LONG,
                                "the URL has %zu bytes and %zu query parameters; at most %d bytes "
                                "and %d query parameters are allowed",
-                               r->url_len, r->param_cnt, MAX_URL_BYTES, MAX_QUERY_PARAMS);
+                               r->io.url_len, r->io.param_cnt, HTTP_MAX_URL_BYTES,
+                               HTTP_MAX_QUERY_PARAMS);
         return true;
     }
-    if (r->path_nul) {
-        *ret = http_send_error(r->conn, KS_E_INVALID,
+    if (r->io.path_nul) {
+        *ret = http_send_error(r, KS_E_INVALID,
                                "the URL path %s holds a NUL byte (%%00); names cannot contain NUL",
-                               r->raw_path);
+                               r->io.raw_path);
         return true;
     }
     return false;
 }
 
-enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const char *url)
+http_ret_t http_route(ks_http_t *h, req_t *r)
 {
-    enum MHD_Result aret = MHD_NO;
+    http_ret_t aret = HTTP_RET_CLOSE;
+    const char *method = r->io.method, *url = r->io.url;
     if (route_bad_url(r, &aret))
         return aret;
-    char buf[512];
-    const char *group;
-    const route_t *rt = route_find(url, buf, sizeof(buf), &group);
-    if (r->health) {
+    const route_t *rt = route_find(url, r->param_buf, sizeof(r->param_buf), &r->param);
+    if (r->io.probe) {
+        r->param = NULL; /* the probe rows name no group */
         if (rt && rt->probe)
-            return route_run(h, r, rt, NULL, method, url);
-        return http_send_error(r->conn, KS_E_NOT_FOUND,
+            return route_run(h, r, rt);
+        return http_send_error(r, KS_E_NOT_FOUND,
                                "no endpoint %s %s on the probe listener (http.health_listen serves "
                                "/healthz, /readyz and /metrics)",
                                method, url);
     }
-    if (!http_client_cert_ok(h, r->conn))
+    if (!http_req_cert_ok(&r->io))
         return http_send_error(
-            r->conn, KS_E_UNAUTH,
-            "a client certificate signed by the configured client CA is required");
+            r, KS_E_UNAUTH, "a client certificate signed by the configured client CA is required");
     if (rt)
-        return route_run(h, r, rt, group, method, url);
+        return route_run(h, r, rt);
     /* Under a group but no route: the group's scope first, as on its routes. */
     const char *rest;
-    if (!strncmp(url, "/v1/groups/", 11) && split_group_url(url, buf, sizeof(buf), &rest) &&
-        !http_authorized(h, r, buf, &aret))
+    if (!strncmp(url, "/v1/groups/", 11) &&
+        split_group_url(url, r->param_buf, sizeof(r->param_buf), &rest) &&
+        !http_authorized(h, r, r->param_buf, &aret))
         return aret;
-    return http_send_error(r->conn, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
+    return http_send_error(r, KS_E_NOT_FOUND, "no endpoint %s %s", method, url);
 }
