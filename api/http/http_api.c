@@ -14,11 +14,6 @@
 #include "metrics.h"
 #include "util.h"
 
-http_ret_t http_reply(req_t *r)
-{
-    return r->route->encode(r);
-}
-
 /* ---- the server's hooks ---- */
 
 static void on_init(void *ctx, http_req_t *io)
@@ -202,6 +197,7 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->hub = hub;
     if (push)
         h->push = *push; /* else every push call is refused (http_push.c) */
+    h->routes = http_route_table(&h->route_cnt);
     h->started_wall_ms = http_page_wall_ms();
     pthread_mutex_init(&h->streams_lock, NULL);
     atomic_init(&h->streams_stopping, false);

@@ -1,8 +1,9 @@
 /* http_int.h: the HTTP edge's private types and the functions its files share, above the
- * neutral request and response (http_req.h) and free of any server library's types
- * (http_api.c: the edge's start and stop and its hooks into the server; http_routes.c: the
- * route table, its decoders and the engine callbacks; http_json.c: JSON writers and reply
- * encoders; one file per other route). */
+ * neutral request and response (http_req.h) and free of any server library's types. Its
+ * files, from the bottom: http_json.c (the answers), http_read.c (what decoders read alike),
+ * http_router.c (the router and the wait for the engine), a file per kind of route (its
+ * decoders and engine callbacks), http_routes.c (the table naming them), http_api.c (start,
+ * stop and the server's hooks). */
 #ifndef KS_HTTP_INT_H
 #define KS_HTTP_INT_H
 
@@ -31,7 +32,9 @@
 typedef struct ks_http ks_http_t;
 
 struct ks_http {
-    struct http_srv *srv; /* the server library's adapter (http_srv.h) */
+    struct http_srv *srv;       /* the server library's adapter (http_srv.h) */
+    const struct route *routes; /* the route table (http_routes.c), route_cnt rows */
+    size_t route_cnt;
     struct http_tls *tls; /* NULL: plain HTTP */
     ks_engine_t *eng;
     const ks_config_t *cfg;
@@ -124,6 +127,15 @@ static inline req_t *req_of(http_req_t *io)
     return (req_t *)io;
 }
 
+/* How a route checks its caller (bearer token or client certificate, then the groups
+ * scope of the path's {group}, if it has one). */
+typedef enum {
+    AUTH_NONE,   /* the probes and the spec: anyone may ask */
+    AUTH_METHOD, /* the method first, then the caller */
+    AUTH_FIRST,  /* the caller first, as for every URL under /v1/groups/{group}/ (an unknown
+                  * one too): a caller the group refuses learns nothing about it */
+} route_auth_t;
+
 /* A route: one row of http_routes.c's table. */
 typedef struct route {
     const char *method; /* "GET" (HEAD too), "POST", "PUT" or "DELETE"; another: 405, Allow */
@@ -139,37 +151,49 @@ typedef struct route {
     http_ret_t (*encode)(req_t *r);
 } route_t;
 
-/* ---- http_api.c ---- */
+/* The files below form a chain: each calls only into those listed before it (and the adapter
+ * through http_req.h); the route table calls the decoders only through its rows. */
 
-/* The hook of a resumed request: answers it from the engine's answer stored in it. */
-http_ret_t http_reply(req_t *r);
+/* ---- http_json.c: the answers' JSON writers and the reply encoders ---- */
 
-/* ---- http_routes.c ---- */
+/* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
+ * written). */
+http_ret_t http_send_json(req_t *r, int status, json_t *root);
 
-/* The route table, read-only (its rows, *n of them), for the test that holds it to
- * api/openapi.yaml. */
-const route_t *http_route_table(size_t *n);
+/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
+ * message, at st's own HTTP status. */
+http_ret_t http_send_error(req_t *r, ks_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
+ * 415), with code as error.code and an Allow header when allow is not NULL. */
+http_ret_t http_send_error_as(req_t *r, unsigned status, const char *code, const char *allow,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+
+/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
+ * Returns out. */
+const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
+
+/* The reply encoders: each answers r from the engine's answer stored in it. */
+http_ret_t http_reply_fetch(req_t *r);   /* u.fetch: {"records":[...]} */
+http_ret_t http_reply_ack(req_t *r);     /* u.settle: {"results":[...],...} */
+http_ret_t http_reply_status(req_t *r);  /* u.status: one group, or {"groups":[...]} */
+http_ret_t http_reply_metrics(req_t *r); /* u.status: the Prometheus exposition */
+http_ret_t http_reply_ready(req_t *r);   /* u.status, with ready_msg: ready, or 503 */
+http_ret_t http_reply_produce(req_t *r); /* u.produce: {"results":[...]} */
+http_ret_t http_reply_seek(req_t *r);    /* u.seek: {"partitions":[...],...} */
+http_ret_t http_reply_redrive(req_t *r); /* u.redrive: {"moved":N,"held":[...],...} */
+
+/* ---- http_read.c: what the decoders read alike ---- */
 
 /* Parses s as a decimal integer in min..max into *out. Returns 0, or -1 (out untouched). */
 int http_parse_int(const char *s, long min, long max, long *out);
 
-/* Answers a whole request (headers and body in): finds its route and runs its decoder,
- * which answers at once or submits an engine command and parks the request. */
-http_ret_t http_route(ks_http_t *h, req_t *r);
-
-/* Sends cmd (its type: r's route's command) to the engine with the engine's reference on r
- * for the command's callback, and parks r for the answer (or answers now: the engine's
- * refusal, or an answer already in). */
-http_ret_t http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
-/* A request that parks until something happens (a long-poll fetch, a wait for the commit)
- * takes one of http.max_long_polls, given back by the engine's callback; false when none
- * is free. */
-bool http_long_poll_claim(ks_http_t *h, req_t *r);
-/* http_redrive.c: the redrive row's decoder (POST /v1/groups/{group}/redrive). */
-http_ret_t http_decode_redrive(ks_http_t *h, req_t *r);
-
-/* http_settle.c: the acks, nacks and deadline rows' decoder. */
-http_ret_t http_decode_settle(ks_http_t *h, req_t *r);
+/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or sets bit in
+ * *unset when absent. Returns false after queueing the error when it is not an integer. Its
+ * range is the validator's. */
+bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
+                  unsigned *unset, http_ret_t *ret);
 
 /* A fetch's or a stream's query parameters (NULL: absent) and what they say. */
 typedef struct http_query {
@@ -200,39 +224,6 @@ typedef struct http_query {
 bool http_query_read(ks_http_t *h, req_t *r, http_query_t *q, http_ret_t *ret);
 void http_query_free(http_query_t *q);
 
-/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or sets bit in
- * *unset when absent. Returns false after queueing the error when it is not an integer. Its
- * range is the validator's. */
-bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
-                  unsigned *unset, http_ret_t *ret);
-
-/* ---- http_page.c: GET /, the status page ---- */
-
-/* The page's decoder: answers at once with the page, no engine command, no caller check (the
- * page asks the status API with whatever token it is given). */
-http_ret_t http_page_decode(ks_http_t *h, req_t *r);
-/* Now, in ms since the epoch (CLOCK_REALTIME). */
-int64_t http_page_wall_ms(void);
-
-/* ---- http_stream.c: GET /v1/groups/{group}/stream ---- */
-
-/* The stream route's decoder: checks the request as a fetch is checked, then answers with a
- * response that stays open and writes records as the subscriber-stream core leases them. */
-http_ret_t http_stream_decode(ks_http_t *h, req_t *r);
-/* r's stream ended (the request's completed hook): what is queued goes back, the leases go
- * back uncounted, the stream leaves the core. */
-void http_stream_completed(req_t *r);
-/* Every 250 ms (the server's deadline thread): resumes the idle streams whose heartbeat is due
- * or whose client closed its end, so the server writes or ends them. */
-void http_stream_tick(ks_http_t *h, int64_t now_ms);
-/* Before the server stops: every stream ends, none stays paused. */
-void http_stream_stop_all(ks_http_t *h);
-
-/* ---- http_produce.c: POST /v1/topics/{topic}/records ---- */
-
-/* The produce route's decoder ({topic}: the records' default topic). */
-http_ret_t http_produce_decode(ks_http_t *h, req_t *r);
-
 /* The JSON readers a POST body's decoder shares. Each returns NULL (or false) after queueing
  * the 400 (or 429 for a body over http.max_request_bytes) in *ret. */
 /* r's body as a new JSON tree, loaded with jansson's flags (JSON_ALLOW_NUL: strings may hold
@@ -244,40 +235,96 @@ bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *
 /* v as a string with no NUL byte (which a C string would cut short); what names it. */
 const char *http_json_name(req_t *r, json_t *v, const char *what, http_ret_t *ret);
 
-/* ---- http_json.c ---- */
+/* ---- http_router.c: the router, and waiting for the engine ---- */
 
-/* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
- * written). */
-http_ret_t http_send_json(req_t *r, int status, json_t *root);
+/* Answers a whole request (headers and body in): finds its row in h->routes and runs its
+ * decoder, which answers at once or submits an engine command and parks the request. */
+http_ret_t http_route(ks_http_t *h, req_t *r);
 
-/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
- * message, at st's own HTTP status. */
-http_ret_t http_send_error(req_t *r, ks_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The first of rows[0..n) whose path matches url, or NULL; its {group} (or {topic}) segment
+ * in *group: in place when it ends the URL, else copied into buf (a segment of gsize bytes or
+ * more does not match). */
+const route_t *http_route_find(const route_t *rows, size_t n, const char *url, char *buf,
+                               size_t gsize, const char **group);
 
-/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
- * 415), with code as error.code and an Allow header when allow is not NULL. */
-http_ret_t http_send_error_as(req_t *r, unsigned status, const char *code, const char *allow,
-                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
+/* The row of first's path (first: http_route_find's answer; end: the table's end) that serves
+ * method (a GET row serves HEAD too), or NULL; the methods that path serves, for Allow, into
+ * allow ("GET, HEAD, POST"). */
+const route_t *http_route_method(const route_t *first, const route_t *end, const char *method,
+                                 char *allow, size_t size);
 
-/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
- * Returns out. */
-const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
+/* Identifies the caller (its bearer token, else its certificate's subject) into r->who and
+ * checks the groups scope for group (NULL: identity only). Returns true, or false after
+ * queueing the error. */
+bool http_authorized(ks_http_t *h, req_t *r, const char *group, http_ret_t *ret);
 
-/* The reply encoders: each answers r from the engine's answer stored in it. */
-http_ret_t http_reply_fetch(req_t *r);   /* u.fetch: {"records":[...]} */
-http_ret_t http_reply_ack(req_t *r);     /* u.settle: {"results":[...],...} */
-http_ret_t http_reply_status(req_t *r);  /* u.status: one group, or {"groups":[...]} */
-http_ret_t http_reply_metrics(req_t *r); /* u.status: the Prometheus exposition */
-http_ret_t http_reply_ready(req_t *r);   /* u.status, with ready_msg: ready, or 503 */
-http_ret_t http_reply_produce(req_t *r); /* u.produce: {"results":[...]} */
-http_ret_t http_reply_seek(req_t *r);    /* u.seek: {"partitions":[...],...} */
-http_ret_t http_reply_redrive(req_t *r); /* u.redrive: {"moved":N,"held":[...],...} */
+/* Answers r from the engine's answer stored in it, by its row's encoder (a resumed request's
+ * answer, or one that came before the park). */
+http_ret_t http_reply(req_t *r);
 
-/* ---- http_push.c: /v1/groups/{group}/push (a push set by API call) ---- */
+/* Sends cmd (its type: r's route's command) to the engine with the engine's reference on r
+ * for the command's callback, and parks r for the answer (or answers now: the engine's
+ * refusal, or an answer already in). */
+http_ret_t http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
 
+/* A request that parks until something happens (a long-poll fetch, a wait for the commit)
+ * takes one of http.max_long_polls, given back by the engine's callback; false when none
+ * is free. */
+bool http_long_poll_claim(ks_http_t *h, req_t *r);
+
+/* ---- the routes' decoders, one file per kind of route ---- */
+
+/* http_groups.c: GET /v1/groups/{group}/records (and HEAD), the status rows (one group, the
+ * listing), /metrics (every group's status, shown as a listing is), POST .../seek. */
+http_ret_t http_fetch_decode(ks_http_t *h, req_t *r);
+http_ret_t http_status_decode(ks_http_t *h, req_t *r);
+http_ret_t http_metrics_decode(ks_http_t *h, req_t *r);
+http_ret_t http_seek_decode(ks_http_t *h, req_t *r);
+
+/* http_probe.c: /healthz (the engine's Kafka probe, at once), /readyz (every static group
+ * running and restored, or ?group=NAME: that group not stalled), /openapi.yaml (the spec this
+ * binary was built with). No caller check but /readyz?group= on the API listener. */
+http_ret_t http_health_decode(ks_http_t *h, req_t *r);
+http_ret_t http_ready_decode(ks_http_t *h, req_t *r);
+http_ret_t http_openapi_decode(ks_http_t *h, req_t *r);
+
+/* http_settle.c: the acks, nacks and deadline rows. */
+http_ret_t http_decode_settle(ks_http_t *h, req_t *r);
+
+/* http_redrive.c: POST /v1/groups/{group}/redrive. */
+http_ret_t http_decode_redrive(ks_http_t *h, req_t *r);
+
+/* http_produce.c: POST /v1/topics/{topic}/records ({topic}: the records' default topic). */
+http_ret_t http_produce_decode(ks_http_t *h, req_t *r);
+
+/* http_push.c: /v1/groups/{group}/push (a push set by API call). */
 http_ret_t http_push_get(ks_http_t *h, req_t *r);
 http_ret_t http_push_put(ks_http_t *h, req_t *r);
 http_ret_t http_push_delete(ks_http_t *h, req_t *r);
+
+/* http_page.c: GET /, the status page: answers at once, no engine command, no caller check
+ * (the page asks the status API with whatever token it is given). */
+http_ret_t http_page_decode(ks_http_t *h, req_t *r);
+/* Now, in ms since the epoch (CLOCK_REALTIME). */
+int64_t http_page_wall_ms(void);
+
+/* http_stream.c: GET /v1/groups/{group}/stream. The decoder checks the request as a fetch is
+ * checked, then answers with a response that stays open and writes records as the
+ * subscriber-stream core leases them. */
+http_ret_t http_stream_decode(ks_http_t *h, req_t *r);
+/* r's stream ended (the request's completed hook): what is queued goes back, the leases go
+ * back uncounted, the stream leaves the core. */
+void http_stream_completed(req_t *r);
+/* Every 250 ms (the server's deadline thread): resumes the idle streams whose heartbeat is due
+ * or whose client closed its end, so the server writes or ends them. */
+void http_stream_tick(ks_http_t *h, int64_t now_ms);
+/* Before the server stops: every stream ends, none stays paused. */
+void http_stream_stop_all(ks_http_t *h);
+
+/* ---- http_routes.c: the route table ---- */
+
+/* The table, read-only (its rows, *n of them): the router's, and the test's that holds it to
+ * api/openapi.yaml. */
+const route_t *http_route_table(size_t *n);
 
 #endif

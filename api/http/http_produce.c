@@ -9,23 +9,6 @@
 #include "http_int.h"
 #include "util.h"
 
-json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags, http_ret_t *ret)
-{
-    const http_req_t *io = &r->io;
-    if (io->body_too_big) {
-        *ret = http_send_error(r, KS_E_EXHAUSTED,
-                               "request body is larger than http.max_request_bytes (%lld)",
-                               (long long)h->cfg->max_request_bytes);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *root = io->body ? json_loadb(io->body, io->body_len, flags, &jerr) : NULL;
-    if (!root)
-        *ret = http_send_error(r, KS_E_INVALID, "body is not valid JSON (%s); send %s",
-                               io->body ? jerr.text : "empty body", shape);
-    return root;
-}
-
 /* What one decode holds until the command is submitted: the records, their headers and the
  * base64 buffers their bytes point into. */
 typedef struct {
@@ -90,39 +73,6 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     d->bufs[d->buf_cnt++] = b;
     *data = b;
     return true;
-}
-
-bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
-                      const char *list, http_ret_t *ret)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v)
-    {
-        size_t i = 0;
-        while (known[i] && strcmp(known[i], k))
-            i++;
-        if (!known[i]) {
-            *ret = http_send_error(r, KS_E_INVALID, "%s: unknown field \"%s\" (known: %s)", what, k,
-                                   list);
-            return false;
-        }
-    }
-    return true;
-}
-
-const char *http_json_name(req_t *r, json_t *v, const char *what, http_ret_t *ret)
-{
-    if (!json_is_string(v)) {
-        *ret = http_send_error(r, KS_E_INVALID, "%s must be a string", what);
-        return NULL;
-    }
-    const char *s = json_string_value(v);
-    if (strlen(s) != json_string_length(v)) {
-        *ret = http_send_error(r, KS_E_INVALID, "%s holds a NUL byte", what);
-        return NULL;
-    }
-    return s;
 }
 
 static const char *const rec_fields[] = {"key",     "key_encoding", "value", "value_encoding",
