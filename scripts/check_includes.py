@@ -9,7 +9,9 @@ the include path of the build (INCLUDE_PATH below). Fails (exit 1), printing eac
   - a cycle among modules;
   - a cycle among the files of one transport's folder (they form a chain, not a circle);
   - a transport including another transport's header;
-  - proxy/ (the engine) including a header of api/ or codec/.
+  - proxy/ (the engine) including a header of api/ or codec/;
+  - libmicrohttpd named (<microhttpd.h>, an MHD_ name) outside its adapter, api/http/http_mhd.c:
+    the HTTP edge's handlers see only the neutral request and response (api/http/http_req.h).
 --self-test runs the check on copies of the tree with each fault added on purpose, and fails
 unless each is found and the tree as it is passes.
 """
@@ -19,6 +21,9 @@ ROOTS = ("proxy", "api", "codec", "daemon")
 TRANSPORTS = ("api/grpc", "api/http", "api/push")
 INCLUDE_PATH = ("proxy", "proxy/internal", "api", "codec", "daemon")
 INC = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
+# The one file that may name libmicrohttpd, and what naming it looks like.
+MHD_ADAPTER = "api/http/http_mhd.c"
+MHD_NAME = re.compile(r'<microhttpd\.h>|\bMHD_\w')
 
 
 def walk(top):
@@ -90,7 +95,10 @@ def check(top):
         deps.setdefault(m, {})
         t = transport_of(src)
         with open(os.path.join(top, src), encoding="utf-8", errors="replace") as fh:
-            for line in fh:
+            for num, line in enumerate(fh, 1):
+                if src != MHD_ADAPTER and MHD_NAME.search(line):
+                    problems.append("libmicrohttpd outside its adapter (%s): %s:%d: %s"
+                                    % (MHD_ADAPTER, src, num, line.strip()))
                 hit = INC.match(line)
                 if not hit:
                     continue
@@ -130,7 +138,9 @@ def self_test(top):
         ("api/push/push.c", '#include "../http/http_api.h"\n', "includes another transport"),
         ("api/substream.c", '#include "edges.h"\n', "include cycle: "),
         ("proxy/engine.c", '#include "substream.h"\n', "the engine includes"),
-        ("api/http/http_api.h", '#include "http_int.h"\n', "include cycle inside api/http"),
+        ("api/http/http_req.h", '#include "http_int.h"\n', "include cycle inside api/http"),
+        ("api/http/http_routes.c", "#include <microhttpd.h>\n", "libmicrohttpd outside its adapter"),
+        ("api/http/http_stream.c", "static int x = MHD_YES;\n", "libmicrohttpd outside its adapter"),
         ("codec/json_out.h", '#include "codec.h"\n', "include cycle: "),
     ]
     n, problems = check(top)
@@ -167,8 +177,8 @@ def main():
     if problems:
         print("\n".join(problems))
         sys.exit(1)
-    print("check_includes: no include cycle and no transport reaching another among %d modules of %s"
-          % (n, ", ".join(ROOTS)))
+    print("check_includes: no include cycle, no transport reaching another and libmicrohttpd only in "
+          "its adapter, among %d modules of %s" % (n, ", ".join(ROOTS)))
 
 
 if __name__ == "__main__":

@@ -1,11 +1,13 @@
-/* http_int.h: the HTTP edge's private types and the functions its files share
- * (http_server.c: libmicrohttpd and suspend/resume; http_routes.c: the route table, its
- * decoders and the engine callbacks; http_json.c: JSON writers and reply encoders). */
+/* http_int.h: the HTTP edge's private types and the functions its files share, above the
+ * neutral request and response (http_req.h) and free of any server library's types. Its
+ * files, from the bottom: http_json.c (the answers), http_read.c (what decoders read alike),
+ * http_router.c (the router and the wait for the engine), a file per kind of route (its
+ * decoders and engine callbacks), http_routes.c (the table naming them), http_api.c (start,
+ * stop and the server's hooks). */
 #ifndef KS_HTTP_INT_H
 #define KS_HTTP_INT_H
 
 #include <jansson.h>
-#include <microhttpd.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -16,53 +18,27 @@
 #include "auth.h"
 #include "config.h"
 #include "engine.h"
-#include "http_api.h"
+#include "tls.h"
+#include "http_req.h"
 #include "push_ctl.h"
 #include "codec.h"
 #include "substream.h"
 
 #define LOGC       "http"
 #define MAX_TOPICS 64
-/* A URL longer than this, or with more query parameters, is answered 414. Both fit in
- * CONN_MEMORY with the headers: libmicrohttpd 0.9.75 keeps a record of ~56 bytes per
- * parameter in the connection's pool, and when they overflow it logs a 431 that it never
- * sends (parse_initial_message_line ignores the failed parse), so the request hung. */
-#define MAX_URL_BYTES    8192
-#define MAX_QUERY_PARAMS 128
-#define CONN_MEMORY      (64 * 1024) /* per connection; pages are touched as used */
-#define IDLE_TIMEOUT_S   120         /* libmicrohttpd's silence timeout */
-/* The probe listener (http.health_listen): its own bounds, so a flood of the API listener
- * never reaches it, and one prober cannot take all of it. */
-#define HEALTH_MAX_CONNS        64
-#define HEALTH_MAX_CONNS_PER_IP 16
-#define FD_RESERVE              512 /* fds left to Kafka, groups and gRPC below the limit */
-#define REQ_ID_MAX              128 /* longest X-Request-Id taken from a caller */
-#define RETRY_AFTER_429_S       1   /* Retry-After of a 429 whose status gives none */
-#define RETRY_AFTER_503_S       5   /* ... and of a 503: Kafka or a group must come back */
 
-/* One open connection, for the header and body deadlines that a slow drip cannot extend
- * (libmicrohttpd's own timeout counts only silence). It is libmicrohttpd's socket context:
- * made when the connection starts and freed when it closes, on the daemon's thread. */
-typedef struct conn {
-    struct conn *prev, *next; /* in ks_http.conns; @locks ks_http.conns_lock */
-    int fd;
-    /* ms on CLOCK_MONOTONIC at which the deadline sweep shuts the socket down; 0 while a
-     * request is being answered (a long-poll has its own wait). Set by the daemon thread,
-     * read by the sweep. */
-    _Atomic int64_t deadline;
-    struct req *cur; /* the request being answered on it (the daemon thread's) */
-} conn_t;
+/* The edge (http_api.h names it too; http_api.c, which implements that header, sits above this
+ * one, so this one does not include it). */
+typedef struct ks_http ks_http_t;
 
 struct ks_http {
-    struct MHD_Daemon *d;
-    struct MHD_Daemon *health_d; /* http.health_listen, or NULL */
+    struct http_srv *srv;       /* the server library's adapter (http_srv.h) */
+    const struct route *routes; /* the route table (http_routes.c), route_cnt rows */
+    size_t route_cnt;
+    struct http_tls *tls; /* NULL: plain HTTP */
     ks_engine_t *eng;
     const ks_config_t *cfg;
     const ks_auth_t *auth;
-    ks_tls_t *tls;           /* NULL: plain HTTP */
-    ks_tls_pem_t *tls_first; /* the reading at start: its CA is libmicrohttpd's, while it runs */
-    bool mtls;               /* clients must present a certificate (tls.client_ca_file) */
-    int port, health_port;
     atomic_int long_polls; /* fetches waiting in the engine, bound: http.max_long_polls */
     ks_subhub_t *hub;      /* the streams' core (NULL: no streams) */
     ks_push_ctl_t push;    /* push set by API call (push.push NULL: refused) */
@@ -70,14 +46,8 @@ struct ks_http {
     pthread_mutex_t streams_lock; /* guards streams, stream_cnt */
     struct hstream *streams;      /* open record streams (http_stream.c) */
     int stream_cnt;               /* bound: http.max_streams */
-    atomic_bool streams_stopping; /* the daemon stops: no stream suspends again */
-
-    pthread_mutex_t conns_lock; /* guards conns and the sweep's stop flag */
-    pthread_cond_t sweep_cond;
-    conn_t *conns;
-    bool sweep_stop, sweep_started;
-    pthread_t sweep;
-    int64_t started_wall_ms; /* when the edge started (unix ms), the status page's uptime */
+    atomic_bool streams_stopping; /* the server stops: no stream pauses again */
+    int64_t started_wall_ms;      /* when the edge started (unix ms), the status page's uptime */
 };
 
 /* One record of a produce request's body: refused by the edge (st, msg), or sent to the
@@ -93,64 +63,78 @@ typedef struct http_produce {
     http_produce_rec_t *rec;
 } http_produce_t;
 
-/* One request. Two references while an engine command is out: libmicrohttpd's
- * (dropped when the request completes) and the engine's (dropped in its callback). */
+/* One request as the edge sees it: the neutral request (io, first: the server allocates the
+ * whole, http_srv.h's req_size) and what its route needs. Two references while an engine
+ * command is out: the server's (dropped when the request completes) and the engine's (dropped
+ * by http_wake in the command's callback). */
 typedef struct req {
-    atomic_int refs;
-    struct MHD_Connection *conn;
+    http_req_t io;
     ks_http_t *h;
-    conn_t *cn;       /* its connection's deadline record, NULL if none */
-    bool started;     /* the headers are in: the access handler ran once */
-    bool long_poll;   /* counted in h->long_polls until the engine answers */
-    bool health;      /* came in on the probe listener */
-    bool url_too_big; /* longer than MAX_URL_BYTES, or more than MAX_QUERY_PARAMS */
-    size_t url_len, param_cnt;
-    bool path_nul;      /* the raw path holds %00 */
-    char raw_path[256]; /* the start of the path as sent (escaped), for messages */
-    /* For X-Request-Id and the access log line: the caller's id when sane (printable
-     * ASCII, at most REQ_ID_MAX bytes), else one made here; what was answered. */
-    char req_id[REQ_ID_MAX + 1];
-    char method[16];
-    int64_t start_ms;
-    unsigned status;
-    uint64_t resp_bytes; /* a stream's: what its body callback handed over */
-    char *body;
-    size_t body_len, body_cap;
-    bool too_big;
-    bool submitted;
-
-    pthread_mutex_t lock; /* guards suspended, done, batch, acks, and groups for /readyz */
-    bool suspended, done;
-    ks_batch_t *batch;
-    ks_ack_result_t *acks;
-    size_t acks_n; /* results in acks: one per record (a range id has one per offset) */
-    size_t ack_cnt;
-    char **ack_ids;             /* what the ack results answer, in order */
-    bool ack_ids_in_body;       /* the strings point into body (not separately allocated) */
-    ks_group_status_t **groups; /* a status answer; /readyz: every static group's, as they come */
-    size_t group_cnt;
-    const struct route *route; /* the route serving it, set before its command is sent */
-    bool status_one;           /* a status answer for one group (else a list) */
-    atomic_int ready_pending;  /* static-group status answers still to come */
-    char ready_msg[384];       /* why not ready (the first reason); "" when ready */
+    const struct route *route; /* the row serving it, set before its decoder runs */
+    /* The path's {group} or {topic} segment (NULL: none): in the URL or in param_buf, valid
+     * until the request completes. */
+    const char *param;
+    char param_buf[512];
     const ks_principal_t *who; /* who called; NULL without auth */
-    ks_settle_op_t op;
-    bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
-    int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
-    bool errors_only;      /* acks?results=errors: only the results that are not OK */
-    ks_codec_opts_t fmt;   /* ?format=: how keys, values and header values are shown */
-    /* A long-poll's batch is confirmed (opts.confirm): when the request completes, the
-     * engine hears whether the reply went out (its leases start) or not (its records go
-     * back, no attempt counted). completed: libmicrohttpd is done with the request. */
-    char group[512];
+    bool long_poll;            /* counted in h->long_polls until the engine answers */
+    /* The server is done with the request (under io.lock): a fetch answered after it gives its
+     * records back at once. */
     bool completed;
-    struct hstream *stream;        /* a record stream's (http_stream.c), NULL for other routes */
-    http_produce_t *prod;          /* a produce request's records (http_produce.c), else NULL */
-    ks_produce_result_t *produced; /* the engine's answer: one per record sent */
-    ks_seek_result_t *seek;        /* a seek's answer */
-    ks_redrive_result_t *redrive;  /* a redrive's answer */
-    char topic[256];               /* a seek's topic, for its answer */
+    ks_codec_opts_t fmt; /* ?format=: how keys, values and header values are shown */
+    /* What the route's command answered and what its decoder keeps for the answer: the member
+     * of the row's command (route->cmd), zeroed until then; freed when the request goes. */
+    union {
+        struct {               /* KS_CMD_FETCH */
+            ks_batch_t *batch; /* confirmed (opts.confirm): see http_api.c's completed */
+            char group[512];
+        } fetch;
+        struct { /* KS_CMD_SETTLE: acks, nacks, deadline */
+            ks_settle_op_t op;
+            bool wait_commit;      /* acks?wait=commit: answered once their commit is confirmed */
+            int commit_timeout_ms; /* its timeout_ms, 0 for the engine's default */
+            bool errors_only;      /* acks?results=errors: only the results that are not OK */
+            char **ids;            /* the ack ids, in order */
+            size_t id_cnt;
+            bool ids_in_body;     /* the strings point into the body (not allocated one by one) */
+            ks_ack_result_t *res; /* one per record (a range id has one per offset) */
+            size_t res_n;
+        } settle;
+        struct {                        /* KS_CMD_STATUS: a listing, one group, /metrics, /readyz */
+            ks_group_status_t **groups; /* /readyz: every static group's, as they come */
+            size_t cnt;
+            bool one;            /* a status answer for one group (else a list) */
+            atomic_int pending;  /* /readyz: static-group answers still to come */
+            char ready_msg[384]; /* /readyz: why not ready (the first reason); "" when ready */
+        } status;
+        struct {                      /* KS_CMD_PRODUCE */
+            http_produce_t *prod;     /* the body's records */
+            ks_produce_result_t *res; /* the engine's answer: one per record sent */
+        } produce;
+        struct { /* KS_CMD_SEEK */
+            ks_seek_result_t *res;
+            char topic[256]; /* for the answer */
+        } seek;
+        struct { /* KS_CMD_REDRIVE */
+            ks_redrive_result_t *res;
+        } redrive;
+        struct hstream *stream; /* the stream row's (KS_CMD_NONE; http_stream.c) */
+    } u;
 } req_t;
+
+/* r's edge request, from its neutral one. */
+static inline req_t *req_of(http_req_t *io)
+{
+    return (req_t *)io;
+}
+
+/* How a route checks its caller (bearer token or client certificate, then the groups
+ * scope of the path's {group}, if it has one). */
+typedef enum {
+    AUTH_NONE,   /* the probes and the spec: anyone may ask */
+    AUTH_METHOD, /* the method first, then the caller */
+    AUTH_FIRST,  /* the caller first, as for every URL under /v1/groups/{group}/ (an unknown
+                  * one too): a caller the group refuses learns nothing about it */
+} route_auth_t;
 
 /* A route: one row of http_routes.c's table. */
 typedef struct route {
@@ -161,77 +145,55 @@ typedef struct route {
     bool probe;         /* served on the probe listener (http.health_listen) too */
     int auth;           /* route_auth_t: when the caller is checked */
     /* Decodes the request into the command and sends it, parking r (or answers at once:
-     * a bad request, or a row with no command). group: the path's {group} (or {topic}), or
-     * NULL. */
-    enum MHD_Result (*decode)(ks_http_t *h, req_t *r, const char *group, const char *method);
-    /* Answers r from the engine's result stored in it (libmicrohttpd's thread). */
-    enum MHD_Result (*encode)(req_t *r);
+     * a bad request, or a row with no command). r->param: the path's {group} (or {topic}). */
+    http_ret_t (*decode)(ks_http_t *h, req_t *r);
+    /* Answers r from the engine's result stored in it (the thread serving r). */
+    http_ret_t (*encode)(req_t *r);
 } route_t;
 
-/* ---- http_server.c (any libmicrohttpd thread unless said) ---- */
+/* The files below form a chain: each calls only into those listed before it (and the adapter
+ * through http_req.h); the route table calls the decoders only through its rows. */
 
-/* Drops one reference to r; the last frees it and what it holds. Any thread. */
-void http_req_unref(req_t *r);
+/* ---- http_json.c: the answers' JSON writers and the reply encoders ---- */
 
-/* Suspends r until the engine answers, unless it already has. Returns true if the
- * answer is already here and the caller should reply now. */
-bool http_park(req_t *r);
+/* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
+ * written). */
+http_ret_t http_send_json(req_t *r, int status, json_t *root);
 
-/* The engine's answer is stored in r: marks it done, resumes r's connection if it is
- * suspended (its reply is then encoded on libmicrohttpd's thread) and drops the engine's
- * reference. Any thread (a group loop's, in an engine callback). */
-void http_wake(req_t *r);
+/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
+ * message, at st's own HTTP status. */
+http_ret_t http_send_error(req_t *r, ks_status_t st, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
 
-/* With mTLS, true if the client's certificate verified against the client CA (always
- * true without mTLS). */
-bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn);
+/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
+ * 415), with code as error.code and an Allow header when allow is not NULL. */
+http_ret_t http_send_error_as(req_t *r, unsigned status, const char *code, const char *allow,
+                              const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 
-/* http_tls.c: fills opts (room for 3) with the TLS options of the daemon (the certificate
- * callback, the client CA) and returns how many. Each handshake takes the reading of tls in
- * force. One HTTP edge with TLS per process (the callback has no user pointer). */
-size_t http_tls_options(ks_http_t *h, ks_tls_t *tls, struct MHD_OptionItem *opts);
-/* Frees what http_tls_options made; after the daemon stopped. */
-void http_tls_release(ks_http_t *h);
+/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
+ * Returns out. */
+const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
 
-/* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or no
- * certificate). */
-const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size);
+/* The reply encoders: each answers r from the engine's answer stored in it. */
+http_ret_t http_reply_fetch(req_t *r);   /* u.fetch: {"records":[...]} */
+http_ret_t http_reply_ack(req_t *r);     /* u.settle: {"results":[...],...} */
+http_ret_t http_reply_status(req_t *r);  /* u.status: one group, or {"groups":[...]} */
+http_ret_t http_reply_metrics(req_t *r); /* u.status: the Prometheus exposition */
+http_ret_t http_reply_ready(req_t *r);   /* u.status, with ready_msg: ready, or 503 */
+http_ret_t http_reply_produce(req_t *r); /* u.produce: {"results":[...]} */
+http_ret_t http_reply_seek(req_t *r);    /* u.seek: {"partitions":[...],...} */
+http_ret_t http_reply_redrive(req_t *r); /* u.redrive: {"moved":N,"held":[...],...} */
 
-/* Queues resp (not destroyed) as r's answer: with r's X-Request-Id, a Retry-After on a 429 or
- * 503 that has none, and its status and size noted for the access log. Every answer goes
- * through here. The daemon thread that serves c. */
-enum MHD_Result http_queue(struct MHD_Connection *c, unsigned status, struct MHD_Response *resp,
-                           size_t bytes);
-
-/* ---- http_routes.c ---- */
-
-/* The route table, read-only (its rows, *n of them), for the test that holds it to
- * api/openapi.yaml. */
-const route_t *http_route_table(size_t *n);
+/* ---- http_read.c: what the decoders read alike ---- */
 
 /* Parses s as a decimal integer in min..max into *out. Returns 0, or -1 (out untouched). */
 int http_parse_int(const char *s, long min, long max, long *out);
 
-/* Answers a whole request (headers and body in): finds its route and runs its decoder,
- * which answers at once or submits an engine command and parks the request. */
-enum MHD_Result http_route(ks_http_t *h, req_t *r, const char *method, const char *url);
-
-/* Answers a resumed request from the engine's answer stored in r. */
-enum MHD_Result http_reply(req_t *r);
-
-/* Sends cmd (its type: r's route's command) to the engine with the engine's reference on r
- * for the command's callback, and parks r for the answer (or answers now: the engine's
- * refusal, or an answer already in). */
-enum MHD_Result http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
-/* A request that parks until something happens (a long-poll fetch, a wait for the commit)
- * takes one of http.max_long_polls, given back by the engine's callback; false when none
- * is free. */
-bool http_long_poll_claim(ks_http_t *h, req_t *r);
-/* http_redrive.c: the redrive row's decoder (POST /v1/groups/{group}/redrive). */
-enum MHD_Result http_decode_redrive(ks_http_t *h, req_t *r, const char *group, const char *method);
-
-/* http_settle.c: the acks, nacks and deadline rows' decoder. */
-enum MHD_Result http_decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method);
+/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or sets bit in
+ * *unset when absent. Returns false after queueing the error when it is not an integer. Its
+ * range is the validator's. */
+bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
+                  unsigned *unset, http_ret_t *ret);
 
 /* A fetch's or a stream's query parameters (NULL: absent) and what they say. */
 typedef struct http_query {
@@ -259,89 +221,110 @@ typedef struct http_query {
  * fetch and stream shares: no NUL, no unknown parameter, one to MAX_TOPICS topics the caller
  * may consume (ks_edge_check_topics), ordered_batches, format (into r->fmt). Returns false
  * after queueing the error (*ret). Call http_query_free after, either way. */
-bool http_query_read(ks_http_t *h, req_t *r, http_query_t *q, enum MHD_Result *ret);
+bool http_query_read(ks_http_t *h, req_t *r, http_query_t *q, http_ret_t *ret);
 void http_query_free(http_query_t *q);
-
-/* Reads the query parameter name (value v, NULL if absent) as an int into *out, or sets bit in
- * *unset when absent. Returns false after queueing the error when it is not an integer. Its
- * range is the validator's. */
-bool http_opt_int(req_t *r, const char *name, const char *v, int *out, unsigned bit,
-                  unsigned *unset, enum MHD_Result *ret);
-
-/* ---- http_page.c: GET /, the status page ---- */
-
-/* The page's decoder: answers at once with the page, no engine command, no caller check (the
- * page asks the status API with whatever token it is given). */
-enum MHD_Result http_page_decode(ks_http_t *h, req_t *r, const char *group, const char *method);
-/* Now, in ms since the epoch (CLOCK_REALTIME). */
-int64_t http_page_wall_ms(void);
-
-/* ---- http_stream.c: GET /v1/groups/{group}/stream ---- */
-
-/* The stream route's decoder: checks the request as a fetch is checked, then answers with a
- * response that stays open and writes records as the subscriber-stream core leases them. */
-enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, const char *method);
-/* r's stream ended (libmicrohttpd's request-completed callback): what is queued goes back,
- * the leases go back uncounted, the stream leaves the core. */
-void http_stream_completed(req_t *r);
-/* Every 250 ms (the deadline sweep's thread): resumes the idle streams whose heartbeat is due
- * or whose client closed its end, so libmicrohttpd writes or ends them. */
-void http_stream_tick(ks_http_t *h, int64_t now_ms);
-/* Before the daemon stops: every stream ends, none stays suspended. */
-void http_stream_stop_all(ks_http_t *h);
-
-/* ---- http_produce.c: POST /v1/topics/{topic}/records ---- */
-
-/* The produce route's decoder ({topic}: the records' default topic). */
-enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, const char *method);
 
 /* The JSON readers a POST body's decoder shares. Each returns NULL (or false) after queueing
  * the 400 (or 429 for a body over http.max_request_bytes) in *ret. */
 /* r's body as a new JSON tree, loaded with jansson's flags (JSON_ALLOW_NUL: strings may hold
  * \u0000); shape: what to send, for the error. */
-json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags,
-                       enum MHD_Result *ret);
+json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags, http_ret_t *ret);
 /* Whether every key of o is one of known (NULL-terminated; list: the same for the message). */
 bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
-                      const char *list, enum MHD_Result *ret);
+                      const char *list, http_ret_t *ret);
 /* v as a string with no NUL byte (which a C string would cut short); what names it. */
-const char *http_json_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret);
+const char *http_json_name(req_t *r, json_t *v, const char *what, http_ret_t *ret);
 
-/* ---- http_json.c ---- */
+/* ---- http_router.c: the router, and waiting for the engine ---- */
 
-/* Sends root (stolen) as the response body (a 500 with a fixed body if it cannot be
- * written). */
-enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *root);
+/* Answers a whole request (headers and body in): finds its row in h->routes and runs its
+ * decoder, which answers at once or submits an engine command and parks the request. */
+http_ret_t http_route(ks_http_t *h, req_t *r);
 
-/* The error body {"error":{"code":...,"message":...}} for st with the printf-style
- * message, at st's own HTTP status. */
-enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+/* The first of rows[0..n) whose path matches url, or NULL; its {group} (or {topic}) segment
+ * in *group: in place when it ends the URL, else copied into buf (a segment of gsize bytes or
+ * more does not match). */
+const route_t *http_route_find(const route_t *rows, size_t n, const char *url, char *buf,
+                               size_t gsize, const char **group);
 
-/* The same error body at an HTTP status of the edge's own, one no ks_status_t names (405,
- * 415), with code as error.code and an Allow header when allow is not NULL. */
-enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, const char *code,
-                                   const char *allow, const char *fmt, ...)
-    __attribute__((format(printf, 5, 6)));
+/* The row of first's path (first: http_route_find's answer; end: the table's end) that serves
+ * method (a GET row serves HEAD too), or NULL; the methods that path serves, for Allow, into
+ * allow ("GET, HEAD, POST"). */
+const route_t *http_route_method(const route_t *first, const route_t *end, const char *method,
+                                 char *allow, size_t size);
 
-/* Copies v[0..n) into out (NUL-terminated, cut to fit) with each NUL byte shown as \x00.
- * Returns out. */
-const char *http_show_nul(const char *v, size_t n, char *out, size_t size);
+/* Identifies the caller (its bearer token, else its certificate's subject) into r->who and
+ * checks the groups scope for group (NULL: identity only). Returns true, or false after
+ * queueing the error. */
+bool http_authorized(ks_http_t *h, req_t *r, const char *group, http_ret_t *ret);
 
-/* The reply encoders: each answers r from the engine's answer stored in it. */
-enum MHD_Result http_reply_fetch(req_t *r);   /* r->batch: {"records":[...]} */
-enum MHD_Result http_reply_ack(req_t *r);     /* r->acks: {"results":[...],...} */
-enum MHD_Result http_reply_status(req_t *r);  /* r->groups: one group, or {"groups":[...]} */
-enum MHD_Result http_reply_metrics(req_t *r); /* r->groups: the Prometheus exposition */
-enum MHD_Result http_reply_ready(req_t *r);   /* r->groups, r->ready_msg: ready, or 503 */
-enum MHD_Result http_reply_produce(req_t *r); /* r->prod, r->produced: {"results":[...]} */
-enum MHD_Result http_reply_seek(req_t *r);    /* r->seek: {"partitions":[...],...} */
-enum MHD_Result http_reply_redrive(req_t *r); /* r->redrive: {"moved":N,"held":[...],...} */
+/* Answers r from the engine's answer stored in it, by its row's encoder (a resumed request's
+ * answer, or one that came before the park). */
+http_ret_t http_reply(req_t *r);
 
-/* ---- http_push.c: /v1/groups/{group}/push (a push set by API call) ---- */
+/* Sends cmd (its type: r's route's command) to the engine with the engine's reference on r
+ * for the command's callback, and parks r for the answer (or answers now: the engine's
+ * refusal, or an answer already in). */
+http_ret_t http_submit_park(ks_http_t *h, req_t *r, ks_cmd_req_t *cmd);
 
-enum MHD_Result http_push_get(ks_http_t *h, req_t *r, const char *group, const char *method);
-enum MHD_Result http_push_put(ks_http_t *h, req_t *r, const char *group, const char *method);
-enum MHD_Result http_push_delete(ks_http_t *h, req_t *r, const char *group, const char *method);
+/* A request that parks until something happens (a long-poll fetch, a wait for the commit)
+ * takes one of http.max_long_polls, given back by the engine's callback; false when none
+ * is free. */
+bool http_long_poll_claim(ks_http_t *h, req_t *r);
+
+/* ---- the routes' decoders, one file per kind of route ---- */
+
+/* http_groups.c: GET /v1/groups/{group}/records (and HEAD), the status rows (one group, the
+ * listing), /metrics (every group's status, shown as a listing is), POST .../seek. */
+http_ret_t http_fetch_decode(ks_http_t *h, req_t *r);
+http_ret_t http_status_decode(ks_http_t *h, req_t *r);
+http_ret_t http_metrics_decode(ks_http_t *h, req_t *r);
+http_ret_t http_seek_decode(ks_http_t *h, req_t *r);
+
+/* http_probe.c: /healthz (the engine's Kafka probe, at once), /readyz (every static group
+ * running and restored, or ?group=NAME: that group not stalled), /openapi.yaml (the spec this
+ * binary was built with). No caller check but /readyz?group= on the API listener. */
+http_ret_t http_health_decode(ks_http_t *h, req_t *r);
+http_ret_t http_ready_decode(ks_http_t *h, req_t *r);
+http_ret_t http_openapi_decode(ks_http_t *h, req_t *r);
+
+/* http_settle.c: the acks, nacks and deadline rows. */
+http_ret_t http_decode_settle(ks_http_t *h, req_t *r);
+
+/* http_redrive.c: POST /v1/groups/{group}/redrive. */
+http_ret_t http_decode_redrive(ks_http_t *h, req_t *r);
+
+/* http_produce.c: POST /v1/topics/{topic}/records ({topic}: the records' default topic). */
+http_ret_t http_produce_decode(ks_http_t *h, req_t *r);
+
+/* http_push.c: /v1/groups/{group}/push (a push set by API call). */
+http_ret_t http_push_get(ks_http_t *h, req_t *r);
+http_ret_t http_push_put(ks_http_t *h, req_t *r);
+http_ret_t http_push_delete(ks_http_t *h, req_t *r);
+
+/* http_page.c: GET /, the status page: answers at once, no engine command, no caller check
+ * (the page asks the status API with whatever token it is given). */
+http_ret_t http_page_decode(ks_http_t *h, req_t *r);
+/* Now, in ms since the epoch (CLOCK_REALTIME). */
+int64_t http_page_wall_ms(void);
+
+/* http_stream.c: GET /v1/groups/{group}/stream. The decoder checks the request as a fetch is
+ * checked, then answers with a response that stays open and writes records as the
+ * subscriber-stream core leases them. */
+http_ret_t http_stream_decode(ks_http_t *h, req_t *r);
+/* r's stream ended (the request's completed hook): what is queued goes back, the leases go
+ * back uncounted, the stream leaves the core. */
+void http_stream_completed(req_t *r);
+/* Every 250 ms (the server's deadline thread): resumes the idle streams whose heartbeat is due
+ * or whose client closed its end, so the server writes or ends them. */
+void http_stream_tick(ks_http_t *h, int64_t now_ms);
+/* Before the server stops: every stream ends, none stays paused. */
+void http_stream_stop_all(ks_http_t *h);
+
+/* ---- http_routes.c: the route table ---- */
+
+/* The table, read-only (its rows, *n of them): the router's, and the test's that holds it to
+ * api/openapi.yaml. */
+const route_t *http_route_table(size_t *n);
 
 #endif

@@ -1,5 +1,5 @@
 /* http_json.c: the HTTP edge's JSON writers: error bodies, records, and the reply
- * encoders that answer a request from the engine's result (libmicrohttpd's threads). */
+ * encoders that answer a request from the engine's result (the server's threads). */
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -22,31 +22,27 @@ typedef struct {
 } metrics_groups_t;
 
 /* Sends text (len bytes, taken) as the body, of the given Content-Type. */
-static enum MHD_Result send_typed(struct MHD_Connection *c, int status, char *text, size_t len,
-                                  const char *type)
+static http_ret_t send_typed(req_t *r, int status, char *text, size_t len, const char *type)
 {
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", type);
-    enum MHD_Result ret = http_queue(c, (unsigned)status, resp, len);
-    MHD_destroy_response(resp);
-    return ret;
+    const http_header_t hdr[] = {{"Content-Type", type}};
+    return http_respond(&r->io, (unsigned)status, hdr, 1, text, len);
 }
 
-static enum MHD_Result send_text(struct MHD_Connection *c, int status, char *text)
+static http_ret_t send_text(req_t *r, int status, char *text)
 {
-    return send_typed(c, status, text, strlen(text), "application/json");
+    return send_typed(r, status, text, strlen(text), "application/json");
 }
 
 /* Sends root (stolen) as the response body. When it cannot be written (jansson refuses a
  * string that is not UTF-8), the answer is a 500 with a fixed JSON body: every request
  * gets one. */
-enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *root)
+http_ret_t http_send_json(req_t *r, int status, json_t *root)
 {
     char *text = root ? json_dumps(root, JSON_COMPACT) : NULL;
     json_decref(root);
     if (!text) {
         ks_warn(LOGC, "a %d answer could not be written as JSON; sent 500 instead", status);
-        return send_text(c, 500,
+        return send_text(r, 500,
                          ks_xstrdup("{\"error\":{\"code\":\"INTERNAL\",\"message\":\"the answer "
                                     "could not be written as JSON\"}}\n"));
     }
@@ -56,7 +52,7 @@ enum MHD_Result http_send_json(struct MHD_Connection *c, int status, json_t *roo
         abort();
     withnl[n] = '\n';
     withnl[n + 1] = '\0';
-    return send_text(c, status, withnl);
+    return send_text(r, status, withnl);
 }
 
 /* Length of the well-formed UTF-8 character at s[0..n), or 0 if the bytes there are not
@@ -131,8 +127,8 @@ static json_t *json_lossy(const char *s)
 
 /* The error body {"error":{"code":...,"message":...}} with the printf-style message, at
  * HTTP status, with Retry-After when retry_s > 0 and Allow when allow is not NULL. */
-static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, const char *code,
-                                    int retry_s, const char *allow, const char *fmt, va_list ap)
+static http_ret_t send_error_v(req_t *r, unsigned status, const char *code, int retry_s,
+                               const char *allow, const char *fmt, va_list ap)
 {
     char msg[512];
     if (vsnprintf(msg, sizeof(msg), fmt, ap) >= (int)sizeof(msg))
@@ -146,36 +142,34 @@ static enum MHD_Result send_error_v(struct MHD_Connection *c, unsigned status, c
     ks_jbuf_lit(&b, "}}\n");
     size_t len;
     char *text = ks_jbuf_take(&b, &len);
-    struct MHD_Response *resp = MHD_create_response_from_buffer(len, text, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "application/json");
+    http_header_t hdr[3] = {{"Content-Type", "application/json"}};
+    size_t nh = 1;
+    char ra[16];
     if (retry_s > 0) {
-        char ra[16];
         snprintf(ra, sizeof(ra), "%d", retry_s);
-        MHD_add_response_header(resp, "Retry-After", ra);
+        hdr[nh++] = (http_header_t){"Retry-After", ra};
     }
     if (allow)
-        MHD_add_response_header(resp, "Allow", allow);
-    enum MHD_Result ret = http_queue(c, status, resp, len);
-    MHD_destroy_response(resp);
-    return ret;
+        hdr[nh++] = (http_header_t){"Allow", allow};
+    return http_respond(&r->io, status, hdr, nh, text, len);
 }
 
-enum MHD_Result http_send_error(struct MHD_Connection *c, ks_status_t st, const char *fmt, ...)
+http_ret_t http_send_error(req_t *r, ks_status_t st, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result ret = send_error_v(c, (unsigned)ks_status_http(st), ks_status_name(st),
-                                       ks_status_retry_after(st), NULL, fmt, ap);
+    http_ret_t ret = send_error_v(r, (unsigned)ks_status_http(st), ks_status_name(st),
+                                  ks_status_retry_after(st), NULL, fmt, ap);
     va_end(ap);
     return ret;
 }
 
-enum MHD_Result http_send_error_as(struct MHD_Connection *c, unsigned status, const char *code,
-                                   const char *allow, const char *fmt, ...)
+http_ret_t http_send_error_as(req_t *r, unsigned status, const char *code, const char *allow,
+                              const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
-    enum MHD_Result ret = send_error_v(c, status, code, 0, allow, fmt, ap);
+    http_ret_t ret = send_error_v(r, status, code, 0, allow, fmt, ap);
     va_end(ap);
     return ret;
 }
@@ -205,31 +199,34 @@ static void put_str(ks_jbuf_t *b, const char *s)
 }
 
 /* Sends the text in b (taken) with a trailing newline. */
-static enum MHD_Result send_jbuf(struct MHD_Connection *c, int status, ks_jbuf_t *b)
+static http_ret_t send_jbuf(req_t *r, int status, ks_jbuf_t *b)
 {
     ks_jbuf_lit(b, "\n");
-    return send_text(c, status, ks_jbuf_take(b, NULL));
+    size_t len;
+    char *text = ks_jbuf_take(b, &len);
+    return send_typed(r, status, text, len, "application/json");
 }
 
 /* ---- handlers ---- */
 
-enum MHD_Result http_reply_fetch(req_t *r)
+http_ret_t http_reply_fetch(req_t *r)
 {
-    ks_batch_t *b = r->batch;
+    ks_batch_t *b = r->u.fetch.batch;
     if (b->status)
-        return http_send_error(r->conn, b->status, "%s", b->message);
+        return http_send_error(r, b->status, "%s", b->message);
     char err[512];
-    ks_status_t st = ks_edge_fetch_still_allowed(r->h->auth, r->who, r->group, b, err, sizeof(err));
+    ks_status_t st =
+        ks_edge_fetch_still_allowed(r->h->auth, r->who, r->u.fetch.group, b, err, sizeof(err));
     if (st != KS_OK) {
         /* The tokens file was reloaded without the caller (or with narrower scopes) while the
          * fetch waited: its records go back now, counting no attempt, and the caller is told. */
-        pthread_mutex_lock(&r->lock);
+        pthread_mutex_lock(&r->io.lock);
         uint64_t token = b->deliver_token;
         b->deliver_token = 0;
-        pthread_mutex_unlock(&r->lock);
+        pthread_mutex_unlock(&r->io.lock);
         if (token)
-            ks_engine_delivered(r->h->eng, r->group, token, false);
-        return http_send_error(r->conn, st, "%s", err);
+            ks_engine_delivered(r->h->eng, r->u.fetch.group, token, false);
+        return http_send_error(r, st, "%s", err);
     }
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 64 + b->cnt * 256);
@@ -242,27 +239,30 @@ enum MHD_Result http_reply_fetch(req_t *r)
         ks_codec_json_record(&jb, &b->recs[i], &r->fmt, &w);
     }
     ks_jbuf_lit(&jb, "]}");
-    return send_jbuf(r->conn, 200, &jb);
+    return send_jbuf(r, 200, &jb);
 }
 
-enum MHD_Result http_reply_ack(req_t *r)
+http_ret_t http_reply_ack(req_t *r)
 {
+    const ks_ack_result_t *res = r->u.settle.res;
+    size_t res_n = r->u.settle.res_n;
+    bool errors_only = r->u.settle.errors_only;
     ks_jbuf_t jb;
-    ks_jbuf_init(&jb, 128 + r->acks_n * 96);
+    ks_jbuf_init(&jb, 128 + res_n * 96);
     ks_jbuf_lit(&jb, "{\"results\":[");
     bool first = true;
     ks_edge_ack_walk_t w;
-    ks_edge_ack_walk_init(&w, (const char *const *)r->ack_ids, r->ack_cnt, r->acks_n);
-    while (ks_edge_ack_walk_next(&w) && w.j < r->acks_n) {
-        ks_ack_result_t *a = &r->acks[w.j];
+    ks_edge_ack_walk_init(&w, (const char *const *)r->u.settle.ids, r->u.settle.id_cnt, res_n);
+    while (ks_edge_ack_walk_next(&w) && w.j < res_n) {
+        const ks_ack_result_t *a = &res[w.j];
         /* results=errors: a client acking thousands of ids at once reads only the refused
          * ones (and a waited ack not known committed), each with its place in the request. */
-        if (r->errors_only && ks_edge_ack_quiet(a))
+        if (errors_only && ks_edge_ack_quiet(a))
             continue;
         ks_jbuf_lit(&jb, first ? "{\"ack_id\":" : ",{\"ack_id\":");
         first = false;
         put_str(&jb, ks_edge_ack_walk_id(&w));
-        if (r->errors_only) {
+        if (errors_only) {
             ks_jbuf_lit(&jb, ",\"index\":");
             ks_jbuf_int(&jb, (int64_t)w.pos);
         }
@@ -279,12 +279,12 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, "}");
     }
     ks_edge_ack_summary_t sum;
-    ks_edge_ack_summarize(r->acks, r->acks_n, &sum);
+    ks_edge_ack_summarize(res, res_n, &sum);
     ks_jbuf_lit(&jb, "],\"accepted\":");
     ks_jbuf_int(&jb, (int64_t)sum.accepted);
     ks_jbuf_lit(&jb, ",\"rejected\":");
     ks_jbuf_int(&jb, (int64_t)sum.rejected);
-    if (r->op == KS_SETTLE_ACK) {
+    if (r->u.settle.op == KS_SETTLE_ACK) {
         ks_jbuf_lit(&jb, ",\"acked\":");
         ks_jbuf_int(&jb, (int64_t)sum.accepted);
     }
@@ -295,10 +295,10 @@ enum MHD_Result http_reply_ack(req_t *r)
         ks_jbuf_lit(&jb, "\",\"message\":");
         put_str(&jb, sum.message);
         ks_jbuf_lit(&jb, "}}");
-        return send_jbuf(r->conn, ks_status_http(sum.status), &jb);
+        return send_jbuf(r, ks_status_http(sum.status), &jb);
     }
     ks_jbuf_lit(&jb, "}");
-    return send_jbuf(r->conn, 200, &jb);
+    return send_jbuf(r, 200, &jb);
 }
 
 /* ---- the group status: an object per level, a key per row of proxy/status_fields.h ---- */
@@ -383,22 +383,22 @@ static void status_add(const ks_group_status_t *g, void *arr)
     json_array_append_new(arr, status_json(g));
 }
 
-enum MHD_Result http_reply_status(req_t *r)
+http_ret_t http_reply_status(req_t *r)
 {
     const char *msg = NULL;
     json_t *arr = json_array();
-    ks_status_t st = ks_edge_status_walk(r->groups, r->group_cnt, r->status_one, r->h->auth, r->who,
-                                         status_add, arr, &msg);
+    ks_status_t st = ks_edge_status_walk(r->u.status.groups, r->u.status.cnt, r->u.status.one,
+                                         r->h->auth, r->who, status_add, arr, &msg);
     if (st) {
         json_decref(arr);
-        return http_send_error(r->conn, st, "%s", msg);
+        return http_send_error(r, st, "%s", msg);
     }
-    if (r->status_one) {
+    if (r->u.status.one) {
         json_t *one = json_incref(json_array_get(arr, 0));
         json_decref(arr);
-        return http_send_json(r->conn, 200, one);
+        return http_send_json(r, 200, one);
     }
-    return http_send_json(r->conn, 200, json_pack("{s:o}", "groups", arr));
+    return http_send_json(r, 200, json_pack("{s:o}", "groups", arr));
 }
 
 /* Adds g to the list of groups the caller may see (a ks_edge_group_fn). */
@@ -408,47 +408,48 @@ static void visible_add(const ks_group_status_t *g, void *ctx)
     v->g[v->n++] = g;
 }
 
-enum MHD_Result http_reply_metrics(req_t *r)
+http_ret_t http_reply_metrics(req_t *r)
 {
     /* The status listing's rule: only the groups the caller's token covers (every group on
      * the probe listener, which checks no caller). */
-    metrics_groups_t v = {calloc(r->group_cnt ? r->group_cnt : 1, sizeof(*v.g)), 0};
+    metrics_groups_t v = {calloc(r->u.status.cnt ? r->u.status.cnt : 1, sizeof(*v.g)), 0};
     const char *msg = NULL;
     if (!v.g)
         abort();
-    (void)ks_edge_status_walk(r->groups, r->group_cnt, false, r->health ? NULL : r->h->auth, r->who,
-                              visible_add, &v, &msg);
+    (void)ks_edge_status_walk(r->u.status.groups, r->u.status.cnt, false,
+                              r->io.probe ? NULL : r->h->auth, r->who, visible_add, &v, &msg);
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 4096 + v.n * 4096);
     ks_metrics_render(&jb, v.g, v.n, r->h->cfg->metrics_max_series);
     free(v.g);
     size_t len;
     char *text = ks_jbuf_take(&jb, &len);
-    return send_typed(r->conn, 200, text, len, KS_METRICS_CONTENT_TYPE);
+    return send_typed(r, 200, text, len, KS_METRICS_CONTENT_TYPE);
 }
 
-enum MHD_Result http_reply_ready(req_t *r)
+http_ret_t http_reply_ready(req_t *r)
 {
     /* The static groups' answers (on_ready_status), once every one is in; the first
      * reason counts, and one noted while asking (Kafka down, a group not found) comes
      * first. */
-    for (size_t i = 0; i < r->group_cnt && !r->ready_msg[0]; i++) {
-        const ks_group_status_t *g = r->groups[i];
+    char *msg = r->u.status.ready_msg;
+    size_t size = sizeof(r->u.status.ready_msg);
+    for (size_t i = 0; i < r->u.status.cnt && !msg[0]; i++) {
+        const ks_group_status_t *g = r->u.status.groups[i];
         if (!g) {
-            snprintf(r->ready_msg, sizeof(r->ready_msg), "a static group is not running");
+            snprintf(msg, size, "a static group is not running");
             break;
         }
         size_t init = 0;
         for (size_t p = 0; p < g->part_cnt; p++)
             init += !strcmp(g->parts[p].state, "INITIALIZING");
         if (init)
-            snprintf(r->ready_msg, sizeof(r->ready_msg),
-                     "static group %s: %zu of %zu partitions still INITIALIZING", g->name, init,
-                     g->part_cnt);
+            snprintf(msg, size, "static group %s: %zu of %zu partitions still INITIALIZING",
+                     g->name, init, g->part_cnt);
     }
-    if (r->ready_msg[0])
-        return http_send_error(r->conn, KS_E_UNAVAILABLE, "not ready: %s", r->ready_msg);
-    return http_send_json(r->conn, 200, json_pack("{s:s}", "status", "ready"));
+    if (msg[0])
+        return http_send_error(r, KS_E_UNAVAILABLE, "not ready: %s", msg);
+    return http_send_json(r, 200, json_pack("{s:s}", "status", "ready"));
 }
 
 /* Writes {"error":{"code":...,"message":...}} for one item of a list of results. */
@@ -461,9 +462,9 @@ static void put_item_error(ks_jbuf_t *b, const char *code, const char *msg)
     ks_jbuf_lit(b, "}}");
 }
 
-enum MHD_Result http_reply_produce(req_t *r)
+http_ret_t http_reply_produce(req_t *r)
 {
-    const http_produce_t *p = r->prod;
+    const http_produce_t *p = r->u.produce.prod;
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 32 + p->n * 48);
     ks_jbuf_lit(&jb, "{\"results\":[");
@@ -475,7 +476,7 @@ enum MHD_Result http_reply_produce(req_t *r)
             put_item_error(&jb, ks_status_name(pr->st), pr->msg);
             continue;
         }
-        const ks_produce_result_t *res = &r->produced[pr->sent_i];
+        const ks_produce_result_t *res = &r->u.produce.res[pr->sent_i];
         if (res->error[0]) { /* refused by the producer or the broker: Kafka's error name */
             put_item_error(&jb, res->code[0] ? res->code : "UNKNOWN", res->error);
             continue;
@@ -487,20 +488,21 @@ enum MHD_Result http_reply_produce(req_t *r)
         ks_jbuf_lit(&jb, "}");
     }
     ks_jbuf_lit(&jb, "]}");
-    return send_jbuf(r->conn, 200, &jb);
+    return send_jbuf(r, 200, &jb);
 }
 
-enum MHD_Result http_reply_seek(req_t *r)
+http_ret_t http_reply_seek(req_t *r)
 {
-    const ks_seek_result_t *s = r->seek;
+    const ks_seek_result_t *s = r->u.seek.res;
+    const char *topic = r->u.seek.topic;
     if (s->status)
-        return http_send_error(r->conn, s->status, "%s", s->message);
+        return http_send_error(r, s->status, "%s", s->message);
     ks_jbuf_t jb;
-    ks_jbuf_init(&jb, 64 + s->part_cnt * (96 + strlen(r->topic)));
+    ks_jbuf_init(&jb, 64 + s->part_cnt * (96 + strlen(topic)));
     ks_jbuf_lit(&jb, "{\"partitions\":[");
     for (size_t i = 0; i < s->part_cnt; i++) {
         ks_jbuf_lit(&jb, i ? ",{\"topic\":" : "{\"topic\":");
-        put_str(&jb, r->topic);
+        put_str(&jb, topic);
         ks_jbuf_lit(&jb, ",\"partition\":");
         ks_jbuf_int(&jb, s->parts[i].partition);
         ks_jbuf_lit(&jb, ",\"offset\":");
@@ -512,7 +514,7 @@ enum MHD_Result http_reply_seek(req_t *r)
     ks_jbuf_lit(&jb, "],\"stale_leases\":");
     ks_jbuf_int(&jb, s->stale_leases);
     ks_jbuf_lit(&jb, "}");
-    return send_jbuf(r->conn, 200, &jb);
+    return send_jbuf(r, 200, &jb);
 }
 
 /* One list of a redrive's report: held (with each count) or skipped (with each reason). */
@@ -536,11 +538,11 @@ static void put_redrive_items(ks_jbuf_t *jb, const ks_redrive_item_t *it, size_t
     ks_jbuf_lit(jb, "]");
 }
 
-enum MHD_Result http_reply_redrive(req_t *r)
+http_ret_t http_reply_redrive(req_t *r)
 {
-    const ks_redrive_result_t *s = r->redrive;
+    const ks_redrive_result_t *s = r->u.redrive.res;
     if (s->status)
-        return http_send_error(r->conn, s->status, "%s", s->message);
+        return http_send_error(r, s->status, "%s", s->message);
     ks_jbuf_t jb;
     ks_jbuf_init(&jb,
                  512 + (s->held_cnt + s->skipped_cnt) * 64 + s->topic_cnt * 280 + s->part_cnt * 48);
@@ -579,5 +581,5 @@ enum MHD_Result http_reply_redrive(req_t *r)
         put_str(&jb, s->error);
     }
     ks_jbuf_lit(&jb, "}");
-    return send_jbuf(r->conn, 200, &jb);
+    return send_jbuf(r, 200, &jb);
 }

@@ -48,10 +48,8 @@ static bool csp_hash(const char *page, size_t len, const char *open, const char 
     return true;
 }
 
-enum MHD_Result http_page_decode(ks_http_t *h, req_t *r, const char *group, const char *method)
+http_ret_t http_page_decode(ks_http_t *h, req_t *r)
 {
-    (void)group;
-    (void)method;
     const char *page = (const char *)ks_status_page;
     size_t len = ks_status_page_len;
 
@@ -83,14 +81,10 @@ enum MHD_Result http_page_decode(ks_http_t *h, req_t *r, const char *group, cons
              "base-uri 'none'; form-action 'none'; frame-ancestors 'none'",
              script, style);
 
-    struct MHD_Response *resp =
-        MHD_create_response_from_buffer(out_len, out, MHD_RESPMEM_MUST_FREE);
-    MHD_add_response_header(resp, "Content-Type", "text/html; charset=utf-8");
-    MHD_add_response_header(resp, "Content-Security-Policy", csp);
-    MHD_add_response_header(resp, "X-Content-Type-Options", "nosniff");
-    MHD_add_response_header(resp, "Referrer-Policy", "no-referrer");
-    MHD_add_response_header(resp, "Cache-Control", "no-store");
-    enum MHD_Result ret = http_queue(r->conn, 200, resp, out_len);
-    MHD_destroy_response(resp);
-    return ret;
+    const http_header_t hdr[] = {{"Content-Type", "text/html; charset=utf-8"},
+                                 {"Content-Security-Policy", csp},
+                                 {"X-Content-Type-Options", "nosniff"},
+                                 {"Referrer-Policy", "no-referrer"},
+                                 {"Cache-Control", "no-store"}};
+    return http_respond(&r->io, 200, hdr, sizeof(hdr) / sizeof(hdr[0]), out, out_len);
 }

@@ -9,23 +9,6 @@
 #include "http_int.h"
 #include "util.h"
 
-json_t *http_body_json(ks_http_t *h, req_t *r, const char *shape, size_t flags,
-                       enum MHD_Result *ret)
-{
-    if (r->too_big) {
-        *ret = http_send_error(r->conn, KS_E_EXHAUSTED,
-                               "request body is larger than http.max_request_bytes (%lld)",
-                               (long long)h->cfg->max_request_bytes);
-        return NULL;
-    }
-    json_error_t jerr;
-    json_t *root = r->body ? json_loadb(r->body, r->body_len, flags, &jerr) : NULL;
-    if (!root)
-        *ret = http_send_error(r->conn, KS_E_INVALID, "body is not valid JSON (%s); send %s",
-                               r->body ? jerr.text : "empty body", shape);
-    return root;
-}
-
 /* What one decode holds until the command is submitted: the records, their headers and the
  * base64 buffers their bytes point into. */
 typedef struct {
@@ -49,20 +32,20 @@ static void decode_free(decode_t *d)
 static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 {
     req_t *r = opaque;
-    r->produced = res;
-    http_wake(r);
+    r->u.produce.res = res;
+    http_wake(&r->io);
 }
 
 /* Reads o[field], a string or null (absent: null), in the encoding o[enc_field] names ("text",
  * the default, or "base64") into *data and *len (NULL: null). Returns false after queueing a 400
  * naming what is wrong. */
 static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const char *field,
-                       const char *enc_field, const void **data, size_t *len, enum MHD_Result *ret)
+                       const char *enc_field, const void **data, size_t *len, http_ret_t *ret)
 {
     json_t *v = json_object_get(o, field), *e = json_object_get(o, enc_field);
     const char *enc = e ? json_string_value(e) : "text";
     if (!enc || (strcmp(enc, "text") && strcmp(enc, "base64"))) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "%s.%s must be \"text\" or \"base64\"", what,
+        *ret = http_send_error(r, KS_E_INVALID, "%s.%s must be \"text\" or \"base64\"", what,
                                enc_field);
         return false;
     }
@@ -71,8 +54,7 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     if (!v || json_is_null(v))
         return true;
     if (!json_is_string(v)) {
-        *ret =
-            http_send_error(r->conn, KS_E_INVALID, "%s.%s must be a string or null", what, field);
+        *ret = http_send_error(r, KS_E_INVALID, "%s.%s must be a string or null", what, field);
         return false;
     }
     const char *s = json_string_value(v);
@@ -84,47 +66,13 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     }
     unsigned char *b = ks_b64_decode(s, n, len);
     if (!b) {
-        *ret =
-            http_send_error(r->conn, KS_E_INVALID,
-                            "%s.%s is not valid base64 (standard alphabet, padded)", what, field);
+        *ret = http_send_error(
+            r, KS_E_INVALID, "%s.%s is not valid base64 (standard alphabet, padded)", what, field);
         return false;
     }
     d->bufs[d->buf_cnt++] = b;
     *data = b;
     return true;
-}
-
-bool http_only_fields(req_t *r, json_t *o, const char *what, const char *const *known,
-                      const char *list, enum MHD_Result *ret)
-{
-    const char *k;
-    json_t *v;
-    json_object_foreach(o, k, v)
-    {
-        size_t i = 0;
-        while (known[i] && strcmp(known[i], k))
-            i++;
-        if (!known[i]) {
-            *ret = http_send_error(r->conn, KS_E_INVALID, "%s: unknown field \"%s\" (known: %s)",
-                                   what, k, list);
-            return false;
-        }
-    }
-    return true;
-}
-
-const char *http_json_name(req_t *r, json_t *v, const char *what, enum MHD_Result *ret)
-{
-    if (!json_is_string(v)) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be a string", what);
-        return NULL;
-    }
-    const char *s = json_string_value(v);
-    if (strlen(s) != json_string_length(v)) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "%s holds a NUL byte", what);
-        return NULL;
-    }
-    return s;
 }
 
 static const char *const rec_fields[] = {"key",     "key_encoding", "value", "value_encoding",
@@ -133,12 +81,12 @@ static const char *const hdr_fields[] = {"key", "value", "value_encoding", NULL}
 
 /* Decodes record i of the body (o) into d->recs[i], its headers from d->hdrs[*h]. */
 static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *topic, size_t *h,
-                        enum MHD_Result *ret)
+                        http_ret_t *ret)
 {
     char *what = d->where;
     snprintf(what, sizeof(d->where), "records[%zu]", i);
     if (!json_is_object(o)) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an object", what);
+        *ret = http_send_error(r, KS_E_INVALID, "%s must be an object", what);
         return false;
     }
     if (!http_only_fields(r, o, what, rec_fields,
@@ -156,8 +104,8 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
     if (part) {
         json_int_t pv = json_is_integer(part) ? json_integer_value(part) : -1;
         if (pv < 0 || pv > INT32_MAX) {
-            *ret = http_send_error(r->conn, KS_E_INVALID,
-                                   "%s.partition must be an integer from 0 to %d", what, INT32_MAX);
+            *ret = http_send_error(r, KS_E_INVALID, "%s.partition must be an integer from 0 to %d",
+                                   what, INT32_MAX);
             return false;
         }
         p->partition = (int32_t)pv;
@@ -167,7 +115,7 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
         return false;
     json_t *hs = json_object_get(o, "headers");
     if (hs && !json_is_array(hs)) {
-        *ret = http_send_error(r->conn, KS_E_INVALID, "%s.headers must be an array", what);
+        *ret = http_send_error(r, KS_E_INVALID, "%s.headers must be an array", what);
         return false;
     }
     p->headers = &d->hdrs[*h];
@@ -177,7 +125,7 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
         char hw[96];
         snprintf(hw, sizeof(hw), "%s.headers[%zu]", what, k);
         if (!json_is_object(ho)) {
-            *ret = http_send_error(r->conn, KS_E_INVALID, "%s must be an object", hw);
+            *ret = http_send_error(r, KS_E_INVALID, "%s must be an object", hw);
             return false;
         }
         if (!http_only_fields(r, ho, hw, hdr_fields, "key, value, value_encoding", ret))
@@ -198,7 +146,7 @@ static size_t refuse_records(ks_http_t *h, req_t *r, decode_t *d, size_t n)
 {
     size_t sent = 0;
     for (size_t i = 0; i < n; i++) {
-        http_produce_rec_t *pr = &r->prod->rec[i];
+        http_produce_rec_t *pr = &r->u.produce.prod->rec[i];
         pr->st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_PRODUCE, "produce to",
                                       &d->recs[i].topic, 1, pr->msg, sizeof(pr->msg));
         if (pr->st == KS_OK) {
@@ -209,10 +157,10 @@ static size_t refuse_records(ks_http_t *h, req_t *r, decode_t *d, size_t n)
     return sent;
 }
 
-enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, const char *method)
+http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
 {
-    (void)method;
-    enum MHD_Result ret = MHD_YES;
+    const char *topic = r->param;
+    http_ret_t ret = HTTP_RET_OK;
     json_t *root =
         /* A text value may hold \u0000, as a fetch writes it; names are checked
          * (http_json_name). */
@@ -224,7 +172,7 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
     json_t *recs = json_object_get(root, "records");
     static const char *const top[] = {"records", NULL};
     if (!json_is_object(root) || !json_is_array(recs)) {
-        ret = http_send_error(r->conn, KS_E_INVALID,
+        ret = http_send_error(r, KS_E_INVALID,
                               "body must be {\"records\":[...]}, an array of records");
         goto out;
     }
@@ -232,7 +180,7 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
         goto out;
     size_t n = json_array_size(recs), nh = 0, nb = 0;
     if (n == 0 || n > (size_t)h->cfg->http_max_produce_records) {
-        ret = http_send_error(r->conn, KS_E_INVALID,
+        ret = http_send_error(r, KS_E_INVALID,
                               "records holds %zu records; give 1 to %d "
                               "(http.max_produce_records)",
                               n, h->cfg->http_max_produce_records);
@@ -246,11 +194,11 @@ enum MHD_Result http_produce_decode(ks_http_t *h, req_t *r, const char *topic, c
     d.recs = calloc(n, sizeof(*d.recs));
     d.hdrs = calloc(nh + 1, sizeof(*d.hdrs));
     d.bufs = calloc(nb, sizeof(*d.bufs));
-    r->prod = calloc(1, sizeof(*r->prod));
-    if (!d.recs || !d.hdrs || !d.bufs || !r->prod ||
-        !(r->prod->rec = calloc(n, sizeof(http_produce_rec_t))))
+    http_produce_t *prod = r->u.produce.prod = calloc(1, sizeof(*prod));
+    if (!d.recs || !d.hdrs || !d.bufs || !prod ||
+        !(prod->rec = calloc(n, sizeof(http_produce_rec_t))))
         abort();
-    r->prod->n = n;
+    prod->n = n;
     size_t hi = 0;
     for (size_t i = 0; i < n; i++)
         if (!read_record(r, &d, json_array_get(recs, i), i, topic, &hi, &ret))

@@ -9,8 +9,8 @@
 static void on_redrive(ks_redrive_result_t *res, void *opaque)
 {
     req_t *r = opaque;
-    r->redrive = res;
-    http_wake(r);
+    r->u.redrive.res = res;
+    http_wake(&r->io);
 }
 
 /* Whether r's caller may produce to topic: a redrive's check of each record's original topic
@@ -22,11 +22,12 @@ static bool redrive_allow(const char *topic, void *opaque)
 }
 
 /* POST /v1/groups/{group}/redrive: {"max":N,"dry_run":bool}, both optional, the body too. */
-enum MHD_Result http_decode_redrive(ks_http_t *h, req_t *r, const char *group, const char *method)
+http_ret_t http_decode_redrive(ks_http_t *h, req_t *r)
 {
+    const char *group = r->param;
     static const char *const known[] = {"max", "dry_run", NULL};
-    enum MHD_Result ret = MHD_YES;
-    json_t *root = r->body_len || r->too_big
+    http_ret_t ret = HTTP_RET_OK;
+    json_t *root = r->io.body_len || r->io.body_too_big
                        ? http_body_json(h, r, "{\"max\":100,\"dry_run\":true}", 0, &ret)
                        : json_object();
     if (!root)
@@ -36,19 +37,19 @@ enum MHD_Result http_decode_redrive(ks_http_t *h, req_t *r, const char *group, c
         .u.redrive = {.allow = redrive_allow, .allow_opaque = r, .cb = on_redrive, .opaque = r}};
     json_t *max = json_object_get(root, "max"), *dry = json_object_get(root, "dry_run");
     if (!json_is_object(root)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "body must be a JSON object");
+        ret = http_send_error(r, KS_E_INVALID, "body must be a JSON object");
         goto out;
     }
     if (!http_only_fields(r, root, "body", known, "max, dry_run", &ret))
         goto out;
     if (max && (!json_is_integer(max) || json_integer_value(max) < 1 ||
                 json_integer_value(max) > KS_CMD_REDRIVE_MAX)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "max must be an integer from 1 to %d",
+        ret = http_send_error(r, KS_E_INVALID, "max must be an integer from 1 to %d",
                               KS_CMD_REDRIVE_MAX);
         goto out;
     }
     if (dry && !json_is_boolean(dry)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "dry_run must be true or false");
+        ret = http_send_error(r, KS_E_INVALID, "dry_run must be true or false");
         goto out;
     }
     cmd.u.redrive.max = max ? (int32_t)json_integer_value(max) : 0;

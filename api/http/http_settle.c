@@ -19,9 +19,9 @@ static void on_ack(ks_ack_result_t *res, size_t n, void *opaque)
     req_t *r = opaque;
     if (r->long_poll) /* a wait for the commit, counted as a long-poll */
         atomic_fetch_sub(&r->h->long_polls, 1);
-    r->acks = res;
-    r->acks_n = n;
-    http_wake(r);
+    r->u.settle.res = res;
+    r->u.settle.res_n = n;
+    http_wake(&r->io);
 }
 
 static const char *skip_ws(const char *p, const char *end)
@@ -36,7 +36,8 @@ static const char *skip_ws(const char *p, const char *end)
  * anything else, which then goes through jansson and its error messages. */
 static bool http_fast_ack_ids(req_t *r)
 {
-    const char *p = r->body, *end = r->body + r->body_len;
+    char *body = r->io.body;
+    const char *p = body, *end = body + r->io.body_len;
     static const char head[] = "\"ack_ids\"";
     p = skip_ws(p, end);
     if (p == end || *p++ != '{')
@@ -77,14 +78,14 @@ static bool http_fast_ack_ids(req_t *r)
     p = skip_ws(p, end);
     if (p == end || *p++ != '}' || skip_ws(p, end) != end)
         return false;
-    r->ack_ids = calloc(n + 1, sizeof(char *));
-    if (!r->ack_ids)
+    char **ids = r->u.settle.ids = calloc(n + 1, sizeof(char *));
+    if (!ids)
         abort();
-    r->ack_ids_in_body = true;
-    for (char *q = r->body + (first - r->body); r->ack_cnt < n; q++) {
+    r->u.settle.ids_in_body = true;
+    for (char *q = body + (first - body); r->u.settle.id_cnt < n; q++) {
         if (*q != '"')
             continue;
-        r->ack_ids[r->ack_cnt++] = q + 1;
+        ids[r->u.settle.id_cnt++] = q + 1;
         q = strchr(q + 1, '"'); /* the closing quote becomes the string's end */
         *q = '\0';
     }
@@ -92,46 +93,46 @@ static bool http_fast_ack_ids(req_t *r)
 }
 
 /* Hands the ids in r to the engine and parks the request for the answer. */
-static enum MHD_Result submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
-                                     int64_t ms, const char *reason, bool dead_letter)
+static http_ret_t submit_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op,
+                                int64_t ms, const char *reason, bool dead_letter)
 {
     char err[512];
-    r->op = op;
-    ks_status_t st = ks_auth_allow_ack_ids(h->auth, r->who, (const char *const *)r->ack_ids,
-                                           r->ack_cnt, err, sizeof(err));
+    r->u.settle.op = op;
+    ks_status_t st = ks_auth_allow_ack_ids(h->auth, r->who, (const char *const *)r->u.settle.ids,
+                                           r->u.settle.id_cnt, err, sizeof(err));
     if (st)
-        return http_send_error(r->conn, st, "%s", err);
+        return http_send_error(r, st, "%s", err);
     ks_cmd_req_t cmd = {.group = group,
                         .u.settle = {.op = op,
                                      .ms = ms,
                                      .reason = reason,
                                      .dead_letter = dead_letter,
-                                     .ack_ids = (const char *const *)r->ack_ids,
-                                     .n = r->ack_cnt,
-                                     .wait_commit = r->wait_commit,
-                                     .commit_timeout_ms = r->commit_timeout_ms,
+                                     .ack_ids = (const char *const *)r->u.settle.ids,
+                                     .n = r->u.settle.id_cnt,
+                                     .wait_commit = r->u.settle.wait_commit,
+                                     .commit_timeout_ms = r->u.settle.commit_timeout_ms,
                                      .cb = on_ack,
                                      .opaque = r}};
-    if (r->wait_commit && !http_long_poll_claim(h, r))
-        return http_send_error(r->conn, KS_E_BUSY,
+    if (r->u.settle.wait_commit && !http_long_poll_claim(h, r))
+        return http_send_error(r, KS_E_BUSY,
                                "%d requests are waiting already (http.max_long_polls); retry "
                                "later or without wait=commit",
                                h->cfg->http_max_long_polls);
     return http_submit_park(h, r, &cmd);
 }
 
-static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
+static http_ret_t http_settle(ks_http_t *h, req_t *r, const char *group, ks_settle_op_t op)
 {
-    if (!r->too_big && r->body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
+    if (!r->io.body_too_big && r->io.body && op != KS_SETTLE_EXTEND && http_fast_ack_ids(r))
         return submit_settle(h, r, group, op, 0, NULL, false);
-    enum MHD_Result ret = MHD_NO;
+    http_ret_t ret = HTTP_RET_CLOSE;
     /* No NUL allowed: an ack id read as a C string must be the whole string. */
     json_t *root = http_body_json(h, r, "{\"ack_ids\":[\"...\"]}", 0, &ret);
     if (!root)
         return ret;
     json_t *ids = json_object_get(root, "ack_ids");
     if (!json_is_object(root) || !json_is_array(ids)) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
+        ret = http_send_error(r, KS_E_INVALID, "body must be {\"ack_ids\":[\"...\"]%s}",
                               op == KS_SETTLE_NACK
                                   ? ",\"delay_ms\":0,\"reason\":\"...\",\"dead_letter\":false"
                               : op == KS_SETTLE_EXTEND ? ",\"deadline_ms\":30000"
@@ -158,7 +159,7 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
             ms = json_integer_value(v);
         else {
             ret = http_send_error(
-                r->conn, KS_E_INVALID,
+                r, KS_E_INVALID,
                 "unexpected or mistyped field \"%s\" (ack_ids: array of strings%s)", k,
                 op == KS_SETTLE_NACK ? ", delay_ms: integer, reason: string, dead_letter: boolean"
                 : op == KS_SETTLE_EXTEND ? ", deadline_ms: integer"
@@ -167,21 +168,21 @@ static enum MHD_Result http_settle(ks_http_t *h, req_t *r, const char *group, ks
         }
     }
     if (op == KS_SETTLE_EXTEND && !json_object_get(root, "deadline_ms")) {
-        ret = http_send_error(r->conn, KS_E_INVALID, "deadline_ms is required");
+        ret = http_send_error(r, KS_E_INVALID, "deadline_ms is required");
         goto out;
     }
     size_t n = json_array_size(ids); /* how many may come is the validator's */
-    r->ack_ids = calloc(n + 1, sizeof(char *));
-    if (!r->ack_ids)
+    r->u.settle.ids = calloc(n + 1, sizeof(char *));
+    if (!r->u.settle.ids)
         abort();
     for (size_t i = 0; i < n; i++) {
         json_t *it = json_array_get(ids, i);
         if (!json_is_string(it)) {
-            ret = http_send_error(r->conn, KS_E_INVALID, "ack_ids[%zu] is not a string", i);
+            ret = http_send_error(r, KS_E_INVALID, "ack_ids[%zu] is not a string", i);
             goto out;
         }
-        r->ack_ids[i] = strdup(json_string_value(it));
-        r->ack_cnt = i + 1;
+        r->u.settle.ids[i] = strdup(json_string_value(it));
+        r->u.settle.id_cnt = i + 1;
     }
     ret = submit_settle(h, r, group, op, ms, reason, dead_letter);
 out:
@@ -194,8 +195,8 @@ typedef struct ack_query {
     const char *wait, *timeout_ms, *results, *unknown;
 } ack_query_t;
 
-static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const char *key,
-                                       const char *value)
+static bool collect_ack_arg(void *cls, const char *key, size_t key_len, const char *value,
+                            size_t value_len)
 {
     ack_query_t *q = cls;
     if (!strcmp(key, "wait"))
@@ -206,49 +207,49 @@ static enum MHD_Result collect_ack_arg(void *cls, enum MHD_ValueKind kind, const
         q->results = value ? value : "";
     else if (!q->unknown)
         q->unknown = key;
-    return MHD_YES;
+    return true;
 }
 
 /* Reads ?wait=commit[&timeout_ms=N][&results=all|errors] into r; the range of N is the
  * validator's. False: r was answered with what is wrong. */
-static bool ack_query_read(req_t *r, enum MHD_Result *ret)
+static bool ack_query_read(req_t *r, http_ret_t *ret)
 {
     ack_query_t q = {0};
-    MHD_get_connection_values(r->conn, MHD_GET_ARGUMENT_KIND, collect_ack_arg, &q);
+    http_req_query_each(&r->io, collect_ack_arg, &q);
     long ms = 0;
     if (q.unknown)
-        *ret = http_send_error(r->conn, KS_E_INVALID,
+        *ret = http_send_error(r, KS_E_INVALID,
                                "unknown query parameter \"%s\" (known: wait, timeout_ms, results)",
                                q.unknown);
     else if (q.results && strcmp(q.results, "all") && strcmp(q.results, "errors"))
-        *ret = http_send_error(r->conn, KS_E_INVALID,
+        *ret = http_send_error(r, KS_E_INVALID,
                                "results must be all (a result per ack id, the default) or errors "
                                "(only the refused ones, with their index), got \"%s\"",
                                q.results);
     else if (q.wait && strcmp(q.wait, "commit"))
-        *ret = http_send_error(r->conn, KS_E_INVALID,
+        *ret = http_send_error(r, KS_E_INVALID,
                                "wait must be commit (answer once the acks are committed), got "
                                "\"%s\"",
                                q.wait);
     else if (q.timeout_ms && !q.wait)
-        *ret = http_send_error(r->conn, KS_E_INVALID, "timeout_ms applies only with wait=commit");
+        *ret = http_send_error(r, KS_E_INVALID, "timeout_ms applies only with wait=commit");
     else if (q.timeout_ms && http_parse_int(q.timeout_ms, 1, INT_MAX, &ms))
-        *ret = http_send_error(r->conn, KS_E_INVALID,
+        *ret = http_send_error(r, KS_E_INVALID,
                                "timeout_ms must be a positive integer (milliseconds), got \"%s\"",
                                q.timeout_ms);
     else {
-        r->wait_commit = q.wait != NULL;
-        r->commit_timeout_ms = (int)ms;
-        r->errors_only = q.results && !strcmp(q.results, "errors");
+        r->u.settle.wait_commit = q.wait != NULL;
+        r->u.settle.commit_timeout_ms = (int)ms;
+        r->u.settle.errors_only = q.results && !strcmp(q.results, "errors");
         return true;
     }
     return false;
 }
 
-enum MHD_Result http_decode_settle(ks_http_t *h, req_t *r, const char *group, const char *method)
+http_ret_t http_decode_settle(ks_http_t *h, req_t *r)
 {
-    enum MHD_Result ret;
+    http_ret_t ret;
     if (r->route->op == KS_SETTLE_ACK && !ack_query_read(r, &ret))
         return ret;
-    return http_settle(h, r, group, r->route->op);
+    return http_settle(h, r, r->param, r->route->op);
 }

@@ -3,32 +3,24 @@
  * chunked response), heartbeats, and the stream bound. Fetches, credits, refill, stall and
  * release are the core's.
  *
- * libmicrohttpd 0.9.75 (checked in its source, src/microhttpd/connection.c and daemon.c, and
- * microhttpd.h): the content reader callback may return 0 ("nothing now") but with the
- * internal polling thread that alone busy-loops; MHD_suspend_connection may be called from
- * the content reader callback (the header names it and the access handler as the only safe
- * places), and returning 0 then leaves the connection in CHUNKED_BODY_UNREADY out of the epoll
- * set until MHD_resume_connection, which any thread may call (it takes the daemon's cleanup
- * mutex and signals its ITC; MHD_ALLOW_SUSPEND_RESUME includes MHD_USE_ITC); resumed, the
- * callback is called again. Resuming a connection that is not (yet) suspended makes the next
- * suspend a no-op and the connection then waits with nothing to wake it, so suspend and
- * resume happen under the stream's lock, resume only when the callback did suspend. A
- * suspended connection sees neither timeouts nor a client that left: the heartbeat tick
- * resumes it (http_stream_tick), and MHD_stop_daemon panics on one still suspended
- * (http_stream_stop_all). */
+ * The body is pulled (http_respond_stream): with nothing to write, the pull callback pauses
+ * the response until the core or the tick resumes it. A resume that comes before its pause is
+ * lost (http_req.h), so pause and resume happen under the stream's lock, resume only when the
+ * callback did pause. A paused response sees neither timeouts nor a client that left: the
+ * heartbeat tick resumes it (http_stream_tick), and the server must find none paused when it
+ * stops (http_stream_stop_all). */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/socket.h>
 
 #include "http_int.h"
 #include "log.h"
 #include "util.h"
 
 #define STREAM_BATCH_MAX 1000 /* records in one batch from the core */
-/* libmicrohttpd's buffer for the body, one per stream: each body_cb call fills up to this (about
+/* The server's buffer for the body, one per stream: each body_cb call fills up to this (about
  * 60 records). 256 KiB was measured and gave nothing (tests/bench/HISTORY.md, 2026-12-03). */
 #define STREAM_BLOCK 16384
 
@@ -43,26 +35,25 @@ typedef struct hstream {
     ks_substream_t ss; /* the core; its fields are its own */
     atomic_int refs;   /* the request's, the response's, the core's (ops->ref) */
     ks_http_t *h;
-    struct MHD_Connection *conn;
-    int fd;
+    http_req_t *io; /* its request: only while not closed (it completes first) */
     bool sse;
     ks_codec_opts_t fmt;
     int64_t hb_ms;
 
     pthread_mutex_t lock; /* guards everything below */
-    bool suspended;       /* the callback suspended the connection; cleared by whoever resumes */
+    bool suspended;       /* the callback paused the response; cleared by whoever resumes */
     bool drain_due;       /* the core asked for a drain (op_wake) */
     bool beat_due;        /* an idle stream's heartbeat is due */
     bool peer_gone;       /* the client closed its end */
     bool cut;             /* cut off for not reading, or the daemon stops: end at once */
     bool finishing;       /* end once what is queued is out, with fin_msg */
-    bool closed;          /* the request completed: libmicrohttpd calls no more */
-    uint64_t sent;        /* body bytes handed to libmicrohttpd, for the access log */
+    bool closed;          /* the request completed: the server calls no more */
+    uint64_t sent;        /* body bytes handed to the server, for the access log */
     ks_status_t fin_st;
     char fin_msg[512];
     out_item_t *q; /* queued, oldest first */
     size_t qh, qn, qcap;
-    /* The text being handed to libmicrohttpd, and the batch it came from (its token and bytes,
+    /* The text being handed to the server, and the batch it came from (its token and bytes,
      * for ks_substream_msg_done once all of it is handed). */
     char *out;
     size_t out_len, out_off;
@@ -93,12 +84,12 @@ static void hs_unref(hstream_t *s)
     free(s);
 }
 
-/* Resumes the connection if the callback suspended it. Locked by caller. */
+/* Resumes the response if the callback paused it. Locked by caller. */
 static void resume_locked(hstream_t *s)
 {
     if (s->suspended) {
         s->suspended = false;
-        MHD_resume_connection(s->conn);
+        http_resume(s->io);
     }
 }
 
@@ -129,7 +120,7 @@ static void take_queue_locked(hstream_t *s, out_item_t **q, size_t *qh, size_t *
     s->qh = s->qn = s->qcap = 0;
 }
 
-/* Drops items never handed to libmicrohttpd: their records go back counting no attempt. */
+/* Drops items never handed to the server: their records go back counting no attempt. */
 static void drop_items(hstream_t *s, out_item_t *q, size_t qh, size_t qn)
 {
     for (size_t i = 0; i < qn; i++) {
@@ -154,7 +145,7 @@ static void op_unref(void *t)
     hs_unref(t);
 }
 
-/* The callback drains on libmicrohttpd's thread: resume it if it waits. A stream whose
+/* The callback drains on the server's thread: resume it if it waits. A stream whose
  * request completed cannot be woken; the core then drains here (only giving leases back). */
 static bool op_wake(void *t)
 {
@@ -250,17 +241,17 @@ static void op_finish(void *t, ks_status_t st, const char *msg)
     ks_substream_stop(&s->ss);
 }
 
-/* A client that takes nothing leaves libmicrohttpd waiting to write, so the callback that
- * would end the response is not called: the socket is shut down, and the failed write ends
- * the request (on_completed). The fd is the connection's until its request completes, which
- * sets closed under the lock first. */
+/* A client that takes nothing leaves the server waiting to write, so the callback that would
+ * end the response is not called: the socket is shut down, and the failed write ends the
+ * request. The request is the stream's until it completes, which sets closed under the lock
+ * first. */
 static void op_cut(void *t, const char *msg)
 {
     hstream_t *s = t;
     pthread_mutex_lock(&s->lock);
     s->cut = true;
-    if (!s->closed && s->fd >= 0)
-        shutdown(s->fd, SHUT_RDWR);
+    if (!s->closed)
+        http_shutdown(s->io);
     resume_locked(s);
     pthread_mutex_unlock(&s->lock);
 }
@@ -275,7 +266,7 @@ static const ks_substream_ops_t stream_ops = {
     .cut = op_cut,
 };
 
-/* ---- the response body (libmicrohttpd's thread) ---- */
+/* ---- the response body (the server's thread) ---- */
 
 /* The text of a batch: one line per record, or one SSE event per record with the ack id as
  * its id. */
@@ -365,8 +356,8 @@ static size_t fill_locked(hstream_t *s, char *buf, size_t max, uint64_t *done_to
 static const char hb_ndjson[] = "\n";
 static const char hb_sse[] = ": heartbeat\n\n";
 
-/* libmicrohttpd's content reader: what is queued, else a heartbeat when due, else the end
- * (finish) or nothing now (the connection suspends until op_wake or the tick resumes it). */
+/* The body's pull callback: what is queued, else a heartbeat when due, else the end (finish)
+ * or nothing now (the response pauses until op_wake or the tick resumes it). */
 static ssize_t body_cb(void *cls, uint64_t pos, char *buf, size_t max)
 {
     hstream_t *s = cls;
@@ -388,7 +379,7 @@ again:
     size_t dropqh = 0, dropqn = 0;
     pthread_mutex_lock(&s->lock);
     if (s->cut || s->peer_gone) {
-        ret = MHD_CONTENT_READER_END_WITH_ERROR;
+        ret = HTTP_PULL_ERROR;
         goto out;
     }
     /* A stream a tokens-file reload ended hands nothing more of its queue: the text being
@@ -402,7 +393,7 @@ again:
         n = fill_locked(s, buf, max, tok, bytes, &done_n);
     }
     if (!n && s->finishing) {
-        ret = MHD_CONTENT_READER_END_OF_STREAM;
+        ret = HTTP_PULL_END;
         goto out;
     }
     if (!n && s->beat_due) {
@@ -414,7 +405,7 @@ again:
     }
     s->beat_due = false;
     if (n) {
-        /* The bytes handed before are out (libmicrohttpd calls again only then): the stall
+        /* The bytes handed before are out (the server calls again only then): the stall
          * clock restarts for these. */
         ks_substream_send_begin(&s->ss, now);
         s->sent = pos + n;
@@ -423,20 +414,20 @@ again:
     }
     ks_substream_send_end(&s->ss);
     if (atomic_load(&s->h->streams_stopping)) {
-        ret = MHD_CONTENT_READER_END_OF_STREAM;
+        ret = HTTP_PULL_END;
         goto out;
     }
     s->idle_since = now;
     if (s->drain_due) {
-        /* op_wake came after this call's drain, with nothing suspended to resume: suspended
-         * now, the stream would wait for the heartbeat tick (5 s lost in 3 of 40 runs of
+        /* op_wake came after this call's drain, with nothing paused to resume: paused now, the
+         * stream would wait for the heartbeat tick (5 s lost in 3 of 40 runs of
          * 2,000,000 records, the throughput bench's stream). Drain again instead. */
         redo = true;
         ret = 0;
         goto out;
     }
     s->suspended = true;
-    MHD_suspend_connection(s->conn);
+    http_pause(s->io);
     ret = 0;
 out:
     pthread_mutex_unlock(&s->lock);
@@ -493,16 +484,15 @@ static void uncount_stream(ks_http_t *h, hstream_t *s)
 }
 
 /* Whether the client asked for SSE (Accept: text/event-stream); else NDJSON. */
-static bool wants_sse(struct MHD_Connection *conn)
+static bool wants_sse(req_t *r)
 {
-    const char *a = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Accept");
+    const char *a = http_req_header(&r->io, "Accept");
     return a && strstr(a, "text/event-stream");
 }
 
 /* Reads a credit parameter (absent: 0, the server's default). Returns false after queueing
  * the error. Its range is the validator's. */
-static bool credit_arg(req_t *r, const char *name, const char *v, int64_t *out,
-                       enum MHD_Result *ret)
+static bool credit_arg(req_t *r, const char *name, const char *v, int64_t *out, http_ret_t *ret)
 {
     *out = 0;
     if (!v)
@@ -511,23 +501,24 @@ static bool credit_arg(req_t *r, const char *name, const char *v, int64_t *out,
     errno = 0;
     long long n = strtoll(v, &end, 10);
     if (errno || end == v || *end || n < 0) {
-        *ret = http_send_error(r->conn, KS_E_INVALID,
-                               "%s must be a non-negative integer, got \"%s\"", name, v);
+        *ret = http_send_error(r, KS_E_INVALID, "%s must be a non-negative integer, got \"%s\"",
+                               name, v);
         return false;
     }
     *out = n;
     return true;
 }
 
-enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, const char *method)
+http_ret_t http_stream_decode(ks_http_t *h, req_t *r)
 {
+    const char *group = r->param;
     http_query_t a = {.stream = true};
-    enum MHD_Result ret = MHD_YES;
+    http_ret_t ret = HTTP_RET_OK;
     char err[512];
     ks_status_t st;
     hstream_t *s = NULL;
     if (!h->hub) {
-        ret = http_send_error(r->conn, KS_E_UNAVAILABLE, "streams are not served here");
+        ret = http_send_error(r, KS_E_UNAVAILABLE, "streams are not served here");
         goto out;
     }
     if (!http_query_read(h, r, &a, &ret))
@@ -551,13 +542,10 @@ enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, co
     atomic_init(&s->refs, 1); /* the request's, dropped in http_stream_completed */
     pthread_mutex_init(&s->lock, NULL);
     s->h = h;
-    s->conn = r->conn;
-    s->sse = wants_sse(r->conn);
+    s->io = &r->io;
+    s->sse = wants_sse(r);
     s->fmt = r->fmt;
     s->hb_ms = h->cfg->http_stream_heartbeat_ms;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(r->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    s->fd = ci ? ci->connect_fd : -1;
     ks_substream_limits_t lim = {.queue_messages = h->cfg->http_stream_queue_messages,
                                  .queue_bytes = h->cfg->http_stream_queue_bytes,
                                  .stall_ms = h->cfg->http_stream_stall_ms,
@@ -566,43 +554,36 @@ enum MHD_Result http_stream_decode(ks_http_t *h, req_t *r, const char *group, co
     if ((st = ks_substream_check(&s->ss, &so, err, sizeof(err)))) {
         /* The validator speaks of credits: the stream's are these parameters. */
         ret =
-            http_send_error(r->conn, st, "%s%s", err,
+            http_send_error(r, st, "%s%s", err,
                             strstr(err, "credits") ? " (max_in_flight, max_in_flight_bytes)" : "");
         goto out;
     }
-    if (!strcmp(method, "HEAD")) {
-        ret = http_send_json(r->conn, 200, json_pack("{}"));
+    if (!strcmp(r->io.method, "HEAD")) {
+        ret = http_send_json(r, 200, json_pack("{}"));
         goto out;
     }
     if (!count_stream(h, s)) {
-        ret = http_send_error(r->conn, KS_E_BUSY,
+        ret = http_send_error(r, KS_E_BUSY,
                               "%d streams are open already (http.max_streams); retry later",
                               h->cfg->http_max_streams);
         goto out;
     }
-    struct MHD_Response *resp =
-        MHD_create_response_from_callback(MHD_SIZE_UNKNOWN, STREAM_BLOCK, body_cb, s, body_free);
-    if (!resp) {
-        uncount_stream(h, s);
-        ret = http_send_error(r->conn, KS_E_INTERNAL, "cannot make the stream's response");
-        goto out;
-    }
+    const http_header_t hdr[] = {
+        {"Content-Type", s->sse ? "text/event-stream" : "application/x-ndjson"},
+        {"Cache-Control", "no-cache"},
+        {"X-Accel-Buffering", "no"}};
     hs_ref(s); /* the response's, dropped by body_free */
-    MHD_add_response_header(resp, "Content-Type",
-                            s->sse ? "text/event-stream" : "application/x-ndjson");
-    MHD_add_response_header(resp, "Cache-Control", "no-cache");
-    MHD_add_response_header(resp, "X-Accel-Buffering", "no");
-    ret = http_queue(r->conn, 200, resp, 0);
-    MHD_destroy_response(resp);
-    if (ret != MHD_YES) {
+    ret = http_respond_stream(&r->io, 200, hdr, sizeof(hdr) / sizeof(hdr[0]), STREAM_BLOCK, body_cb,
+                              body_free, s);
+    if (ret != HTTP_RET_OK) {
         uncount_stream(h, s);
         goto out;
     }
-    r->stream = s;
+    r->u.stream = s;
     s = NULL;
-    ks_substream_start(&r->stream->ss, &so, "http-stream");
-    ks_dbg(LOGC, "stream %s of group %s: %s", ks_substream_sub(&r->stream->ss), group,
-           r->stream->sse ? "SSE" : "NDJSON");
+    ks_substream_start(&r->u.stream->ss, &so, "http-stream");
+    ks_dbg(LOGC, "stream %s of group %s: %s", ks_substream_sub(&r->u.stream->ss), group,
+           r->u.stream->sse ? "SSE" : "NDJSON");
 out:
     if (s)
         hs_unref(s);
@@ -612,16 +593,16 @@ out:
 
 void http_stream_completed(req_t *r)
 {
-    hstream_t *s = r->stream;
-    r->stream = NULL;
-    /* Batches never handed to libmicrohttpd go back (no attempt); then every lease of the
+    hstream_t *s = r->u.stream;
+    r->u.stream = NULL;
+    /* Batches never handed to the server go back (no attempt); then every lease of the
      * subscriber, uncounted: the client went (or the stream was ended). */
     out_item_t *q;
     size_t qh, qn;
     pthread_mutex_lock(&s->lock);
     s->closed = true;
     s->suspended = false;
-    r->resp_bytes = s->sent;
+    r->io.resp_bytes = s->sent;
     take_queue_locked(s, &q, &qh, &qn);
     ks_batch_t *part = s->out_b;
     s->out_b = NULL;
@@ -638,28 +619,16 @@ void http_stream_completed(req_t *r)
     hs_unref(s);
 }
 
-/* True when the client closed its end (a read sees end of file or a reset). Data waiting to
- * be read counts as still there. */
-static bool peer_closed(int fd)
-{
-    char byte;
-    if (fd < 0)
-        return false;
-    ssize_t n = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
-}
-
 void http_stream_tick(ks_http_t *h, int64_t now_ms)
 {
     pthread_mutex_lock(&h->streams_lock);
     for (hstream_t *s = h->streams; s; s = s->next) {
-        /* Under streams_lock: the stream is listed, so its request has not completed and its
-         * fd is its own. */
+        /* Under streams_lock: the stream is listed, so its request has not completed. */
         pthread_mutex_lock(&s->lock);
         if (s->suspended) {
             if (now_ms - s->idle_since >= s->hb_ms)
                 s->beat_due = true;
-            if (peer_closed(s->fd))
+            if (http_peer_closed(s->io))
                 s->peer_gone = true;
             if (s->beat_due || s->peer_gone)
                 resume_locked(s);

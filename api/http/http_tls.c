@@ -1,12 +1,13 @@
-/* http_tls.c: the HTTP edge's TLS: the certificate each handshake gets, from the reading of
- * the TLS files in force, and the client certificate checked against the client CA in force. */
-#include <gnutls/gnutls.h>
-#include <gnutls/abstract.h>
+/* http_tls.c: the HTTP edge's TLS through gnutls: the certificate each handshake gets, from the
+ * reading of the TLS files in force, and the client certificate checked against the client CA
+ * in force. */
 #include <gnutls/x509.h>
+#include <pthread.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "http_int.h"
+#include "http_tls.h"
 #include "log.h"
 
 #define LOGC      "http"
@@ -23,6 +24,12 @@ typedef struct served {
     gnutls_x509_trust_list_t trust; /* the client CA (NULL: none) */
     struct served *older;
 } served_t;
+
+struct http_tls {
+    ks_tls_t *tls;
+    ks_tls_pem_t *first; /* the reading at start: its CA is the server's, while it runs */
+    bool mtls;           /* clients must present a certificate (tls.client_ca_file) */
+};
 
 /* gnutls's certificate callback carries no user pointer: the one edge's state. */
 static ks_tls_t *cur_tls;
@@ -95,10 +102,9 @@ static served_t *served_now_locked(void)
     return served;
 }
 
-/* gnutls asks which certificate a handshake presents. @locality libmicrohttpd's thread */
-static int pick_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
-                     const gnutls_pk_algorithm_t *algos, int nalgos, gnutls_pcert_st **pcert,
-                     unsigned int *pcert_len, gnutls_privkey_t *key)
+int http_tls_pick_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, int nreqs,
+                       const gnutls_pk_algorithm_t *algos, int nalgos, gnutls_pcert_st **pcert,
+                       unsigned int *pcert_len, gnutls_privkey_t *key)
 {
     pthread_mutex_lock(&served_lock);
     served_t *s = served_now_locked();
@@ -111,23 +117,27 @@ static int pick_cert(gnutls_session_t session, const gnutls_datum_t *req_ca_dn, 
     return s ? 0 : -1;
 }
 
-size_t http_tls_options(ks_http_t *h, ks_tls_t *tls, struct MHD_OptionItem *opts)
+http_tls_t *http_tls_new(ks_tls_t *tls)
 {
-    h->tls = cur_tls = tls;
-    h->tls_first = ks_tls_get(tls);
-    h->mtls = h->tls_first->ca != NULL;
-    size_t n = 0;
-    opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_CERT_CALLBACK, 0, (void *)pick_cert};
-    /* The CA at start makes libmicrohttpd ask for a client certificate; the check itself
-     * (http_client_cert_ok) is against the CA in force. */
-    if (h->mtls)
-        opts[n++] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_TRUST, 0, h->tls_first->ca};
-    return n;
+    http_tls_t *t = calloc(1, sizeof(*t));
+    if (!t)
+        abort();
+    t->tls = cur_tls = tls;
+    t->first = ks_tls_get(tls);
+    t->mtls = t->first->ca != NULL;
+    return t;
 }
 
-void http_tls_release(ks_http_t *h)
+const char *http_tls_client_ca(const http_tls_t *t)
 {
-    if (!h->tls)
+    /* The CA at start makes the server ask for a client certificate; the check itself
+     * (http_tls_peer_ok) is against the CA in force. */
+    return t->mtls ? t->first->ca : NULL;
+}
+
+void http_tls_free(http_tls_t *t)
+{
+    if (!t)
         return;
     pthread_mutex_lock(&served_lock);
     while (served) {
@@ -137,26 +147,13 @@ void http_tls_release(ks_http_t *h)
     }
     cur_tls = NULL;
     pthread_mutex_unlock(&served_lock);
-    ks_tls_put(h->tls, h->tls_first);
-    h->tls_first = NULL;
+    ks_tls_put(t->tls, t->first);
+    free(t);
 }
 
-/* The connection's TLS session when mTLS is on, else NULL. */
-static gnutls_session_t mtls_session(ks_http_t *h, struct MHD_Connection *conn)
+const char *http_tls_subject(http_tls_t *t, gnutls_session_t tls, char *buf, size_t size)
 {
-    if (!h->mtls)
-        return NULL;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_GNUTLS_SESSION);
-    return ci ? (gnutls_session_t)ci->tls_session : NULL;
-}
-
-/* The subject DN (RFC 4514) of the client's certificate into buf, or NULL (no mTLS, or
- * no certificate). client_cert_ok has verified it by the time this runs. */
-const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *buf, size_t size)
-{
-    gnutls_session_t tls = mtls_session(h, conn);
-    if (!tls)
+    if (!t || !t->mtls || !tls)
         return NULL;
     unsigned int n = 0;
     const gnutls_datum_t *certs = gnutls_certificate_get_peers(tls, &n);
@@ -176,12 +173,10 @@ const char *http_cert_subject(ks_http_t *h, struct MHD_Connection *conn, char *b
     return out;
 }
 
-/* With mTLS, the client's certificate chain must verify against the client CA in force. */
-bool http_client_cert_ok(ks_http_t *h, struct MHD_Connection *conn)
+bool http_tls_peer_ok(http_tls_t *t, gnutls_session_t tls)
 {
-    if (!h->mtls)
+    if (!t || !t->mtls)
         return true;
-    gnutls_session_t tls = mtls_session(h, conn);
     if (!tls)
         return false;
     unsigned int n = 0;

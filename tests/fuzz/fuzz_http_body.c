@@ -8,32 +8,32 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    /* As on_request stores it: body_len bytes, NUL-terminated. */
+    /* As the server stores it (http_req_add_body): body_len bytes, NUL-terminated. */
     req_t r;
     memset(&r, 0, sizeof(r));
-    r.body = malloc(size + 1);
-    if (!r.body)
+    r.io.body = malloc(size + 1);
+    if (!r.io.body)
         abort();
-    memcpy(r.body, data, size);
-    r.body[size] = '\0';
-    r.body_len = size;
+    memcpy(r.io.body, data, size);
+    r.io.body[size] = '\0';
+    r.io.body_len = size;
     if (http_fast_ack_ids(&r)) {
         json_error_t jerr;
         json_t *root = json_loadb((const char *)data, size, 0, &jerr);
         json_t *ids = json_object_get(root, "ack_ids");
         if (!root || json_object_size(root) != 1 || !json_is_array(ids) ||
-            json_array_size(ids) != r.ack_cnt)
+            json_array_size(ids) != r.u.settle.id_cnt)
             abort();
-        for (size_t i = 0; i < r.ack_cnt; i++) {
+        for (size_t i = 0; i < r.u.settle.id_cnt; i++) {
             json_t *it = json_array_get(ids, i);
-            if (!json_is_string(it) || strcmp(json_string_value(it), r.ack_ids[i]) != 0)
+            if (!json_is_string(it) || strcmp(json_string_value(it), r.u.settle.ids[i]) != 0)
                 abort();
         }
         json_decref(root);
-    } else if (r.ack_ids || r.ack_cnt || memcmp(r.body, data, size) != 0) {
+    } else if (r.u.settle.ids || r.u.settle.id_cnt || memcmp(r.io.body, data, size) != 0) {
         abort(); /* declined: the body must be untouched */
     }
-    free(r.ack_ids);
-    free(r.body);
+    free(r.u.settle.ids);
+    free(r.io.body);
     return 0;
 }

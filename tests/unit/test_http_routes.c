@@ -1,13 +1,30 @@
 /* test_http_routes.c: the HTTP edge's route table and path patterns (api/http/http_routes.c,
- * included for its static functions, as h2o's unit tests do). */
+ * included for its static table, as h2o's unit tests do; the router, api/http/http_router.c,
+ * matches on it). */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
+#include <string.h>
 
 #include <cmocka.h>
 
 #include "../../api/http/http_routes.c"
+
+#define ROWS (sizeof(routes) / sizeof(routes[0]))
+
+/* The router's lookups (api/http/http_router.c) on this table. */
+static const route_t *route_find(const char *url, char *buf, size_t size, const char **group)
+{
+    return http_route_find(routes, ROWS, url, buf, size, group);
+}
+
+static const route_t *route_method(const route_t *first, const char *method, char *allow,
+                                   size_t size)
+{
+    return http_route_method(first, routes + ROWS, method, allow, size);
+}
 
 /* The row serving url (its path, or NULL) and the {group} it names ("" if none). */
 static const char *find(const char *url, const char **group, char *buf, size_t size)
