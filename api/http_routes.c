@@ -456,9 +456,11 @@ static bool http_authorized(ks_http_t *h, req_t *r, const char *group, enum MHD_
         return true;
     char err[512], subj[1024];
     const char *a = MHD_lookup_connection_value(r->conn, MHD_HEADER_KIND, "Authorization");
+    const ks_principal_t *prev = r->who; /* a second check's hold replaces the first's */
     ks_status_t st =
         ks_edge_authorize(h->auth, a, http_cert_subject(h, r->conn, subj, sizeof(subj)), group,
                           &r->who, err, sizeof(err));
+    ks_auth_release(prev);
     if (st == KS_OK)
         return true;
     *ret = http_send_error(r->conn, st, "%s", err);

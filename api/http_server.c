@@ -32,6 +32,7 @@ void http_req_unref(req_t *r)
     free(r->produced);
     free(r->seek);
     ks_redrive_result_free(r->redrive);
+    ks_auth_release(r->who);
     if (r->prod)
         free(r->prod->rec);
     free(r->prod);
