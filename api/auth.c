@@ -9,7 +9,6 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,57 +28,152 @@ typedef struct scope {
 struct ks_principal {
     bool is_subject; /* keyed by a certificate subject, not a token hash */
     unsigned char hash[32];
-    char *subject;             /* is_subject: the RFC 4514 subject DN */
-    bool legacy;               /* from a legacy line: group scopes only */
-    scope_t scopes[3];         /* indexed by ks_scope_t */
-    char id[24];               /* "token#N" / "subject#N" */
-    const struct table *table; /* the table it came from */
+    char *subject;       /* is_subject: the RFC 4514 subject DN */
+    bool legacy;         /* from a legacy line: group scopes only */
+    scope_t scopes[3];   /* indexed by ks_scope_t */
+    char id[24];         /* "token#N" / "subject#N" */
+    struct table *table; /* the table it came from: holding the principal holds it */
 };
 
-/* One reading of the tokens file. */
+/* One reading of the tokens file. Its principals never change once it is in force. */
 typedef struct table {
     ks_principal_t **ents;
     size_t cnt;
-    struct table *older; /* the table it replaced */
+    size_t refs;               /* 1 while in force, plus 1 for each hold; k->lock */
+    struct keeper *k;          /* whose table it is (NULL until in force) */
+    struct table *prev, *next; /* in k->held, once replaced */
 } table_t;
 
-/* A reload swaps cur; readers load it without a lock. Replaced tables are kept until
- * ks_auth_free: requests and streams still hold principals of theirs, and a reload costs
- * only the file's size once. */
+/* Which table is in force and which replaced ones are still held: a request, a call or a
+ * stream holds the table of the principal it keeps (ks_auth_hold), and a replaced table is
+ * freed when its last holder lets go, so a reload costs memory only while something holds
+ * the old one. The lock is held for a pointer and a count, never while a table is read. */
+typedef struct keeper {
+    pthread_mutex_t lock;
+    table_t *cur;  /* in force */
+    table_t *held; /* replaced, still held by someone */
+    size_t live;   /* tables not yet freed: cur and those held */
+} keeper_t;
+
+/* Readers reach the keeper through a const ks_auth_t. */
 struct ks_auth {
-    _Atomic(table_t *) cur;
-    pthread_mutex_t reload_lock; /* one reload at a time */
+    keeper_t *k;
 };
 
 static const char *const scope_names[] = {"groups", "consume", "produce"};
 
 static void table_free(table_t *a)
 {
-    while (a) {
-        table_t *older = a->older;
-        for (size_t i = 0; i < a->cnt; i++) {
-            ks_principal_t *p = a->ents[i];
-            for (int s = 0; s < 3; s++) {
-                for (size_t j = 0; j < p->scopes[s].cnt; j++)
-                    free(p->scopes[s].patterns[j]);
-                free(p->scopes[s].patterns);
-            }
-            free(p->subject);
-            free(p);
+    for (size_t i = 0; i < a->cnt; i++) {
+        ks_principal_t *p = a->ents[i];
+        for (int s = 0; s < 3; s++) {
+            for (size_t j = 0; j < p->scopes[s].cnt; j++)
+                free(p->scopes[s].patterns[j]);
+            free(p->scopes[s].patterns);
         }
-        free(a->ents);
-        free(a);
-        a = older;
+        free(p->subject);
+        free(p);
     }
+    free(a->ents);
+    free(a);
 }
 
 void ks_auth_free(ks_auth_t *a)
 {
     if (!a)
         return;
-    table_free(atomic_load(&a->cur));
-    pthread_mutex_destroy(&a->reload_lock);
+    keeper_t *k = a->k;
+    table_free(k->cur);
+    while (k->held) {
+        table_t *t = k->held;
+        k->held = t->next;
+        table_free(t);
+    }
+    pthread_mutex_destroy(&k->lock);
+    free(k);
     free(a);
+}
+
+/* The table in force, with a reference for the caller (table_put lets go). Any thread. */
+static table_t *table_get(const ks_auth_t *a)
+{
+    keeper_t *k = a->k;
+    pthread_mutex_lock(&k->lock);
+    table_t *t = k->cur;
+    t->refs++;
+    pthread_mutex_unlock(&k->lock);
+    return t;
+}
+
+/* Lets go of a reference on t: the last one of a replaced table frees it. Any thread. */
+static void table_put(table_t *t)
+{
+    keeper_t *k = t->k;
+    pthread_mutex_lock(&k->lock);
+    bool last = --t->refs == 0; /* the table in force keeps its own: never the last */
+    if (last) {
+        if (t->prev)
+            t->prev->next = t->next;
+        else
+            k->held = t->next;
+        if (t->next)
+            t->next->prev = t->prev;
+        k->live--;
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (last)
+        table_free(t);
+}
+
+/* Puts t in force; the table it replaces is freed, or kept while held. Any thread. */
+static void table_install(keeper_t *k, table_t *t)
+{
+    t->k = k;
+    t->refs = 1;
+    pthread_mutex_lock(&k->lock);
+    table_t *old = k->cur;
+    k->cur = t;
+    k->live++;
+    bool last = old && --old->refs == 0;
+    if (last) {
+        k->live--;
+    } else if (old) {
+        old->prev = NULL;
+        old->next = k->held;
+        if (k->held)
+            k->held->prev = old;
+        k->held = old;
+    }
+    pthread_mutex_unlock(&k->lock);
+    if (last)
+        table_free(old);
+}
+
+const ks_principal_t *ks_auth_hold(const ks_principal_t *who)
+{
+    if (!who)
+        return NULL;
+    keeper_t *k = who->table->k;
+    pthread_mutex_lock(&k->lock);
+    who->table->refs++;
+    pthread_mutex_unlock(&k->lock);
+    return who;
+}
+
+void ks_auth_release(const ks_principal_t *who)
+{
+    if (who)
+        table_put(who->table);
+}
+
+size_t ks_auth_tables(const ks_auth_t *a)
+{
+    if (!a)
+        return 0;
+    pthread_mutex_lock(&a->k->lock);
+    size_t n = a->k->live;
+    pthread_mutex_unlock(&a->k->lock);
+    return n;
 }
 
 static int unhex(const char *s, unsigned char *out, size_t n)
@@ -272,22 +366,16 @@ fail:
     return NULL;
 }
 
-/* The table in force. */
-static const table_t *cur_table(const ks_auth_t *a)
-{
-    return atomic_load(&a->cur);
-}
-
-/* The holder of table t (NULL: NULL). */
+/* The holder of table t, in force (NULL: NULL). */
 static ks_auth_t *auth_new(table_t *t)
 {
     if (!t)
         return NULL;
     ks_auth_t *a = calloc(1, sizeof(*a));
-    if (!a)
+    if (!a || !(a->k = calloc(1, sizeof(*a->k))))
         abort();
-    atomic_init(&a->cur, t);
-    pthread_mutex_init(&a->reload_lock, NULL);
+    pthread_mutex_init(&a->k->lock, NULL);
+    table_install(a->k, t);
     return a;
 }
 
@@ -321,36 +409,31 @@ int ks_auth_reload(ks_auth_t *a, const char *path, char *err, size_t errsize)
     table_t *t = table_load(path, err, errsize);
     if (!t)
         return -1;
-    pthread_mutex_lock(&a->reload_lock);
-    t->older = atomic_load(&a->cur);
-    atomic_store(&a->cur, t);
-    pthread_mutex_unlock(&a->reload_lock);
+    table_install(a->k, t);
     return 0;
 }
 
 const ks_principal_t *ks_auth_current(const ks_auth_t *a, const ks_principal_t *who)
 {
     if (!a || !who)
-        return who;
-    const table_t *t = cur_table(a);
+        return ks_auth_hold(who);
+    table_t *t = table_get(a);
     if (who->table == t)
         return who;
     for (size_t i = 0; i < t->cnt; i++) {
         const ks_principal_t *p = t->ents[i];
         if (p->is_subject == who->is_subject &&
             (p->is_subject ? !strcmp(p->subject, who->subject) : !memcmp(p->hash, who->hash, 32)))
-            return p;
+            return p; /* the reference on t is the caller's hold on p */
     }
+    table_put(t);
     return NULL;
 }
 
-ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
-                             const ks_principal_t **who, char *err, size_t errsize)
+/* ks_auth_identify in table t: sets *who only when it returns KS_OK. */
+static ks_status_t identify_in(const table_t *t, const char *authorization, const char *subject,
+                               const ks_principal_t **who, char *err, size_t errsize)
 {
-    *who = NULL;
-    if (!a)
-        return KS_OK;
-    const table_t *t = cur_table(a);
     if (!authorization && subject && *subject) {
         for (size_t i = 0; i < t->cnt; i++)
             if (t->ents[i]->is_subject && !strcmp(t->ents[i]->subject, subject)) {
@@ -382,6 +465,19 @@ ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, cons
         return KS_E_UNAUTH;
     }
     return KS_OK;
+}
+
+ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
+                             const ks_principal_t **who, char *err, size_t errsize)
+{
+    *who = NULL;
+    if (!a)
+        return KS_OK;
+    table_t *t = table_get(a);
+    ks_status_t st = identify_in(t, authorization, subject, who, err, errsize);
+    if (!*who)
+        table_put(t); /* else the reference on t is the caller's hold on *who */
+    return st;
 }
 
 bool ks_auth_covers(const ks_auth_t *a, const ks_principal_t *who, ks_scope_t scope,
@@ -448,7 +544,8 @@ ks_status_t ks_auth_check(const ks_auth_t *a, const char *authorization, const c
 {
     const ks_principal_t *who;
     ks_status_t st = ks_auth_identify(a, authorization, NULL, &who, err, errsize);
-    if (st || !group)
-        return st;
-    return ks_auth_allow(a, who, KS_SCOPE_GROUPS, &group, 1, err, errsize);
+    if (st == KS_OK && group)
+        st = ks_auth_allow(a, who, KS_SCOPE_GROUPS, &group, 1, err, errsize);
+    ks_auth_release(who);
+    return st;
 }

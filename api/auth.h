@@ -10,8 +10,9 @@
 
 typedef struct ks_auth ks_auth_t;
 
-/* One entry of the tokens file: a token (by hash) or a certificate subject. Lives as long
- * as its ks_auth_t. */
+/* One entry of the tokens file: a token (by hash) or a certificate subject. A principal
+ * handed out (ks_auth_identify, ks_auth_current) is held: it stays valid, reloads or not,
+ * until its holder lets go with ks_auth_release. */
 typedef struct ks_principal ks_principal_t;
 
 /* The scopes a command may need. No pattern in a scope means no access. */
@@ -33,24 +34,37 @@ ks_auth_t *ks_auth_load(const char *path, char *err, size_t errsize);
 /* Same, from text (origin names it in messages). */
 ks_auth_t *ks_auth_parse(const char *text, const char *origin, char *err, size_t errsize);
 
-/* Frees a and every table it has held. After every edge and stream has gone. */
+/* Frees a and every table it still has, held or not. After every edge and stream has gone. */
 void ks_auth_free(ks_auth_t *a);
 
 /* Reads the tokens file at path again and, when it is good, makes it the one in force for
- * every request from now on (a swap readers see without a lock). A bad file changes
- * nothing: returns -1 with err naming the file and the problem. Principals handed out
- * before stay valid until ks_auth_free. Any thread. */
+ * every request from now on. A bad file changes nothing: returns -1 with err naming the
+ * file and the problem. The table it replaces is freed once no principal of it is held
+ * (at once when none is). Any thread. */
 int ks_auth_reload(ks_auth_t *a, const char *path, char *err, size_t errsize);
+
+/* Holds who (NULL: nothing) for a new holder, which lets go with ks_auth_release; returns
+ * who. Any thread. */
+const ks_principal_t *ks_auth_hold(const ks_principal_t *who);
+
+/* Lets go of a principal held (NULL: nothing); who must not be used after. Any thread. */
+void ks_auth_release(const ks_principal_t *who);
+
+/* How many tokens-file tables a still has: the one in force, and the replaced ones a
+ * principal is still held of. Any thread. */
+size_t ks_auth_tables(const ks_auth_t *a);
 
 /* who as the tokens file in force now knows it: who itself, the entry of the same token or
  * subject in a reloaded file (with that file's scopes), or NULL when the reload removed it.
- * who (and a == NULL) as it is when there is no auth. Any thread. */
+ * who (and a == NULL) as it is when there is no auth. What it returns is held: release it.
+ * Any thread. */
 const ks_principal_t *ks_auth_current(const ks_auth_t *a, const ks_principal_t *who);
 
 /* Finds who is calling: the bearer token of an "Authorization" value ("Bearer <token>";
  * NULL if absent) when one is sent, else the entry for the verified client certificate's
- * subject (NULL if none). Hashes are compared in constant time. Sets *who and returns
- * KS_OK, or KS_E_UNAUTH with err. a == NULL (auth off): *who = NULL, KS_OK. Any thread. */
+ * subject (NULL if none). Hashes are compared in constant time. Sets *who, held (release
+ * it), and returns KS_OK, or KS_E_UNAUTH with err and *who NULL. a == NULL (auth off):
+ * *who = NULL, KS_OK. Any thread. */
 ks_status_t ks_auth_identify(const ks_auth_t *a, const char *authorization, const char *subject,
                              const ks_principal_t **who, char *err, size_t errsize);
 

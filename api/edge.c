@@ -32,8 +32,10 @@ ks_status_t ks_edge_fetch_still_allowed(const ks_auth_t *auth, const ks_principa
     if (!auth || !who)
         return KS_OK;
     const ks_principal_t *cur = ks_auth_current(auth, who);
-    if (cur == who)
+    if (cur == who) {
+        ks_auth_release(cur);
         return KS_OK; /* the entry the fetch was checked against */
+    }
     if (!cur) {
         snprintf(err, errsize,
                  "%s was removed from the tokens file (auth.tokens_file) while the fetch waited; "
@@ -51,6 +53,7 @@ ks_status_t ks_edge_fetch_still_allowed(const ks_auth_t *auth, const ks_principa
         st = ks_auth_allow(auth, cur, KS_SCOPE_CONSUME, &t, 1, why, sizeof(why));
         prev = t;
     }
+    ks_auth_release(cur);
     if (st != KS_OK)
         snprintf(err, errsize,
                  "the reloaded tokens file (auth.tokens_file) narrowed the scopes while the "

@@ -14,7 +14,8 @@
 /* Identifies the caller (its bearer token, from the "Authorization" value, else its
  * verified certificate's subject; either may be NULL) into *who, and checks that its
  * groups scope covers group (NULL: identity only). auth == NULL (auth off): *who = NULL,
- * KS_OK. Returns KS_OK, or KS_E_UNAUTH / KS_E_PERMISSION with err. Any thread. */
+ * KS_OK. Returns KS_OK, or KS_E_UNAUTH / KS_E_PERMISSION with err. *who, when set (even
+ * with KS_E_PERMISSION), is held: ks_auth_release it. Any thread. */
 ks_status_t ks_edge_authorize(const ks_auth_t *auth, const char *authorization, const char *subject,
                               const char *group, const ks_principal_t **who, char *err,
                               size_t errsize);

@@ -297,6 +297,7 @@ void ks_substream_destroy(ks_substream_t *ss)
     free(ss->topics);
     free(ss->snap);
     free(ss->arrived); /* empty: each arrival held a reference on t */
+    ks_auth_release(ss->who);
     pthread_mutex_destroy(&ss->lock);
 }
 
@@ -373,7 +374,7 @@ void ks_substream_start(ks_substream_t *ss, const ks_substream_open_t *o, const 
     ss->max_bytes = o->max_bytes;
     ss->ordered_batches = o->ordered_batches;
     pthread_mutex_lock(&ss->lock);
-    ss->who = o->who;
+    ss->who = ks_auth_hold(o->who); /* let go in ks_substream_destroy */
     ss->opened = true;
     pthread_mutex_unlock(&ss->lock);
     hub_add(ss->hub, ss);
@@ -522,13 +523,16 @@ static ks_status_t still_allowed_locked(ks_substream_t *ss, const ks_auth_t *aut
                                         size_t size)
 {
     const ks_principal_t *cur = ks_auth_current(auth, ss->who);
-    if (cur == ss->who)
+    if (cur == ss->who) {
+        ks_auth_release(cur);
         return KS_OK;
+    }
     if (!cur) {
         snprintf(msg, size, "%s was removed from the tokens file (auth.tokens_file): stream ended",
                  ks_auth_principal_id(ss->who));
         return KS_E_UNAUTH;
     }
+    ks_auth_release(ss->who); /* the replaced table goes once nothing else holds it */
     ss->who = cur;
     const char *g = ss->group;
     char why[400];

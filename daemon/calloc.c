@@ -10,7 +10,11 @@
  * here. A larger one goes to glibc's calloc, which does not clear memory fresh from the
  * system (untouched pages stay out of RSS), as long as malloc is glibc's; under an
  * allocator preloaded in its place it comes from that malloc and is cleared here, so free
- * always matches. Sanitizer builds keep their runtime's calloc (calloc.h). */
+ * always matches. Sanitizer builds keep their runtime's calloc (calloc.h).
+ *
+ * It is built into the engine's library (CMake option KSIDECAR_OWN_CALLOC, on by default),
+ * and every executable linking the engine takes it: the daemon, and the unit tests and tools,
+ * so what they run is what the daemon runs. */
 #include "calloc.h"
 
 #include <errno.h>

@@ -15,7 +15,8 @@
 #define KS_CALLOC_SANITIZED 1
 #endif
 
-#if !defined(KS_CALLOC_SANITIZED) && defined(__GLIBC__)
+/* KS_NO_OWN_CALLOC: built with -DKSIDECAR_OWN_CALLOC=OFF. */
+#if !defined(KS_CALLOC_SANITIZED) && !defined(KS_NO_OWN_CALLOC) && defined(__GLIBC__)
 #define KS_OWN_CALLOC 1
 #else
 #define KS_OWN_CALLOC 0

@@ -116,7 +116,10 @@ static void reload_credentials(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t
             ks_err("main", "%s: the new tokens file is refused, the previous one stays: %s", why,
                    err);
         else
-            ks_info("main", "%s: tokens file %s reloaded", why, cfg->auth_tokens_file);
+            ks_info("main",
+                    "%s: tokens file %s reloaded (%zu tables: the one in force and those "
+                    "requests and streams still hold)",
+                    why, cfg->auth_tokens_file, ks_auth_tables(auth));
     }
 }
 

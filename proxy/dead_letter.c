@@ -1,6 +1,7 @@
 /* dead_letter.c: a group's dead letters: records past max_attempts produced to its dead-letter
  * topic. */
 #include "group_int.h"
+#include "kconf.h"
 
 #define DLQ_RETRY_MS 1000
 
@@ -37,12 +38,11 @@ static void dlq_dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 static int dlq_start(ks_group_t *g)
 {
     char e[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    for (size_t i = 0; i < g->cfg->kafka_cnt; i++)
-        rd_kafka_conf_set(conf, g->cfg->kafka[i].key, g->cfg->kafka[i].value, e, sizeof(e));
-    rd_kafka_conf_set(conf, "enable.idempotence", "true", e, sizeof(e));
-    rd_kafka_conf_set(conf, "linger.ms", "5", e, sizeof(e));
-    rd_kafka_conf_set(conf, "log_level", "3", e, sizeof(e)); /* consumer keys: not warnings */
+    rd_kafka_conf_t *conf = ks_kconf_new(g->cfg, KS_KCONF_DEAD_LETTER, NULL, e, sizeof(e));
+    if (!conf) {
+        ks_err(g->log_name, "cannot make the dead-letter producer: %s", e);
+        return -1;
+    }
     rd_kafka_conf_set_opaque(conf, g);
     rd_kafka_conf_set_dr_msg_cb(conf, dlq_dr_cb);
     g->dlq_rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));

@@ -10,6 +10,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "kconf.h"
 #include "log.h"
 
 struct ks_dev {
@@ -54,11 +55,9 @@ ks_dev_t *ks_dev_start(const char *topic, int partitions, int rate, char *bootst
                        char *err, size_t errsize)
 {
     char e[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (rd_kafka_conf_set(conf, "test.mock.num.brokers", "1", e, sizeof(e)) != RD_KAFKA_CONF_OK ||
-        rd_kafka_conf_set(conf, "linger.ms", "5", e, sizeof(e)) != RD_KAFKA_CONF_OK) {
+    rd_kafka_conf_t *conf = ks_kconf_new(NULL, KS_KCONF_DEV, NULL, e, sizeof(e));
+    if (!conf) {
         snprintf(err, errsize, "dev mode: %s", e);
-        rd_kafka_conf_destroy(conf);
         return NULL;
     }
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));

@@ -11,6 +11,7 @@
 
 #include "ack_id.h"
 #include "group.h"
+#include "kconf.h"
 #include "log.h"
 #include "producer.h"
 #include "redrive.h"
@@ -189,7 +190,7 @@ static void put_group(ks_engine_t *e, gent_t *ge)
 
 int ks_engine_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
 {
-    return ks_group_check_kafka_conf(cfg, err, errsize);
+    return ks_kconf_check(cfg, err, errsize);
 }
 
 int ks_engine_start_static(ks_engine_t *e, char *err, size_t errsize)

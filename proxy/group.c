@@ -1,6 +1,7 @@
 /* group.c: a group's lifecycle: its librdkafka consumer's setup, the commands posted to its inbox,
  * join and destroy. */
 #include "group_int.h"
+#include "kconf.h"
 
 static void free_strv(char **v, size_t n)
 {
@@ -136,16 +137,6 @@ static void rk_error_cb(rd_kafka_t *rk, int err, const char *reason, void *opaqu
         snprintf(g->down, sizeof(g->down), "Kafka is unreachable: %s", reason);
 }
 
-static int conf_set(rd_kafka_conf_t *conf, const char *k, const char *v, char *err, size_t errsize)
-{
-    char e[256];
-    if (rd_kafka_conf_set(conf, k, v, e, sizeof(e)) != RD_KAFKA_CONF_OK) {
-        snprintf(err, errsize, "config key 'kafka.%s': %s", k, e);
-        return -1;
-    }
-    return 0;
-}
-
 static int64_t conf_int(rd_kafka_t *rk, const char *name)
 {
     char buf[64];
@@ -153,16 +144,6 @@ static int64_t conf_int(rd_kafka_t *rk, const char *name)
     if (rd_kafka_conf_get(rd_kafka_conf(rk), name, buf, &n) != RD_KAFKA_CONF_OK)
         return INT64_MAX;
     return strtoll(buf, NULL, 10);
-}
-
-int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize)
-{
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    int rc = 0;
-    for (size_t i = 0; i < cfg->kafka_cnt && rc == 0; i++)
-        rc = conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize);
-    rd_kafka_conf_destroy(conf);
-    return rc;
 }
 
 ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_group_conf_t *gconf,
@@ -189,58 +170,9 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     atomic_init(&g->cgrp_joining, false);
     atomic_init(&g->owner.tid, 0);
 
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    char q_kb_s[32];
-    snprintf(q_kb_s, sizeof(q_kb_s), "%lld",
-             (long long)ks_mem_kafka_queue_kbytes(cfg->memory_max_bytes));
-    /* Defaults a proxy needs; the user's kafka.* may override the soft ones. */
-    if (conf_set(conf, "auto.offset.reset", "earliest", err, errsize) < 0 ||
-        conf_set(conf, "partition.assignment.strategy", "cooperative-sticky", err, errsize) < 0 ||
-        /* Each partition's records wait in its own queue (see part_add), so these limits
-         * are per partition; the bytes one from the memory budget (mem_budget.h). */
-        conf_set(conf, "queued.max.messages.kbytes", q_kb_s, err, errsize) < 0 ||
-        conf_set(conf, "queued.min.messages", "100000", err, errsize) < 0 ||
-        /* One Fetch at a time goes to a broker. A partition that becomes fetchable while
-         * a Fetch for partitions at their end waits on the broker waits with it, up to
-         * this long: at 500 ms that stalled the tail of a 2M-record drain by ~350 ms in
-         * about half the runs (its fetch debug log shows it). */
-        conf_set(conf, "fetch.wait.max.ms", "100", err, errsize) < 0 ||
-        /* What one Fetch response brings, over all its partitions. A group's partitions
-         * all fetch at once when assigned, a whole producer batch each (KIP-74); at 8 MiB
-         * a response those bursts came faster than the windows took or the budget's
-         * pauses dropped them (peak RSS 322-330 MB at 64 and 256 partitions, 2,000,000
-         * records, tests/bench partitions rows); at 2 MiB 235-246 MB, with the rate at 8
-         * partitions unchanged and at 64 and 256 partitions up (HISTORY.md). */
-        conf_set(conf, "fetch.max.bytes", "2097152", err, errsize) < 0 ||
-        /* A killed sidecar's partitions wait this long for another member: librdkafka's
-         * 45 s default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above
-         * the broker's default group.min.session.timeout.ms (6 s) with room for a broker or
-         * network hiccup; heartbeats every second give it ten chances. A restarted process
-         * takes its partitions back at once with kafka.group.instance.id (README). */
-        conf_set(conf, "session.timeout.ms", "10000", err, errsize) < 0 ||
-        conf_set(conf, "heartbeat.interval.ms", "1000", err, errsize) < 0)
-        goto fail_conf;
-    for (size_t i = 0; i < cfg->kafka_cnt; i++)
-        if (conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, err, errsize) < 0)
-            goto fail_conf;
-    /* The cgrp debug log is how commit_moved learns that librdkafka is joining: add
-     * "cgrp" to whatever the user asked for (its lines are logged at debug level). */
-    char dbg[512];
-    size_t dbg_n = sizeof(dbg);
-    if (rd_kafka_conf_get(conf, "debug", dbg, &dbg_n) != RD_KAFKA_CONF_OK)
-        dbg[0] = '\0';
-    if (!strstr(dbg, "cgrp") && !strstr(dbg, "all")) {
-        char want[600];
-        snprintf(want, sizeof(want), "%s%scgrp", dbg, dbg[0] ? "," : "");
-        if (conf_set(conf, "debug", want, err, errsize) < 0)
-            goto fail_conf;
-    }
-    /* What ksidecar's guarantees rest on: not overridable. */
-    if (conf_set(conf, "group.id", name, err, errsize) < 0 ||
-        conf_set(conf, "enable.auto.commit", "false", err, errsize) < 0 ||
-        conf_set(conf, "enable.auto.offset.store", "false", err, errsize) < 0 ||
-        conf_set(conf, "enable.partition.eof", "false", err, errsize) < 0)
-        goto fail_conf;
+    rd_kafka_conf_t *conf = ks_kconf_new(cfg, KS_KCONF_CONSUMER, name, err, errsize);
+    if (!conf)
+        goto fail;
     rd_kafka_conf_set_opaque(conf, g);
     rd_kafka_conf_set_rebalance_cb(conf, rebalance_cb);
     rd_kafka_conf_set_offset_commit_cb(conf, offset_commit_cb);

@@ -15,10 +15,6 @@ typedef struct ks_group ks_group_t;
  * Returns true if the group may close (the engine has unregistered it). */
 typedef bool(ks_group_idle_fn)(ks_group_t *g, void *opaque);
 
-/* Checks that librdkafka accepts every kafka.* property. Returns 0, or -1 with err
- * naming the key. */
-int ks_group_check_kafka_conf(const ks_config_t *cfg, char *err, size_t errsize);
-
 /* Makes the group and its consumer and starts its thread. A static group subscribes
  * to gconf's topics at once and never closes for idleness. cfg and gconf are borrowed
  * and must outlive the group. Returns NULL with err on failure. */

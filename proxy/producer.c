@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kconf.h"
 #include "log.h"
 #include "util.h"
 
@@ -94,11 +95,11 @@ static void *poll_main(void *arg)
 ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize)
 {
     char e[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    for (size_t i = 0; i < cfg->kafka_cnt; i++)
-        rd_kafka_conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, e, sizeof(e));
-    rd_kafka_conf_set(conf, "linger.ms", "2", e, sizeof(e));
-    rd_kafka_conf_set(conf, "log_level", "3", e, sizeof(e)); /* consumer keys: not warnings */
+    rd_kafka_conf_t *conf = ks_kconf_new(cfg, KS_KCONF_PRODUCER, NULL, e, sizeof(e));
+    if (!conf) {
+        snprintf(err, errsize, "making the producer: %s", e);
+        return NULL;
+    }
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     rd_kafka_t *rk = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, sizeof(e));
     if (!rk) {

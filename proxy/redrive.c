@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kconf.h"
 #include "log.h"
 #include "util.h"
 
@@ -156,16 +157,6 @@ static void note_error(run_t *r, const char *fmt, ...)
     va_end(ap);
 }
 
-static rd_kafka_conf_t *base_conf(const ks_config_t *cfg)
-{
-    char e[512];
-    rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    for (size_t i = 0; i < cfg->kafka_cnt; i++)
-        rd_kafka_conf_set(conf, cfg->kafka[i].key, cfg->kafka[i].value, e, sizeof(e));
-    rd_kafka_conf_set(conf, "log_level", "3", e, sizeof(e)); /* the other kind's keys: quiet */
-    return conf;
-}
-
 static void dr_cb(rd_kafka_t *rk, const rd_kafka_message_t *m, void *opaque)
 {
     (void)rk;
@@ -181,29 +172,16 @@ static int open_clients(run_t *r, char *e, size_t esize)
 {
     char group_id[300];
     snprintf(group_id, sizeof(group_id), "%s.redrive", r->group);
-    rd_kafka_conf_t *conf = base_conf(r->rd->cfg);
-    if (rd_kafka_conf_set(conf, "group.id", group_id, e, esize) ||
-        rd_kafka_conf_set(conf, "enable.auto.commit", "false", e, esize) ||
-        rd_kafka_conf_set(conf, "enable.auto.offset.store", "false", e, esize) ||
-        rd_kafka_conf_set(conf, "isolation.level", "read_committed", e, esize) ||
-        rd_kafka_conf_set(conf, "auto.offset.reset", "earliest", e, esize) ||
-        rd_kafka_conf_set(conf, "enable.partition.eof", "true", e, esize)) {
-        rd_kafka_conf_destroy(conf);
+    rd_kafka_conf_t *conf = ks_kconf_new(r->rd->cfg, KS_KCONF_REDRIVE_CONSUMER, group_id, e, esize);
+    if (!conf)
         return -1;
-    }
     if (!(r->cons = rd_kafka_new(RD_KAFKA_CONSUMER, conf, e, esize)))
         return -1;
     rd_kafka_poll_set_consumer(r->cons);
     if (r->dry_run)
         return 0;
-    conf = base_conf(r->rd->cfg);
-    if (rd_kafka_conf_set(conf, "enable.idempotence", "true", e, esize) ||
-        rd_kafka_conf_set(conf, "acks", "all", e, esize) ||
-        rd_kafka_conf_set(conf, "linger.ms", "5", e, esize) ||
-        rd_kafka_conf_set(conf, "message.timeout.ms", "60000", e, esize)) {
-        rd_kafka_conf_destroy(conf);
+    if (!(conf = ks_kconf_new(r->rd->cfg, KS_KCONF_REDRIVE_PRODUCER, NULL, e, esize)))
         return -1;
-    }
     rd_kafka_conf_set_opaque(conf, r);
     rd_kafka_conf_set_dr_msg_cb(conf, dr_cb);
     return (r->prod = rd_kafka_new(RD_KAFKA_PRODUCER, conf, e, esize)) ? 0 : -1;

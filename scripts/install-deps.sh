@@ -1,16 +1,38 @@
 #!/usr/bin/env bash
-# Installs whatever ksidecar needs to build and test that is not already here.
+# Installs whatever ksidecar needs that is not already here.
+#   scripts/install-deps.sh          what building and running ksidecar need (scripts/dev.sh)
+#   scripts/install-deps.sh --test   that, plus the test tooling: cmocka, clang and clang-format,
+#                                    Java and Maven for the test broker, chromium, the Python
+#                                    test packages, grpcurl and promtool (scripts/test.sh)
 # Idempotent: a second run on a ready machine installs nothing and takes a second.
 set -euo pipefail
 
+test_deps=0
+case "${1:-}" in
+"") ;;
+--test) test_deps=1 ;;
+*)
+  echo "install-deps: unknown argument \"$1\" (known: --test)" >&2
+  exit 2
+  ;;
+esac
+
+# Building (the compiler, cmake, the libraries' headers, the protobuf compilers) and running
+# the quick start (curl).
 APT_PKGS=(
-  build-essential cmake ninja-build pkg-config git curl ca-certificates
+  build-essential cmake ninja-build pkg-config curl
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
-  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libyaml-dev
-  clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless python3 procps
-  systemd
-  chromium chromium-driver
+  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev
 )
+# The unit tests (cmocka), the format check, the fuzzers and sanitizer runtimes (clang), the
+# test broker (Java, Maven), certificates for the TLS tests (openssl), the deploy checks
+# (systemd-analyze), the status page's browser test (chromium), git (the format check's
+# file list) and ca-certificates (the downloads from PyPI, Maven and the Go module proxy).
+APT_TEST_PKGS=(
+  git ca-certificates libcmocka-dev libyaml-dev clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless
+  python3 procps systemd chromium chromium-driver
+)
+[ "$test_deps" = 1 ] && APT_PKGS+=("${APT_TEST_PKGS[@]}")
 
 missing=()
 for p in "${APT_PKGS[@]}"; do
@@ -22,17 +44,19 @@ if command -v mvn >/dev/null 2>&1; then missing=("${missing[@]/maven}"); fi
 if command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -qE 'version "(1[7-9]|2[0-9])'; then
   missing=("${missing[@]/openjdk-17-jre-headless}")
 fi
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
 todo=()
 for p in "${missing[@]}"; do [ -n "$p" ] && todo+=("$p"); done
 
 if [ "${#todo[@]}" -gt 0 ]; then
   echo "install-deps: installing ${todo[*]}" >&2
-  SUDO=""
-  [ "$(id -u)" -ne 0 ] && SUDO="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $SUDO apt-get update -qq
   $SUDO apt-get install -y -qq --no-install-recommends "${todo[@]}" >/dev/null
 fi
+
+[ "$test_deps" = 1 ] || exit 0
 
 # Test clients: Python grpcio (+ grpcio-tools for stubs) and pytest from PyPI, grpcurl from
 # the Go module proxy, built into the cache.
@@ -81,7 +105,7 @@ CACHE="${KSIDECAR_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/ksidecar}"
 if [ ! -x "$CACHE/bin/grpcurl" ] && ! command -v grpcurl >/dev/null 2>&1; then
   if ! command -v go >/dev/null 2>&1; then
     export DEBIAN_FRONTEND=noninteractive
-    apt-get install -y -qq --no-install-recommends golang-go >/dev/null
+    $SUDO apt-get install -y -qq --no-install-recommends golang-go >/dev/null
   fi
   echo "install-deps: building grpcurl v1.9.4 into $CACHE/bin" >&2
   mkdir -p "$CACHE/bin"

@@ -6,7 +6,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 tests/kafka/kafka.sh fetch
 
 echo "== format check (.clang-format)"

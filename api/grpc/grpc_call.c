@@ -51,6 +51,7 @@ void call_free(call_t *c)
     if (c->has_ss)
         ks_substream_destroy(&c->ss);
     free(c->group);
+    ks_auth_release(c->who);
     pthread_mutex_destroy(&c->lock);
     free(c);
 }
@@ -382,8 +383,10 @@ bool grpc_authorized(call_t *c, const char *group)
         return true;
     char hdr[1024], subj[1024], err[512];
     const char *a = md_get(c, "authorization", hdr, sizeof(hdr));
+    const ks_principal_t *prev = c->who; /* the first message's check replaces the accept's */
     ks_status_t st = ks_edge_authorize(c->s->auth, a, cert_subject(c, subj, sizeof(subj)), group,
                                        &c->who, err, sizeof(err));
+    ks_auth_release(prev);
     if (st == KS_OK)
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);

@@ -211,7 +211,10 @@ static void on_redrive(ks_redrive_result_t *r, void *opaque)
 static bool redrive_allow(const char *topic, void *opaque)
 {
     call_t *c = opaque;
-    return ks_auth_covers(c->s->auth, ks_auth_current(c->s->auth, c->who), KS_SCOPE_PRODUCE, topic);
+    const ks_principal_t *cur = ks_auth_current(c->s->auth, c->who);
+    bool ok = ks_auth_covers(c->s->auth, cur, KS_SCOPE_PRODUCE, topic);
+    ks_auth_release(cur);
+    return ok;
 }
 
 static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)

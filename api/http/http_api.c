@@ -79,10 +79,12 @@ static void on_completed(void *ctx, http_req_t *io, bool ok)
         ks_engine_delivered(h->eng, r->u.fetch.group, token, ok);
 }
 
-/* What r's route hung on it: the member of u its command fills. */
+/* What r's route hung on it: the member of u its command fills; and its caller. */
 static void on_free(http_req_t *io)
 {
     req_t *r = req_of(io);
+    ks_auth_release(r->who); /* the caller's hold on its tokens table (NULL: none) */
+    r->who = NULL;
     if (!r->route)
         return;
     switch (r->route->cmd) {

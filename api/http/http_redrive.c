@@ -18,7 +18,10 @@ static void on_redrive(ks_redrive_result_t *res, void *opaque)
 static bool redrive_allow(const char *topic, void *opaque)
 {
     req_t *r = opaque;
-    return ks_auth_covers(r->h->auth, ks_auth_current(r->h->auth, r->who), KS_SCOPE_PRODUCE, topic);
+    const ks_principal_t *cur = ks_auth_current(r->h->auth, r->who);
+    bool ok = ks_auth_covers(r->h->auth, cur, KS_SCOPE_PRODUCE, topic);
+    ks_auth_release(cur);
+    return ok;
 }
 
 /* POST /v1/groups/{group}/redrive: {"max":N,"dry_run":bool}, both optional, the body too. */

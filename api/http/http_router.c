@@ -71,9 +71,11 @@ bool http_authorized(ks_http_t *h, req_t *r, const char *group, http_ret_t *ret)
         return true;
     char err[512], subj[1024];
     const char *a = http_req_header(&r->io, "Authorization");
+    const ks_principal_t *prev = r->who; /* a second check's hold replaces the first's */
     ks_status_t st =
         ks_edge_authorize(h->auth, a, http_req_cert_subject(&r->io, subj, sizeof(subj)), group,
                           &r->who, err, sizeof(err));
+    ks_auth_release(prev);
     if (st == KS_OK)
         return true;
     *ret = http_send_error(r, st, "%s", err);

@@ -5,6 +5,6 @@
 # sections. No timing is asserted.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 scripts/build.sh >/dev/null
 exec tests/kafka/kafka.sh run python3 tests/bench/bench.py "$@"

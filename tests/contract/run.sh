@@ -6,7 +6,7 @@
 # KSIDECAR_TEST_BOOTSTRAP); KSIDECAR_TEST_BIN is the binary (default build/ksidecar).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-scripts/install-deps.sh
+scripts/install-deps.sh --test
 BIN=${KSIDECAR_TEST_BIN:-$PWD/build/ksidecar}
 : "${KSIDECAR_TEST_BOOTSTRAP:?run under tests/kafka/kafka.sh run}"
 MAX_EXAMPLES=${CONTRACT_EXAMPLES:-40}

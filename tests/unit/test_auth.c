@@ -1,9 +1,13 @@
-/* test_auth.c: the tokens file (JSON and legacy), identities and the scope check. */
+/* test_auth.c: the tokens file (JSON and legacy), identities and the scope check; reloads
+ * free the tables they replace once no principal of theirs is held. */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -156,6 +160,150 @@ static void test_bad_files(void **state)
     expect_error("{\"tokens\":[", "line 1");
 }
 
+static void write_text(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* The tokens file with s3cret's groups scope `groups` (a JSON string). */
+static void write_tokens(const char *path, const char *groups)
+{
+    char text[512];
+    snprintf(text, sizeof(text),
+             "{\"tokens\":[{\"sha256\":\"" H_S3CRET "\",\"groups\":[%s],\"consume\":[\"orders\"]},"
+             "{\"sha256\":\"" H_OTHER "\",\"groups\":[\"billing\"]}]}",
+             groups);
+    write_text(path, text);
+}
+
+/* A tokens file of its own for the test named tag (s3cret's groups "orders-*"), loaded. */
+static ks_auth_t *load_own(char *path, size_t size, const char *tag)
+{
+    char err[512] = "";
+    snprintf(path, size, "/tmp/ks_test_auth_%s_%d.json", tag, (int)getpid());
+    write_tokens(path, "\"orders-*\"");
+    ks_auth_t *a = ks_auth_load(path, err, sizeof(err));
+    if (!a)
+        fail_msg("%s", err);
+    return a;
+}
+
+/* Reloads replace the table in force; one nobody holds is freed at once, one a principal of
+ * which is held stays (and reads as it did) until its last holder lets go. */
+static void test_reloads_free_replaced_tables(void **state)
+{
+    (void)state;
+    char path[64], err[512] = "";
+    ks_auth_t *a = load_own(path, sizeof(path), "reloads");
+    assert_int_equal(ks_auth_tables(a), 1);
+
+    /* Nobody holds anything: each reload frees the table it replaces. */
+    for (int i = 0; i < 200; i++) {
+        write_tokens(path, i % 2 ? "\"billing-*\"" : "\"orders-*\"");
+        assert_int_equal(ks_auth_reload(a, path, err, sizeof(err)), 0);
+        assert_int_equal(ks_auth_tables(a), 1);
+    }
+
+    /* A principal held (as a request or a stream holds its caller) keeps its table through
+     * any number of reloads; requests served meanwhile hold and let go of the new ones. */
+    write_tokens(path, "\"orders-*\"");
+    assert_int_equal(ks_auth_reload(a, path, err, sizeof(err)), 0);
+    const ks_principal_t *old = NULL, *now = NULL;
+    assert_int_equal(ks_auth_identify(a, "Bearer s3cret", NULL, &old, err, sizeof(err)), KS_OK);
+    assert_ptr_equal(ks_auth_hold(old), old); /* a second holder: a stream it opened */
+    for (int i = 0; i < 1000; i++) {
+        write_tokens(path, "\"billing-*\"");
+        assert_int_equal(ks_auth_reload(a, path, err, sizeof(err)), 0);
+        assert_int_equal(ks_auth_tables(a), 2);
+        assert_int_equal(ks_auth_identify(a, "Bearer s3cret", NULL, &now, err, sizeof(err)), KS_OK);
+        assert_false(ks_auth_covers(a, now, KS_SCOPE_GROUPS, "orders-1"));
+        ks_auth_release(now);
+        /* The old table reads as it did: its scopes, its id. */
+        assert_true(ks_auth_covers(a, old, KS_SCOPE_GROUPS, "orders-1"));
+        assert_false(ks_auth_covers(a, old, KS_SCOPE_GROUPS, "billing-1"));
+        assert_string_equal(ks_auth_principal_id(old), "token#1");
+        const ks_principal_t *cur = ks_auth_current(a, old);
+        assert_non_null(cur);
+        assert_ptr_not_equal(cur, old);
+        assert_true(ks_auth_covers(a, cur, KS_SCOPE_GROUPS, "billing-1"));
+        assert_int_equal(ks_auth_tables(a), 2);
+        ks_auth_release(cur);
+    }
+    ks_auth_release(old);
+    assert_int_equal(ks_auth_tables(a), 2); /* the stream still holds it */
+    assert_true(ks_auth_covers(a, old, KS_SCOPE_CONSUME, "orders"));
+    ks_auth_release(old);
+    assert_int_equal(ks_auth_tables(a), 1);
+
+    /* The table in force, held across a reload, goes when its holder lets go. */
+    assert_int_equal(ks_auth_identify(a, NULL, NULL, &now, err, sizeof(err)), KS_E_UNAUTH);
+    assert_null(now);
+    assert_int_equal(ks_auth_identify(a, "Bearer other", NULL, &now, err, sizeof(err)), KS_OK);
+    assert_int_equal(ks_auth_tables(a), 1);
+    assert_int_equal(ks_auth_reload(a, path, err, sizeof(err)), 0);
+    assert_int_equal(ks_auth_tables(a), 2);
+    assert_true(ks_auth_covers(a, now, KS_SCOPE_GROUPS, "billing"));
+    ks_auth_release(now);
+    assert_int_equal(ks_auth_tables(a), 1);
+    ks_auth_release(NULL);
+    assert_null(ks_auth_hold(NULL));
+    ks_auth_free(a);
+    unlink(path);
+}
+
+typedef struct reader {
+    ks_auth_t *a;
+    int rounds;
+    int served;
+} reader_t;
+
+/* A request's worth of auth, again and again: identify, check, look the caller up in the
+ * table in force, let go. */
+static void *reader_main(void *arg)
+{
+    reader_t *r = arg;
+    char err[256];
+    for (int i = 0; i < r->rounds; i++) {
+        const ks_principal_t *who = NULL;
+        const char *hdr = i % 2 ? "Bearer s3cret" : "Bearer other";
+        if (ks_auth_identify(r->a, hdr, NULL, &who, err, sizeof(err)) != KS_OK)
+            continue;
+        const char *g = "billing";
+        (void)ks_auth_allow(r->a, who, KS_SCOPE_GROUPS, &g, 1, err, sizeof(err));
+        const ks_principal_t *cur = ks_auth_current(r->a, who);
+        if (cur && ks_auth_principal_id(cur)[0] == 't')
+            r->served++;
+        ks_auth_release(cur);
+        ks_auth_release(who);
+    }
+    return NULL;
+}
+
+/* Readers on two threads while another reloads: every table but the one in force is freed
+ * in the end (ASan and TSan builds check the reads). */
+static void test_reload_under_readers(void **state)
+{
+    (void)state;
+    char path[64], err[512] = "";
+    ks_auth_t *a = load_own(path, sizeof(path), "readers");
+    reader_t r[2] = {{a, 20000, 0}, {a, 20000, 0}};
+    pthread_t th[2];
+    for (int i = 0; i < 2; i++)
+        assert_int_equal(pthread_create(&th[i], NULL, reader_main, &r[i]), 0);
+    for (int i = 0; i < 300; i++)
+        assert_int_equal(ks_auth_reload(a, path, err, sizeof(err)), 0);
+    for (int i = 0; i < 2; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(r[i].served, r[i].rounds);
+    }
+    assert_int_equal(ks_auth_tables(a), 1);
+    ks_auth_free(a);
+    unlink(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -163,6 +311,8 @@ int main(void)
         cmocka_unit_test(test_legacy_lines),
         cmocka_unit_test(test_auth_off_allows_everything),
         cmocka_unit_test(test_bad_files),
+        cmocka_unit_test(test_reloads_free_replaced_tables),
+        cmocka_unit_test(test_reload_under_readers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,7 @@
-/* test_calloc.c: the daemon's calloc (daemon/calloc.c) clears what it returns, reuses a
- * block the thread just freed, and refuses an overflowing size. */
+/* test_calloc.c: the process's calloc (daemon/calloc.c), as every executable linking the
+ * engine gets it: it is the one the process's libraries call, clears what it returns, reuses
+ * a block the thread just freed, and refuses an overflowing size. */
+#include <dlfcn.h>
 #include <errno.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -43,6 +45,22 @@ static bool malloc_reuses(size_t n)
     bool same = (uintptr_t)p == at;
     free(p);
     return same;
+}
+
+/* This test links only the engine's library, as the other unit tests do: the calloc that
+ * every library of the process finds first is daemon/calloc.c's, not glibc's, unless the
+ * build keeps glibc's (a sanitizer's runtime, or -DKSIDECAR_OWN_CALLOC=OFF). */
+static void test_the_process_calloc_comes_with_the_engine(void **state)
+{
+    (void)state;
+    if (!KS_OWN_CALLOC)
+        skip();
+    void *first = dlsym(RTLD_DEFAULT, "calloc");
+    void *next = dlsym(RTLD_NEXT, "calloc"); /* glibc's, after the executable */
+    assert_non_null(first);
+    assert_non_null(next);
+    assert_ptr_equal(first, (void *)calloc);
+    assert_ptr_not_equal(first, next);
 }
 
 /* A block freed dirty comes back cleared, and (where malloc itself reuses it) it is the very
@@ -114,6 +132,7 @@ static void test_overflow_and_zero_sizes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_the_process_calloc_comes_with_the_engine),
         cmocka_unit_test(test_small_blocks_are_cleared_and_come_from_the_thread_cache),
         cmocka_unit_test(test_large_blocks_are_cleared),
         cmocka_unit_test(test_overflow_and_zero_sizes),
