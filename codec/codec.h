@@ -71,15 +71,17 @@ static inline void ks_codec_view(const ks_record_t *r, const ks_codec_opts_t *o,
     v->value_len = r->value_len;
     if (!o)
         return;
-    if (o->key && o->key->bytes && r->key &&
-        !o->key->bytes(r->key, r->key_len, &v->key, &v->key_len)) {
-        v->key = r->key;
-        v->key_len = r->key_len;
+    /* The format writes to locals, so v can stay in registers on the path without one. */
+    const void *p = NULL;
+    size_t n = 0;
+    if (o->key && o->key->bytes && r->key && o->key->bytes(r->key, r->key_len, &p, &n)) {
+        v->key = p;
+        v->key_len = n;
     }
     if (o->value && o->value->bytes && r->value &&
-        !o->value->bytes(r->value, r->value_len, &v->value, &v->value_len)) {
-        v->value = r->value;
-        v->value_len = r->value_len;
+        o->value->bytes(r->value, r->value_len, &p, &n)) {
+        v->value = p;
+        v->value_len = n;
     }
 }
 
