@@ -139,6 +139,13 @@ ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, siz
             return KS_E_INVALID;
         }
     }
+    /* Known down (the last probe reached no broker): refused at once, not queued to wait out
+     * message.timeout.ms. Before the first probe ends it is not known, and records queue. */
+    char why[400];
+    if (ks_producer_kafka_down(p, why, sizeof(why))) {
+        snprintf(err, errsize, "%s; no record was sent, retry once it is back", why);
+        return KS_E_UNAVAILABLE;
+    }
     tracker_t *t = calloc(1, sizeof(*t));
     if (!t)
         abort();

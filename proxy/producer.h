@@ -14,7 +14,9 @@ typedef struct ks_producer ks_producer_t;
 ks_producer_t *ks_producer_new(const ks_config_t *cfg, char *err, size_t errsize);
 
 /* Produces recs (copied); cb runs once from the poll thread when all are settled.
- * Returns KS_OK or an error with err (cb then never runs). Any thread. */
+ * Returns KS_OK or an error with err (cb then never runs): KS_E_INVALID for a bad topic or
+ * partition, KS_E_UNAVAILABLE at once when the last probe found Kafka unreachable. Any
+ * thread. */
 ks_status_t ks_producer_send(ks_producer_t *p, const ks_produce_rec_t *recs, size_t n,
                              ks_produce_cb *cb, void *opaque, char *err, size_t errsize);
 

@@ -6,13 +6,17 @@ import signal
 import subprocess
 import tempfile
 import time
+import json
+import urllib.error
+import urllib.request
 
 import grpc
 import pytest
 
 from conftest import (KAFKA_SH, Sidecar, create_topic, describe_group, produce, started_processes,
                       unique, wait_for)
-from grpc_support import SERVING, consumer_pb2, consumer_pb2_grpc, health_pb2, health_pb2_grpc
+from grpc_support import (SERVING, consumer_pb2, consumer_pb2_grpc, health_pb2, health_pb2_grpc,
+                          producer_pb2, producer_pb2_grpc)
 
 
 class Broker:
@@ -233,4 +237,45 @@ def test_a_new_groups_fetch_while_kafka_is_down_is_unavailable(live_broker, side
         assert st == 200, (st, body)
         recs += body["records"]
     assert len(recs) == 10
+    assert sc.stop() == 0
+
+
+def test_a_produce_while_kafka_is_down_is_refused_at_once(live_broker, sidecar):
+    """A produce the process knows cannot reach Kafka is answered within a second with 503 and
+    Retry-After (HTTP) or UNAVAILABLE (gRPC), not after librdkafka's message.timeout.ms; once
+    Kafka is back the same produce is written."""
+    b = live_broker
+    topic = unique("tprodown")
+    create_topic(b.bootstrap, topic, 1)
+    sc = sidecar()
+    b.kill9()
+    wait_for(lambda: sc.get("/healthz")[0] == 503, 30, 0.2, "/healthz 503")
+    body = json.dumps({"records": [{"value": "v1"}]}).encode()
+    req = urllib.request.Request(f"{sc.base}/v1/topics/{topic}/records", data=body, method="POST",
+                                 headers={"Content-Type": "application/json"})
+    t0 = time.time()
+    with pytest.raises(urllib.error.HTTPError) as ei:
+        urllib.request.urlopen(req, timeout=30)
+    took = time.time() - t0
+    err = json.loads(ei.value.read())
+    print(f"HTTP produce while down: {ei.value.code} {err} in {took:.2f} s")
+    assert ei.value.code == 503 and err["error"]["code"] == "UNAVAILABLE", err
+    assert "unreachable" in err["error"]["message"] and "no record was sent" in err["error"]["message"]
+    assert int(ei.value.headers["Retry-After"]) > 0
+    assert took < 10, took  # not message.timeout.ms (300 s); the figure is printed
+    with grpc.insecure_channel(f"127.0.0.1:{sc.grpc_port}") as ch:
+        t0 = time.time()
+        with pytest.raises(grpc.RpcError) as gi:
+            producer_pb2_grpc.ProducerStub(ch).Produce(
+                producer_pb2.ProduceRequest(
+                    records=[producer_pb2.ProduceRecord(topic=topic, value=b"v2")]), timeout=30)
+        took = time.time() - t0
+        print(f"gRPC produce while down: {gi.value.code()} in {took:.2f} s")
+        assert gi.value.code() == grpc.StatusCode.UNAVAILABLE, gi.value
+        assert "unreachable" in gi.value.details()
+        assert took < 10, took  # not message.timeout.ms (300 s); the figure is printed
+    b.restart()
+    wait_for(lambda: sc.get("/healthz")[0] == 200, 60, 0.3, "/healthz 200")
+    st, res = sc.post(f"/v1/topics/{topic}/records", {"records": [{"value": "v3"}]})
+    assert st == 200 and res["results"][0].get("offset", -1) >= 0, (st, res)
     assert sc.stop() == 0
