@@ -7,6 +7,7 @@ APT_PKGS=(
   build-essential cmake ninja-build pkg-config git curl ca-certificates
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
   libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libcmocka-dev libyaml-dev
+  libavro-dev
   clang-format clang libclang-rt-14-dev openssl maven openjdk-17-jre-headless python3 procps
   systemd
   chromium chromium-driver
