@@ -358,9 +358,20 @@ int check_key_values(const ks_config_t *cfg, char *err, size_t errsize)
     for (size_t i = 0; i < config_nkeys; i++) {
         const key_t_ *k = &config_keys[i];
         const void *field = (const char *)cfg + key_off(k);
-        if ((k->scope & KS_SCOPE_KEY) && k->type == T_STR && !value_ok(k, field)) {
-            snprintf(err, errsize, "config key '%s': \"%s\" is not %s", k->name,
-                     *(char *const *)field, k->hint);
+        if (!(k->scope & KS_SCOPE_KEY) || value_ok(k, field))
+            continue;
+        const char *bad = NULL;
+        if (k->type == T_STR) {
+            bad = *(char *const *)field;
+        } else if (k->type == T_LIST) { /* the first item the check refuses */
+            char *const *items = *(char **const *)field;
+            size_t n = *(const size_t *)((const char *)field - k->off + k->cnt_off);
+            for (size_t j = 0; j < n && !bad; j++)
+                if (!k->ok(items[j]))
+                    bad = items[j];
+        }
+        if (bad) {
+            snprintf(err, errsize, "config key '%s': \"%s\" is not %s", k->name, bad, k->hint);
             return -1;
         }
     }

@@ -101,6 +101,14 @@ typedef struct ks_config {
     int64_t sub_max_credit_records, sub_max_credit_bytes;
     int groups_max;             /* most groups running at once, static ones included */
     bool topics_allow_internal; /* clients may consume and produce "__*" topics */
+    /* The schema registry client (codec/registry.h); no URL: none. */
+    char **schema_registry_urls; /* tried in turn */
+    size_t schema_registry_url_cnt;
+    char *schema_registry_basic_auth;        /* "user:password"; empty: none */
+    char *schema_registry_bearer_token_file; /* re-read when it changes; empty: none */
+    char *schema_registry_ca_file, *schema_registry_cert_file, *schema_registry_key_file;
+    int schema_registry_timeout_ms; /* one request to one URL */
+    int schema_registry_cache_max;  /* schemas (and remembered failures) kept */
     ks_group_conf_t group_defaults;
     ks_group_conf_t *static_groups;
     size_t static_group_cnt;

@@ -28,6 +28,18 @@ static bool push_url_ok(const char *s)
            !strpbrk(s, " \r\n\t");
 }
 
+/* A schema registry's base URL. */
+static bool registry_url_ok(const char *s)
+{
+    return push_url_ok(s);
+}
+
+/* "user:password", or nothing. */
+static bool basic_auth_ok(const char *s)
+{
+    return !*s || (strchr(s, ':') && !strpbrk(s, "\r\n"));
+}
+
 /* A dead-letter topic, or none. */
 static bool topic_or_none(const char *s)
 {
@@ -395,6 +407,49 @@ const key_t_ config_keys[] = {
      P(topics_allow_internal),
      .type = T_BOOL,
      .help = "clients may consume and produce Kafka's internal topics (names starting \"__\")"},
+    {.name = "schema_registry.url",
+     P(schema_registry_urls),
+     .type = T_LIST,
+     .cnt_off = offsetof(ks_config_t, schema_registry_url_cnt),
+     .ok = registry_url_ok,
+     .hint = "an http:// or https:// URL",
+     .help = "schema registry base URLs (Confluent's API, e.g. http://host:8081 or Apicurio's "
+             ".../apis/ccompat/v7), tried in turn; comma-separated as a flag (none: no registry)"},
+    {.name = "schema_registry.basic_auth",
+     P(schema_registry_basic_auth),
+     STR(NULL),
+     .flags = KF_SECRET,
+     .ok = basic_auth_ok,
+     .hint = "user:password",
+     .help = "user:password for the schema registry (HTTP basic auth); a secret: better set "
+             "through the environment variable than as a flag, which ps shows"},
+    {.name = "schema_registry.bearer_token_file",
+     P(schema_registry_bearer_token_file),
+     STR(NULL),
+     .help = "file holding a bearer token for the schema registry, read again when it changes"},
+    {.name = "schema_registry.ca_file",
+     P(schema_registry_ca_file),
+     STR(NULL),
+     .help = "PEM CA for an https schema registry (empty: the system's)"},
+    {.name = "schema_registry.cert_file",
+     P(schema_registry_cert_file),
+     STR(NULL),
+     .help = "PEM client certificate for the schema registry (mTLS, with "
+             "schema_registry.key_file)"},
+    {.name = "schema_registry.key_file",
+     P(schema_registry_key_file),
+     STR(NULL),
+     .help = "PEM private key of schema_registry.cert_file"},
+    {.name = "schema_registry.timeout_ms",
+     P(schema_registry_timeout_ms),
+     INT(100, 600000, 5000),
+     .help = "one schema registry request's whole time, connecting included (each URL tried gets "
+             "this)"},
+    {.name = "schema_registry.cache_max",
+     P(schema_registry_cache_max),
+     INT(1, 10000000, 1000),
+     .help = "schemas kept (and ids the registry lacks or failed on, remembered for a backoff); "
+             "the least recently used go first"},
     {.name = "dev.topic",
      P(dev_topic),
      STR("demo"),

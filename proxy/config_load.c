@@ -227,6 +227,18 @@ int ks_config_validate(const ks_config_t *cfg, char *err, size_t errsize)
                  "tls.key_file");
         return -1;
     }
+    if (!*cfg->schema_registry_cert_file != !*cfg->schema_registry_key_file) {
+        snprintf(err, errsize,
+                 "config keys 'schema_registry.cert_file' and 'schema_registry.key_file' go "
+                 "together");
+        return -1;
+    }
+    if (*cfg->schema_registry_basic_auth && *cfg->schema_registry_bearer_token_file) {
+        snprintf(err, errsize,
+                 "config keys 'schema_registry.basic_auth' and "
+                 "'schema_registry.bearer_token_file' exclude each other");
+        return -1;
+    }
     if (cfg->lease_deadline_ms > cfg->lease_max_deadline_ms) {
         snprintf(err, errsize,
                  "config key 'lease.deadline_ms' (%d) must not exceed 'lease.max_deadline_ms' (%d)",

@@ -22,7 +22,7 @@ esac
 APT_PKGS=(
   build-essential cmake ninja-build pkg-config curl
   librdkafka-dev libgrpc-dev protobuf-c-compiler libprotobuf-c-dev protobuf-compiler libgnutls28-dev
-  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev
+  libmicrohttpd-dev libcurl4-openssl-dev libjansson-dev libssl-dev libavro-dev
 )
 # The unit tests (cmocka), the format check, the fuzzers and sanitizer runtimes (clang), the
 # test broker (Java, Maven), certificates for the TLS tests (openssl), the deploy checks
@@ -91,6 +91,14 @@ if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("prometheus_
   != "$PROMETHEUS_CLIENT_VERSION" ]; then
   echo "install-deps: installing prometheus_client $PROMETHEUS_CLIENT_VERSION from PyPI" >&2
   python3 -m pip install -q "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
+fi
+# confluent-kafka's Avro serializer and deserializer, the reference tests/registry/ holds the
+# Avro decoder to, pinned.
+CONFLUENT_KAFKA_VERSION=2.16.2
+if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("confluent-kafka"))' 2>/dev/null)" \
+  != "$CONFLUENT_KAFKA_VERSION" ] || ! python3 -c "import fastavro" >/dev/null 2>&1; then
+  echo "install-deps: installing confluent-kafka[avro] $CONFLUENT_KAFKA_VERSION from PyPI" >&2
+  python3 -m pip install -q "confluent-kafka[avro]==$CONFLUENT_KAFKA_VERSION"
 fi
 # The status page's browser test (tests/integration/test_status_page.py) drives Debian's
 # chromium through chromium-driver with selenium, pinned: 4.52.0 needs a certifi newer than

@@ -1404,6 +1404,72 @@ static void test_push_allowed_urls(void **state)
     }
 }
 
+/* schema_registry.*: defaults, ranges, the URL list from a flag and a file, the secret masked,
+ * and the pairs ks_config_validate checks. */
+static void test_schema_registry_keys(void **state)
+{
+    (void)state;
+    ks_config_t cfg;
+    ks_config_action_t action;
+    char err[512];
+    const char *env[] = {"KSIDECAR_SCHEMA_REGISTRY_BASIC_AUTH=alice:s3cret", NULL};
+    ks_config_defaults(&cfg);
+    assert_int_equal(cfg.schema_registry_url_cnt, 0);
+    assert_string_equal(cfg.schema_registry_basic_auth, "");
+    assert_string_equal(cfg.schema_registry_bearer_token_file, "");
+    assert_string_equal(cfg.schema_registry_ca_file, "");
+    assert_string_equal(cfg.schema_registry_cert_file, "");
+    assert_string_equal(cfg.schema_registry_key_file, "");
+    assert_int_equal(cfg.schema_registry_timeout_ms, 5000);
+    assert_int_equal(cfg.schema_registry_cache_max, 1000);
+    assert_int_equal(ks_config_set(&cfg, "schema_registry.timeout_ms", "99", err, sizeof(err)), -1);
+    assert_contains(err, "schema_registry.timeout_ms");
+    assert_int_equal(ks_config_set(&cfg, "schema_registry.cache_max", "0", err, sizeof(err)), -1);
+    assert_contains(err, "schema_registry.cache_max");
+    ks_config_free(&cfg);
+
+    const char *args[] = {"ksidecar", "--dev",
+                          "--schema_registry.url=http://r1:8081, https://r2/apis/ccompat/v7", NULL};
+    assert_int_equal(run_args(&cfg, args, env, &action, err, sizeof(err)), 0);
+    assert_int_equal(cfg.schema_registry_url_cnt, 2);
+    assert_string_equal(cfg.schema_registry_urls[0], "http://r1:8081");
+    assert_string_equal(cfg.schema_registry_urls[1], "https://r2/apis/ccompat/v7");
+    assert_string_equal(cfg.schema_registry_basic_auth, "alice:s3cret");
+    char *dump = ks_config_dump(&cfg);
+    assert_not_contains(dump, "s3cret");
+    assert_contains(dump, "https://r2/apis/ccompat/v7");
+    free(dump);
+    ks_config_free(&cfg);
+
+    char path[64];
+    write_temp(path, sizeof(path),
+               "{\"schema_registry\": {\"url\": [\"http://a:1\"], \"timeout_ms\": 250}}");
+    const char *fargs[] = {"ksidecar", "--dev", "--config", path, NULL};
+    const char *noenv[] = {NULL};
+    assert_int_equal(run_args(&cfg, fargs, noenv, &action, err, sizeof(err)), 0);
+    assert_int_equal(cfg.schema_registry_url_cnt, 1);
+    assert_string_equal(cfg.schema_registry_urls[0], "http://a:1");
+    assert_int_equal(cfg.schema_registry_timeout_ms, 250);
+    ks_config_free(&cfg);
+    unlink(path);
+
+    static const char *bad[][2] = {
+        {"--schema_registry.url=ftp://r1", "schema_registry.url"},
+        {"--schema_registry.basic_auth=nocolon", "schema_registry.basic_auth"},
+        {"--schema_registry.cert_file=/c.pem", "schema_registry.key_file"},
+        {"--schema_registry.bearer_token_file=/t", "schema_registry.bearer_token_file"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        const char *a[] = {"ksidecar", "--dev", "--schema_registry.basic_auth=u:p", bad[i][0],
+                           NULL};
+        if (i == 1)
+            a[2] = "--dev"; /* basic auth given once, malformed */
+        assert_int_equal(run_args(&cfg, a, noenv, &action, err, sizeof(err)), -1);
+        assert_contains(err, bad[i][1]);
+        ks_config_free(&cfg);
+    }
+}
+
 static void test_valid_kafka_name(void **state)
 {
     char name[300];
@@ -1474,6 +1540,7 @@ int main(void)
         cmocka_unit_test(test_dump_masks_secrets),
         cmocka_unit_test(test_usage_lists_keys),
         cmocka_unit_test(test_push_allowed_urls),
+        cmocka_unit_test(test_schema_registry_keys),
         cmocka_unit_test(test_valid_kafka_name),
     };
     return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -1,0 +1,93 @@
+/* fuzz_avro.c: libFuzzer harness for Avro binary to JSON (codec/avro_json.c), on fixed valid
+ * writer's schemas and fuzzed bytes. The first byte picks the schema (every type; a recursive
+ * list; a map of arrays of unions) and the form; the rest is the value, decoded alone and, in
+ * the wire format, through a registry's schema object. No crash, no leak, no read outside the
+ * input; what decodes is valid JSON (jansson parses it whole, or declines only a U+0000 in a
+ * map key); what fails leaves the buffer as
+ * it was and says why. */
+#include <jansson.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "avro_json.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static const char *const schemas[] = {
+    "{\"type\":\"record\",\"name\":\"Order\",\"namespace\":\"com.acme\",\"fields\":["
+    "{\"name\":\"id\",\"type\":\"long\"},{\"name\":\"qty\",\"type\":\"int\"},"
+    "{\"name\":\"price\",\"type\":\"double\"},{\"name\":\"ratio\",\"type\":\"float\"},"
+    "{\"name\":\"paid\",\"type\":\"boolean\"},{\"name\":\"nothing\",\"type\":\"null\"},"
+    "{\"name\":\"note\",\"type\":\"string\"},{\"name\":\"maybe\",\"type\":[\"null\",\"string\"]},"
+    "{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
+    "\"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},"
+    "{\"name\":\"n\",\"type\":\"int\"}]}}},"
+    "{\"name\":\"tags\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
+    "{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"Status\","
+    "\"symbols\":[\"NEW\",\"SHIPPED\",\"DONE\"]}},"
+    "{\"name\":\"blob\",\"type\":\"bytes\"},"
+    "{\"name\":\"hash\",\"type\":{\"type\":\"fixed\",\"name\":\"H4\",\"size\":4}},"
+    "{\"name\":\"ref\",\"type\":[\"null\",\"Line\",\"Status\"]}]}",
+    "{\"type\":\"record\",\"name\":\"Node\",\"fields\":[{\"name\":\"v\",\"type\":\"int\"},"
+    "{\"name\":\"next\",\"type\":[\"null\",\"Node\"]}]}",
+    "{\"type\":\"map\",\"values\":{\"type\":\"array\",\"items\":[\"null\",\"int\",\"bytes\","
+    "{\"type\":\"array\",\"items\":\"null\"}]}}",
+};
+#define NSCHEMAS (sizeof(schemas) / sizeof(schemas[0]))
+
+static ks_avro_t *compiled[NSCHEMAS];
+static ks_schema_t *objects[NSCHEMAS];
+
+static void check(int rc, const ks_jbuf_t *b, size_t before, const char *err)
+{
+    if (rc) {
+        if (b->len != before || !*err)
+            abort();
+        return;
+    }
+    json_error_t je;
+    json_t *j = json_loadb(b->p + before, b->len - before, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    /* A map key may hold U+0000: valid JSON that jansson declines (only) in a key. */
+    if (!j && json_error_code(&je) != json_error_null_byte_in_key)
+        abort();
+    json_decref(j);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    if (!compiled[0]) {
+        char err[256];
+        for (size_t i = 0; i < NSCHEMAS; i++) {
+            compiled[i] = ks_avro_new(schemas[i], strlen(schemas[i]), err, sizeof(err));
+            objects[i] = ks_schema_new(0, KS_SCHEMA_AVRO, schemas[i], strlen(schemas[i]), NULL);
+            if (!compiled[i])
+                abort();
+        }
+    }
+    if (size < 1)
+        return 0;
+    size_t which = data[0] % NSCHEMAS;
+    ks_avro_form_t form = data[0] & 0x80 ? KS_AVRO_JSON_PLAIN : KS_AVRO_JSON_AVRO;
+    /* An exact-size copy: ASan catches any read past it. */
+    size_t n = size - 1;
+    uint8_t *copy = malloc(n ? n : 1);
+    if (!copy)
+        abort();
+    memcpy(copy, data + 1, n);
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 64);
+    ks_jbuf_lit(&b, "[");
+    char err[512] = "";
+    size_t before = b.len;
+    int rc = ks_avro_decode(compiled[which], copy, n, form, &b, err, sizeof(err));
+    check(rc, &b, before, err);
+    /* The same bytes as a value in the wire format, with the schema kept in its object. */
+    before = b.len;
+    err[0] = '\0';
+    rc = ks_avro_wire_json(objects[which], copy, n, form, &b, err, sizeof(err));
+    check(rc, &b, before, err);
+    ks_jbuf_free(&b);
+    free(copy);
+    return 0;
+}
