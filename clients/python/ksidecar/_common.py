@@ -416,7 +416,7 @@ class Batch(_C.BatchCore if _C else _PyBatchCore):
     DROPPED) and the lease they share: delivered together, they are due together and
     extended together (those not settled). msgs: its Messages, made on arrival when some
     record belongs to an ordering chain (the chains hold them), else None (made when
-    handed out)."""
+    handed out); () once all of them were settled and the book let the batch go."""
     __slots__ = ()
 
     def __init__(self, book, gen, t, until, recs):
@@ -428,6 +428,13 @@ class Batch(_C.BatchCore if _C else _PyBatchCore):
     def messages(self, cls=None):
         """A new Message for each record (the sync or asyncio class)."""
         return list(fresh_messages(cls or self.book.message_cls, self))
+
+    def forget(self):
+        """Every record is settled and the book lets the batch go: drops its messages made
+        on arrival, which refer back to it, so that the batch and they are freed as soon as
+        nothing else holds them, not when the garbage collector finds the cycle."""
+        if self.msgs:
+            self.msgs = ()
 
 
 _chain_of = operator.attrgetter("ordering_chain")
@@ -584,6 +591,8 @@ class Book(_C.BookCore if _C else object):
                 # their records are freed now rather than at the next lease tick.
                 done = [x for x in self.live if _all_settled(x.state)]
                 self.live.difference_update(done)
+                for x in done:
+                    x.forget()
                 self.live.add(b)
         return b
 
@@ -720,6 +729,7 @@ class Book(_C.BookCore if _C else object):
                 st = b.state
                 if _all_settled(st):
                     self.live.discard(b)
+                    b.forget()
                 elif st.find(UNSETTLED) >= 0 and b.until - now < self.margin and now - b.t < limit:
                     b.until = now + self.deadline
                     recs = b.recs
