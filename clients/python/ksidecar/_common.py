@@ -454,8 +454,27 @@ if _C is None:
     def any_chained(recs):
         """Whether a record belongs to an ordering chain."""
         return any(map(_chain_of, recs))
+
+    def run_messages(msgs, callback, sub):
+        """A sync Subscriber's worker on unordered messages msgs: callback(m) for each one of
+        the current stream (sub.book.gen), sub._raised(m, e) when it raised e (an
+        Exception), and a message left unsettled released. False when sub closes meanwhile
+        (the rest are not run)."""
+        book = sub.book
+        for m in msgs:
+            if sub._closing:
+                return False
+            if m._batch.gen != book.gen:
+                continue  # its stream broke: ksidecar delivers it again
+            try:
+                callback(m)
+            except Exception as e:
+                sub._raised(m, e)
+            book.release(m)  # if not settled
+        return True
 else:
     fresh_messages, handed, any_chained = _C.iter_messages, _C.iter_handed, _C.any_chained
+    run_messages = _C.run_messages
 
 
 def subscribe_method(channel):

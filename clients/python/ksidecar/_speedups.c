@@ -96,7 +96,7 @@ enum { CHAIN_RUN = 64 };
 
 static PyObject *s_ack_id, *s_topic, *s_partition, *s_offset, *s_key, *s_value, *s_ordering_chain,
     *s_append, *s_pop, *s_popleft, *s_remove, *s_settle, *s_flush, *s_hand, *s_acquire, *s_release,
-    *s_empty_str;
+    *s_empty_str, *s_book, *s_closing, *s_raised;
 static PyObject *empty_bytes, *empty_tuple, *deque_type;
 
 /* ---- Record and Header: consumer.proto's messages, read-only ---- */
@@ -673,6 +673,17 @@ static PyObject *msg_get_settled(MessageObject *m, void *c)
     if (st == NULL)
         return NULL;
     return PyBool_FromLong(*st & 1);
+}
+
+/* The truth of obj.name (0/1), or -1. */
+static int call_truth_attr(PyObject *obj, PyObject *name)
+{
+    PyObject *v = PyObject_GetAttr(obj, name);
+    if (v == NULL)
+        return -1;
+    int t = PyObject_IsTrue(v);
+    Py_DECREF(v);
+    return t;
 }
 
 /* Calls obj.name(*args); returns its truth (0/1) or -1. */
@@ -1809,6 +1820,72 @@ static PyObject *iter_handed(PyObject *mod, PyObject *const *args, Py_ssize_t na
     return (PyObject *)l;
 }
 
+/* run_messages(msgs, callback, sub): _common.run_messages, a sync Subscriber's worker on
+ * unordered messages. An Exception from callback goes to sub._raised(m, e), its traceback
+ * attached; any other (KeyboardInterrupt, SystemExit) ends the worker as it would in Python. */
+static PyObject *run_messages(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "run_messages(msgs, callback, sub) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *callback = args[1], *sub = args[2], *res = NULL;
+    PyObject *seq = PySequence_Fast(args[0], "run_messages: msgs must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *book = PyObject_GetAttr(sub, s_book);
+    if (book == NULL)
+        goto out;
+    for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(seq, i), *r;
+        Py_ssize_t gm, gb;
+        int closing = call_truth_attr(sub, s_closing);
+        if (closing != 0) {
+            if (closing > 0)
+                res = Py_NewRef(Py_False);
+            goto out;
+        }
+        if (!is_msg(m) || gen_of(MSG(m)->batch, &gm) < 0 || gen_of(book, &gb) < 0)
+            goto out;
+        if (gm != gb)
+            continue; /* its stream broke: ksidecar delivers it again */
+        Py_INCREF(m);
+        r = PyObject_CallOneArg(callback, m);
+        if (r == NULL) {
+            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
+                Py_DECREF(m);
+                goto out;
+            }
+            PyObject *et, *ev, *tb;
+            PyErr_Fetch(&et, &ev, &tb);
+            PyErr_NormalizeException(&et, &ev, &tb);
+            if (tb != NULL)
+                PyException_SetTraceback(ev, tb);
+            PyObject *call[3] = {sub, m, ev};
+            r = PyObject_VectorcallMethod(s_raised, call, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+            Py_XDECREF(et);
+            Py_XDECREF(ev);
+            Py_XDECREF(tb);
+            if (r == NULL) {
+                Py_DECREF(m);
+                goto out;
+            }
+        }
+        Py_DECREF(r);
+        char *st = state_at(MSG(m)->batch, MSG(m)->i); /* released if not settled */
+        Py_DECREF(m);
+        if (st == NULL)
+            goto out;
+        if (*st == UNSETTLED)
+            *st = RELEASED;
+    }
+    res = Py_NewRef(Py_True);
+out:
+    Py_XDECREF(book);
+    Py_DECREF(seq);
+    return res;
+}
+
 /* any_chained(recs): whether some record has an ordering_chain. */
 static PyObject *any_chained(PyObject *mod, PyObject *recs)
 {
@@ -1941,6 +2018,8 @@ static PyMethodDef module_methods[] = {
      "iter_messages(cls, batch): a new cls(rec, batch, i) for each record, when asked for."},
     {"iter_handed", (PyCFunction)(void (*)(void))iter_handed, METH_FASTCALL,
      "iter_handed(msgs, disp): the messages to hand out, asking disp.hand() of chained ones."},
+    {"run_messages", (PyCFunction)(void (*)(void))run_messages, METH_FASTCALL,
+     "run_messages(msgs, callback, sub): a sync Subscriber's worker on unordered messages."},
     {"any_chained", any_chained, METH_O,
      "any_chained(recs): whether a record has an ordering_chain."},
     {NULL},
@@ -1977,6 +2056,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
         {&s_acquire, "acquire"},
         {&s_release, "release"},
         {&s_empty_str, ""},
+        {&s_book, "book"},
+        {&s_closing, "_closing"},
+        {&s_raised, "_raised"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (*names[k].s == NULL && (*names[k].s = PyUnicode_InternFromString(names[k].v)) == NULL)

@@ -8,7 +8,8 @@ import grpc
 
 from . import errors
 from ._common import (Batch, Book, Message, Reconnect, Settings, fresh_messages, handed, log,
-                      make_channel, probe, subscribe_method, topic_list, wait_answered)
+                      make_channel, probe, run_messages, subscribe_method, topic_list,
+                      wait_answered)
 from ._dispatch import Chain
 
 _END = object()   # ends a request iterator
@@ -199,13 +200,8 @@ class Subscriber:
                 for lo in range(per, len(msgs), per):
                     q.put(msgs[lo:lo + per])
                 item = msgs[:per]
-            for m in item:
-                if self._closing:
-                    return
-                if m._batch.gen != book.gen:
-                    continue  # its stream broke: ksidecar delivers it again
-                self._handle(callback, m)
-                book.release(m)  # if not settled
+            if not run_messages(item, callback, self):
+                return
 
     def _run_chain(self, c, callback):
         """Runs chain c's messages one after another while the next is ready."""
@@ -224,9 +220,14 @@ class Subscriber:
     def _handle(callback, m):
         try:
             callback(m)
-        except Exception:
-            log.exception("ksidecar: callback raised on %r; nacking it", m)
-            m.nack()
+        except Exception as e:
+            Subscriber._raised(m, e)
+
+    @staticmethod
+    def _raised(m, e):
+        """m's callback raised e: logged, and m nacked."""
+        log.error("ksidecar: callback raised on %r; nacking it", m, exc_info=e)
+        m.nack()
 
     # -- status and close
 

@@ -381,6 +381,38 @@ while pushed:
 trace["ran"] = ran
 trace["states5"] = list(b5.state)
 trace["dropped2"] = book.disp.dropped
+
+# The sync callback form's worker on unordered messages: a callback that raises (the
+# message nacked by sub._raised), one that settles, one that leaves its message unsettled
+# (released), a message of an ended stream (skipped), and the subscriber closing mid-way.
+class Sub:
+    def __init__(self, book):
+        self.book, self._closing, self.raised = book, False, []
+
+    def _raised(self, m, e):
+        self.raised.append([m.offset, type(e).__name__, str(e), e.__traceback__ is not None])
+        m.nack()
+
+def handle(m):
+    calls.append(m.offset)
+    if m.offset % 5 == 1:
+        raise ValueError(f"bad {m.offset}")
+    if m.offset % 5 == 2:
+        m.ack()
+    if m.offset == 17:
+        sub._closing = True
+
+sub = Sub(book)
+calls = []
+b6 = take([rec(4, o) for o in range(10)])
+old = b6.messages()[:3]
+book.stream_lost("test", quiet=True)
+gen = book.new_stream(sent.append)
+b7 = take([rec(4, o) for o in range(10, 25)])
+msgs = old + b7.messages()
+trace["run"] = [_common.run_messages(msgs[:8], handle, sub), _common.run_messages(msgs[8:], handle, sub)]
+trace["calls"], trace["raised"] = calls, sub.raised
+trace["states7"] = list(b7.state)
 json.dump(trace, sys.stdout)
 '''
 
@@ -408,3 +440,6 @@ def test_a_scenario_traces_the_same_on_both_paths():
     assert [101, 3, False, 2] in py["ran"]  # returned unsettled: released, holds its chain
     assert ran[:64] == list(range(64)) and 101 in ran and 107 not in ran and 69 in ran
     assert _speedups.CHAIN_RUN == _dispatch.CHAIN_RUN
+    assert py["run"] == [True, False] and py["calls"][0] == 10 and py["calls"][-1] == 17
+    assert ["11", "ValueError"] == [str(py["raised"][0][0]), py["raised"][0][1]] and py["raised"][0][3]
+    assert 2 in py["states7"] and 1 in py["states7"] and 0 in py["states7"]  # released, settled, not run
