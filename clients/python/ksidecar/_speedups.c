@@ -6,14 +6,15 @@
  *     objects (the fields of consumer.proto's Record), instead of protobuf objects;
  *   - MessageCore, BatchCore, BookCore: the fields of Message, Batch and Book, the Message
  *     getters and Message.ack() (_common.py's _PyMessageCore);
- *   - ack_ranges() (_common.ack_ranges);
- *   - Chain and DispatcherCore's receive(), hand() and settle() (_dispatch.py);
- *   - iter_messages(), iter_handed(), any_chained(): the loops that make and hand out a
- *     batch's messages.
+ *   - ack_ranges() (_common.py_ack_ranges);
+ *   - Chain and DispatcherCore's receive(), hand(), settle(), take() and done()
+ *     (_dispatch.py's _PyDispatcher), and Lock, the dispatcher's lock;
+ *   - iter_messages(), iter_handed(), any_chained(), run_messages(): the loops that make,
+ *     hand out and run a batch's messages (_common.py).
  *
  * Threads: every function runs with the GIL held and calls no Python code in the middle of
- * its own changes, except where it says so (the dispatcher takes its threading.Lock, as the
- * Python code does, because Python methods change the same state under it).
+ * its own changes, except where it says so. The dispatcher's calls take its lock, as the
+ * Python code does, because its Python methods change the same state under it.
  * Objects: "new" and "borrowed" references as in the CPython API; members are strong. */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -1093,7 +1094,7 @@ static PyMethodDef lock_methods[] = {
     {NULL},
 };
 
-/* ---- DispatcherCore: receive, hand and settle of _dispatch.Dispatcher ---- */
+/* ---- DispatcherCore: the per-message calls of _dispatch.Dispatcher ---- */
 
 typedef struct {
     PyObject_HEAD PyObject *book;
