@@ -1,5 +1,8 @@
 """Build hook of the ksidecar package: generates the gRPC stubs (ksidecar.v1) from the
-repository's proto/ with grpcio-tools, so that nothing generated is committed.
+repository's proto/ with grpcio-tools, so that nothing generated is committed, and builds
+the optional C extension ksidecar._speedups (the per-record path) with the system's C
+compiler. Without a compiler or Python's headers the extension is left out (optional=True)
+and the package runs its pure-Python path.
 
 The proto directory is KSIDECAR_PROTO_DIR if set, else ../../proto (the repository this
 package sits in). The runtime dependencies are pinned to at least the grpcio and protobuf
@@ -10,7 +13,7 @@ import importlib.resources
 import os
 import pathlib
 
-from setuptools import setup
+from setuptools import Extension, setup
 from setuptools.command.build_py import build_py
 
 HERE = pathlib.Path(__file__).resolve().parent
@@ -53,4 +56,5 @@ class BuildPy(build_py):
             generate(str(HERE))
 
 
-setup(cmdclass={"build_py": BuildPy}, install_requires=runtime_requires())
+setup(cmdclass={"build_py": BuildPy}, install_requires=runtime_requires(),
+      ext_modules=[Extension("ksidecar._speedups", ["ksidecar/_speedups.c"], optional=True)])

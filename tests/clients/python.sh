@@ -5,8 +5,11 @@
 #   tests/kafka/kafka.sh run tests/clients/python.sh [PYTEST ARGS...]
 #
 # KSIDECAR_TEST_BIN and KSIDECAR_TEST_KSTOOL default to build/ksidecar and build/kstool.
-# First builds the wheel (pip wheel ./clients/python) and fails unless it holds py.typed and
-# the generated stubs. Exits non-zero when that or a test fails.
+# First builds the wheel (pip wheel ./clients/python) and fails unless it holds py.typed, the
+# generated stubs and the C extension; installs it in a fresh venv (python3 -m venv) and runs
+# python_wheel_smoke.py there (the extension imported, records taken and acked through it).
+# Then runs the suite twice: on the extension's path, and on the pure-Python one
+# (KSIDECAR_TEST_PURE_PYTHON=1). Exits non-zero when any of it fails.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
@@ -33,10 +36,27 @@ names = set(zipfile.ZipFile(sys.argv[1]).namelist())
 want = ["ksidecar/py.typed"] + [f"ksidecar/v1/{p}_pb2{s}" for p in ("consumer", "producer")
                                 for s in (".py", ".pyi", "_grpc.py")]
 missing = [n for n in want if n not in names]
+if not any(n.startswith("ksidecar/_speedups.") and n.endswith((".so", ".pyd")) for n in names):
+    missing.append("the C extension ksidecar/_speedups (was Python.h there? see pip wheel -v)")
 if missing:
     sys.exit(f"python.sh: the wheel lacks {', '.join(missing)}")
-print(f"python.sh: the wheel holds py.typed and the generated stubs ({len(names)} files)")
+print(f"python.sh: the wheel holds py.typed, the generated stubs and the C extension "
+      f"({len(names)} files)")
 PY
+# The wheel in a fresh venv, with nothing but it and its dependencies.
+fresh="$whl_dir/venv"
+"${PYTHON:-python3}" -m venv "$fresh"
+"$fresh/bin/python" -m pip install -q --disable-pip-version-check "$whl_dir"/ksidecar-*.whl >&2
+(cd "$whl_dir" && "$fresh/bin/python" "$ROOT/tests/clients/python_wheel_smoke.py" \
+  "$KSIDECAR_TEST_BOOTSTRAP" "$KSIDECAR_TEST_BIN" "$KSIDECAR_TEST_KSTOOL")
+
 # From the repository root, so that the installed package (not clients/python/ksidecar,
-# which has no stubs) is the one imported.
-"$VENV/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests "$@"
+# which has no stubs) is the one imported. test_speedups.py fails, not skips, without the
+# extension.
+export KSIDECAR_TEST_REQUIRE_SPEEDUPS=1
+rc=0
+echo "python.sh: the suite on the C extension's path" >&2
+KSIDECAR_TEST_PURE_PYTHON=0 "$VENV/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests "$@" || rc=1
+echo "python.sh: the suite on the pure-Python path (KSIDECAR_TEST_PURE_PYTHON=1)" >&2
+KSIDECAR_TEST_PURE_PYTHON=1 "$VENV/bin/python" -m pytest -q -p no:cacheprovider clients/python/tests "$@" || rc=1
+exit "$rc"

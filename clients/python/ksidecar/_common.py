@@ -15,6 +15,7 @@ import time
 import grpc
 
 from . import errors
+from ._accel import speedups as _C
 from ._dispatch import DROPPED, RELEASED, SETTLED, UNSETTLED, Dispatcher
 from ._proto import pb, pb_grpc
 
@@ -76,7 +77,7 @@ def _offset_field(ack_id):
     return start, start + len(o), off
 
 
-def ack_ranges(ids):
+def py_ack_ranges(ids):
     """The ack_ids of one AckIds for ids: each run of ids that differ only in consecutive
     offsets (one partition's records of one epoch and attempt, acked in order) as one range
     id, "<first>~<last>" in the offset's place; any other id as it is. ids must name at
@@ -100,6 +101,10 @@ def ack_ranges(ids):
         out.append(a)
         i = j
     return out
+
+
+# The extension's ack_ranges gives the same list (tests/test_speedups.py).
+ack_ranges = _C.ack_ranges if _C else py_ack_ranges
 
 
 def range_ids(ack_id):
@@ -287,17 +292,9 @@ class Reconnect:
         return None, delay
 
 
-class Message:
-    """One delivered record, leased to this subscriber until ack() or nack().
-
-    topic, partition, offset, key and value (bytes, or None when null), headers (a list of
-    (key, value) pairs), timestamp_ms (-1 if unknown), attempt (1 on first delivery),
-    ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing.
-
-    Its state lives in its batch (Batch.state[i]), not in the message, so that nothing of
-    the library refers back to an unordered message: it is freed as soon as its handler
-    drops it. A message of an ordering chain (_ch, its Chain) settles through the
-    Subscriber's Dispatcher, which holds it while it waits its turn."""
+class _PyMessageCore:
+    """The per-record part of Message: its fields, the getters of its record and ack(). The
+    extension's MessageCore is the same in C."""
     __slots__ = ("_rec", "_batch", "_i", "_fut", "_ch")
 
     def __init__(self, rec, batch, i):
@@ -317,10 +314,6 @@ class Message:
     size = property(lambda self: len(self._rec.key) + len(self._rec.value))
 
     @property
-    def headers(self):
-        return [(h.key, None if h.value_null else h.value) for h in self._rec.headers]
-
-    @property
     def settled(self):
         """Acked or nacked (or dropped unhanded, taken back by ksidecar)."""
         return bool(self._batch.state[self._i] & 1)
@@ -329,14 +322,15 @@ class Message:
         """Acks the record (batched on the wire). Never blocks, never raises."""
         b = self._batch
         if self._ch is not None:
-            if b.book.disp.settle(self, False):
-                b.book.settle(self, None)
-            return
-        # The hot path: no lock (deque.append is atomic); Book.flush drains the deque.
-        st = b.state
-        if st[self._i] & 1:
-            return
-        st[self._i] = SETTLED
+            if not b.book.disp.settle(self, False):  # marks it SETTLED, hands its chain on
+                return
+        else:
+            st = b.state
+            if st[self._i] & 1:
+                return
+            st[self._i] = SETTLED
+        # The hot path: no lock (deque.append is atomic); Book.flush drains the deque. A
+        # batch of the current stream means a stream to send on (stream_lost moves gen on).
         book = b.book
         if b.gen != book.gen:
             book.settle(self, None)  # STALE
@@ -348,6 +342,27 @@ class Message:
         elif not book.armed:
             book.armed = True
             book.wake()
+
+
+MessageCore = _C.MessageCore if _C else _PyMessageCore
+
+
+class Message(MessageCore):
+    """One delivered record, leased to this subscriber until ack() or nack().
+
+    topic, partition, offset, key and value (bytes, or None when null), headers (a list of
+    (key, value) pairs), timestamp_ms (-1 if unknown), attempt (1 on first delivery),
+    ack_id and size (key plus value bytes). Thread-safe; settling twice does nothing.
+
+    Its state lives in its batch (Batch.state[i]), not in the message, so that nothing of
+    the library refers back to an unordered message: it is freed as soon as its handler
+    drops it. A message of an ordering chain (_ch, its Chain) settles through the
+    Subscriber's Dispatcher, which holds it while it waits its turn."""
+    __slots__ = ()
+
+    @property
+    def headers(self):
+        return [(h.key, None if h.value_null else h.value) for h in self._rec.headers]
 
     def nack(self, delay_ms=0, reason="", dead_letter=False):
         """Puts the record back, to be delivered again after delay_ms. dead_letter=True
@@ -392,13 +407,17 @@ class Message:
                 f"ack_id={self.ack_id!r})")
 
 
-class Batch:
+class _PyBatchCore:
+    __slots__ = ("book", "gen", "t", "until", "recs", "state", "msgs")
+
+
+class Batch(_C.BatchCore if _C else _PyBatchCore):
     """One delivered batch: its records, the state of each (UNSETTLED, SETTLED, RELEASED,
     DROPPED) and the lease they share: delivered together, they are due together and
     extended together (those not settled). msgs: its Messages, made on arrival when some
     record belongs to an ordering chain (the chains hold them), else None (made when
-    handed out)."""
-    __slots__ = ("book", "gen", "t", "until", "recs", "state", "msgs")
+    handed out); () once all of them were settled and the book let the batch go."""
+    __slots__ = ()
 
     def __init__(self, book, gen, t, until, recs):
         self.book, self.gen, self.t, self.until = book, gen, t, until
@@ -408,11 +427,72 @@ class Batch:
 
     def messages(self, cls=None):
         """A new Message for each record (the sync or asyncio class)."""
-        return list(map(cls or self.book.message_cls, self.recs, itertools.repeat(self),
-                        range(len(self.recs))))
+        return list(fresh_messages(cls or self.book.message_cls, self))
+
+    def forget(self):
+        """Every record is settled and the book lets the batch go: drops its messages made
+        on arrival, which refer back to it, so that the batch and they are freed as soon as
+        nothing else holds them, not when the garbage collector finds the cycle."""
+        if self.msgs:
+            self.msgs = ()
 
 
 _chain_of = operator.attrgetter("ordering_chain")
+
+if _C is None:
+    def fresh_messages(cls, b):
+        """An iterator of a new cls(rec, b, i) for each record of Batch b, each made when
+        asked for (so that the loop body's drop frees it)."""
+        return map(cls, b.recs, itertools.repeat(b), range(len(b.recs)))
+
+    def handed(msgs, disp):
+        """The messages of msgs to hand out, in order: each unordered one, and each chained
+        one that disp.hand() takes when its turn comes (it skips those ksidecar took back)."""
+        hand = disp.hand
+        return (m for m in msgs if m._ch is None or hand(m))
+
+    def any_chained(recs):
+        """Whether a record belongs to an ordering chain."""
+        return any(map(_chain_of, recs))
+
+    def run_messages(msgs, callback, sub):
+        """A sync Subscriber's worker on unordered messages msgs: callback(m) for each one of
+        the current stream (sub.book.gen), sub._raised(m, e) when it raised e (an
+        Exception), and a message left unsettled released. False when sub closes meanwhile
+        (the rest are not run)."""
+        book = sub.book
+        for m in msgs:
+            if sub._closing:
+                return False
+            if m._batch.gen != book.gen:
+                continue  # its stream broke: ksidecar delivers it again
+            try:
+                callback(m)
+            except Exception as e:
+                sub._raised(m, e)
+            book.release(m)  # if not settled
+        return True
+else:
+    fresh_messages, handed, any_chained = _C.iter_messages, _C.iter_handed, _C.any_chained
+    run_messages = _C.run_messages
+
+
+def subscribe_method(channel):
+    """The Subscribe stream's multicallable on channel (sync or grpc.aio). With the
+    extension, a response that is a batch is decoded straight into its records (a list,
+    which Book.take takes), and any other with protobuf."""
+    if _C is None:
+        return pb_grpc.ConsumerStub(channel).Subscribe
+    return channel.stream_stream("/ksidecar.v1.Consumer/Subscribe",
+                                 request_serializer=pb.SubscribeRequest.SerializeToString,
+                                 response_deserializer=decode_response, _registered_method=True)
+
+
+def decode_response(data):
+    """A SubscribeResponse's bytes as the extension reads them: a batch's records as a list
+    of records, any other response a pb.SubscribeResponse."""
+    recs = _C.decode_batch(data)
+    return pb.SubscribeResponse.FromString(data) if recs is None else recs
 
 
 def done_future(result):
@@ -464,7 +544,7 @@ def _all_settled(state):
     return state.find(UNSETTLED) < 0 and state.find(RELEASED) < 0
 
 
-class Book:
+class Book(_C.BookCore if _C else object):
     """The leases and acks of one Subscriber, across its streams. Thread-safe; the asyncio
     Subscriber drives it from its loop thread only.
 
@@ -530,28 +610,36 @@ class Book:
                 # their records are freed now rather than at the next lease tick.
                 done = [x for x in self.live if _all_settled(x.state)]
                 self.live.difference_update(done)
+                for x in done:
+                    x.forget()
                 self.live.add(b)
         return b
 
     def take(self, resp, gen):
-        """Takes one SubscribeResponse of stream gen: returns the Batch of a batch, or
-        None (ack results are settled here; assignments kept in self.assignment)."""
+        """Takes one SubscribeResponse of stream gen (or a batch's records, as the extension
+        decodes them: a list): returns the Batch of a batch, or None (ack results are settled
+        here; assignments kept in self.assignment)."""
+        if type(resp) is list:  # a batch's records, decoded by the extension
+            return self._batch(resp, gen)
         kind = resp.WhichOneof("kind")
         if kind == "batch":
             # The records' Python objects are made once, here, and kept with the batch: the
             # chain test and the Messages made later share them (walking the protobuf list
             # made each anew, twice a record).
-            b = self.delivered(list(resp.batch.records), gen)
-            if any(map(_chain_of, b.recs)):
-                b.msgs = b.messages()
-                self.disp.receive(b.msgs)
-            return b
+            return self._batch(list(resp.batch.records), gen)
         if kind == "ack_results":
             ar = resp.ack_results
             self.results(ar.results, ar.accepted)
         elif kind == "assignment":
             self.assignment = [(p.topic, p.partition) for p in resp.assignment.partitions]
         return None
+
+    def _batch(self, recs, gen):
+        b = self.delivered(recs, gen)
+        if any_chained(recs):
+            b.msgs = b.messages()
+            self.disp.receive(b.msgs)
+        return b
 
     def settle(self, m, nack, fut=None):
         """Queues m's ack (nack None) or nack ((delay_ms, reason, dead_letter)); fut gets its
@@ -660,6 +748,7 @@ class Book:
                 st = b.state
                 if _all_settled(st):
                     self.live.discard(b)
+                    b.forget()
                 elif st.find(UNSETTLED) >= 0 and b.until - now < self.margin and now - b.t < limit:
                     b.until = now + self.deadline
                     recs = b.recs

@@ -11,6 +11,8 @@ import collections
 import threading
 import time
 
+from ._accel import speedups as _C
+
 # The state of each record of a Batch (Batch.state[i]). Odd means settled: acked or nacked
 # (SETTLED), or dropped unhanded (DROPPED: taken back by ksidecar; no ack is sent).
 UNSETTLED, SETTLED, RELEASED, DROPPED = 0, 1, 2, 3
@@ -26,7 +28,7 @@ FENCE_GRACE_S = 1.0
 CHAIN_RUN = 64
 
 
-class Chain:
+class _PyChain:
     """What the dispatcher knows of one chain, across the streams of one Subscriber (a
     message of a new stream waits for a handler still running one of the old stream's).
     @locks Dispatcher.lock"""
@@ -45,7 +47,11 @@ class Chain:
         self.fence_at = None
 
 
-class Dispatcher:
+# The extension's Chain has the same fields, in C.
+Chain = _C.Chain if _C else _PyChain
+
+
+class _PyDispatcher:
     """The chains of one Subscriber. Thread-safe.
 
     receive() is called by the reader with each batch's chained messages, in the order
@@ -270,3 +276,16 @@ class Dispatcher:
         if more:
             self.push(c)
         return True
+
+
+if _C is None:
+    Dispatcher = _PyDispatcher
+else:
+    class Dispatcher(_C.DispatcherCore, _PyDispatcher):
+        """_PyDispatcher with its fields and its per-message calls (receive, hand, settle) in
+        the extension; its other methods are _PyDispatcher's, under the same lock (one that
+        the extension's calls take without a method call)."""
+
+        def __init__(self, book, grace=FENCE_GRACE_S):
+            super().__init__(book, grace)
+            self.lock = _C.Lock()

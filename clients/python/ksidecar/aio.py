@@ -1,13 +1,12 @@
 """The asyncio Subscriber on grpc.aio: async iteration or an async callback, with the same
 batching, lease extension, flow control and reconnect as the sync one."""
 import asyncio
-import itertools
 import time
 
 import grpc
 
-from ._common import (Batch, Book, Message, Reconnect, Settings, connect_failed, log,
-                      make_channel, probe_error, topic_list)
+from ._common import (Batch, Book, Message, Reconnect, Settings, connect_failed, fresh_messages,
+                      handed, log, make_channel, probe_error, subscribe_method, topic_list)
 from ._dispatch import Chain
 from ._proto import pb, pb_grpc
 
@@ -53,7 +52,7 @@ class Subscriber:
         except BaseException:
             await self._channel.close()
             raise
-        self._stub = pb_grpc.ConsumerStub(self._channel)
+        self._subscribe = subscribe_method(self._channel)
         self._flush_evt = asyncio.Event()
         self.book = Book(self.s, self._flush_evt.set, AioMessage)
         self._tasks = [asyncio.ensure_future(c) for c in (self._read(), self._flusher(),
@@ -86,7 +85,7 @@ class Subscriber:
             gen = self.book.new_stream(req.put_nowait)
             self._req = req
             err = None
-            call = self._stub.Subscribe(metadata=self.s.metadata())
+            call = self._subscribe(metadata=self.s.metadata())
             writer = asyncio.ensure_future(self._write(call, req))
             try:
                 async for resp in call:
@@ -158,18 +157,17 @@ class Subscriber:
     async def _iterate(self):
         if self.book is None:
             await self.start()
-        hand = self.book.disp.hand
+        disp = self.book.disp
         while True:
             b = await self._next_batch()
             if b is None:
                 return
             if b.msgs is None:
-                for m in map(AioMessage, b.recs, itertools.repeat(b), range(len(b.recs))):
+                for m in fresh_messages(AioMessage, b):
                     yield m
             else:
-                for m in b.msgs:  # made on arrival; skips those ksidecar took back
-                    if m._ch is None or hand(m):
-                        yield m
+                for m in handed(b.msgs, disp):  # made on arrival; skips those taken back
+                    yield m
 
     async def run(self, callback, concurrency=10):
         """Awaits callback(msg) for every message, at most `concurrency` at a time, until

@@ -1,6 +1,5 @@
 """The Subscriber on grpcio's sync API: an iterator form and a callback form over one
 Subscribe stream, reopened with backoff when it breaks."""
-import itertools
 import queue
 import threading
 import time
@@ -8,10 +7,10 @@ import time
 import grpc
 
 from . import errors
-from ._common import (Batch, Book, Message, Reconnect, Settings, log, make_channel, probe,
-                      topic_list, wait_answered)
+from ._common import (Batch, Book, Message, Reconnect, Settings, fresh_messages, handed, log,
+                      make_channel, probe, run_messages, subscribe_method, topic_list,
+                      wait_answered)
 from ._dispatch import Chain
-from ._proto import pb_grpc
 
 _END = object()   # ends a request iterator
 _STOP = object()  # ends the delivery queue
@@ -57,7 +56,7 @@ class Subscriber:
         except BaseException:
             self._channel.close()
             raise
-        self._stub = pb_grpc.ConsumerStub(self._channel)
+        self._subscribe = subscribe_method(self._channel)
         self._flush_evt = threading.Event()
         self.book = Book(self.s, self._flush_evt.set)
         self._batches = queue.SimpleQueue()
@@ -89,7 +88,7 @@ class Subscriber:
             self._req = req
             err = None
             try:
-                call = self._stub.Subscribe(iter(req.get, _END), metadata=self.s.metadata())
+                call = self._subscribe(iter(req.get, _END), metadata=self.s.metadata())
                 self._call = call
                 for resp in call:
                     batch = self.book.take(resp, gen)
@@ -149,20 +148,18 @@ class Subscriber:
         return self._iterate()
 
     def _iterate(self):
-        # Messages are made one at a time (map), each freed once the loop body drops it. A
-        # batch with chained records has its messages made on arrival; those ksidecar took
-        # back since are skipped.
-        hand = self.book.disp.hand
+        # Messages are made one at a time, each freed once the loop body drops it. A batch
+        # with chained records has its messages made on arrival; those ksidecar took back
+        # since are skipped.
+        disp = self.book.disp
         while True:
             b = self._next_batch()
             if b is None:
                 return
             if b.msgs is None:
-                yield from map(Message, b.recs, itertools.repeat(b), range(len(b.recs)))
+                yield from fresh_messages(Message, b)
             else:
-                for m in b.msgs:
-                    if m._ch is None or hand(m):
-                        yield m
+                yield from handed(b.msgs, disp)
 
     def subscribe(self, callback, workers=4):
         """Calls callback(msg) for every message on `workers` threads and returns a
@@ -203,13 +200,8 @@ class Subscriber:
                 for lo in range(per, len(msgs), per):
                     q.put(msgs[lo:lo + per])
                 item = msgs[:per]
-            for m in item:
-                if self._closing:
-                    return
-                if m._batch.gen != book.gen:
-                    continue  # its stream broke: ksidecar delivers it again
-                self._handle(callback, m)
-                book.release(m)  # if not settled
+            if not run_messages(item, callback, self):
+                return
 
     def _run_chain(self, c, callback):
         """Runs chain c's messages one after another while the next is ready."""
@@ -228,9 +220,14 @@ class Subscriber:
     def _handle(callback, m):
         try:
             callback(m)
-        except Exception:
-            log.exception("ksidecar: callback raised on %r; nacking it", m)
-            m.nack()
+        except Exception as e:
+            Subscriber._raised(m, e)
+
+    @staticmethod
+    def _raised(m, e):
+        """m's callback raised e: logged, and m nacked."""
+        log.error("ksidecar: callback raised on %r; nacking it", m, exc_info=e)
+        m.nack()
 
     # -- status and close
 

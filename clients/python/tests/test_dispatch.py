@@ -1,6 +1,8 @@
 """The ordered dispatcher without a server: a chain runs one message at a time, a nack
 drops the chain's later copies and fences those still on their way, a record sent again
 drops the queued copies above it, and a lost stream drops its queued records."""
+import gc
+
 import ksidecar
 from ksidecar._common import Book, Settings
 from ksidecar._dispatch import DROPPED, SETTLED
@@ -140,3 +142,27 @@ def test_the_iterator_skips_what_a_nack_dropped():
     assert out == [0, 9]
     assert state(b.msgs[1]) == SETTLED
     assert d.chains.keys() == {("t", 0, 1)}  # held by its fence only
+
+
+def test_a_settled_chained_batch_is_freed_without_the_garbage_collector():
+    """A chained batch's messages refer to it and it to them (msgs): once every record is
+    settled, the next delivery lets it go and reference counting frees them all, without
+    waiting for the garbage collector to find the cycle."""
+    def messages():
+        return sum(isinstance(o, ksidecar.Message) for o in gc.get_objects())
+
+    gc.collect()
+    gc.disable()
+    try:
+        book, gen, _ = new_book()
+        d = book.disp
+        b = batch(book, gen, (1, 0), (2, 0), (1, 1))
+        for m in b.msgs:
+            if d.hand(m):
+                m.ack()
+        del m
+        assert messages() == 3
+        batch(book, gen, (0, 5))  # unordered: no messages made on arrival
+        assert b.msgs == () and messages() == 0
+    finally:
+        gc.enable()

@@ -4,9 +4,16 @@ the same records, in one run. Prints figures, ratios and the exact commands; ass
 nothing about speed.
 
     KSIDECAR_TEST_BOOTSTRAP=HOST:PORT python bench.py [--records N] [--partitions P] [--runs R]
+        [--keys 0,1000] [--clients NAME,...]
 
-Each client runs in its own process (--one NAME), one after the other, each in a new
-group. The clock starts at the first record. "handled" stops it when the handler of the
+--keys: one topic for each count of distinct keys (0: records without keys), each with the
+same records otherwise; every run takes each topic with each client. --clients: which (the
+iterator, callback and asyncio forms of the library and tuned confluent-kafka by default;
+ck-default too when named). Each client runs in its own process (--one NAME), one after the
+other, each in a new group; the clients' order is reversed every other run, so that drift
+in the machine's load falls on both sides. "cpu" is the process's CPU time (all its threads)
+from the first record until the last was handled, and per record in microseconds. The clock
+starts at the first record. "handled" stops it when the handler of the
 last record returned (its ack or commit handed to the client library); "confirmed" when
 that was confirmed (ksidecar: close() returned with every ack result ACCEPTED;
 confluent-kafka: the final synchronous commit returned, which waits behind the async
@@ -200,12 +207,59 @@ CLIENTS = {
 }
 
 
+DEFAULT_CLIENTS = ("ksidecar-iterator", "ksidecar-callback", "ksidecar-asyncio", "ck-tuned")
+OURS = ("ksidecar-iterator", "ksidecar-callback", "ksidecar-asyncio")
+TARGET = 0.5  # issue 39: each form at least this ratio of tuned confluent-kafka
+KEYS_NAME = {0: "no keys"}
+
+
+def keys_name(k):
+    return KEYS_NAME.get(k, f"{k:,} keys")
+
+
+def run_one(name, topic, records, ordering):
+    """Runs client name in its own process; its figures (with rate and cpu_us a record), or
+    None after printing why it failed."""
+    out = subprocess.run([sys.executable, __file__, "--one", name, "--topic", topic,
+                          "--records", str(records),
+                          *(["--ordering", ordering] if ordering else [])],
+                         capture_output=True, text=True, timeout=900)
+    if out.returncode != 0:
+        print(f"{name} failed:\n{out.stderr[-3000:]}")
+        return None
+    r = json.loads(out.stdout.strip().splitlines()[-1])
+    r["rate"] = r["records"] / r["s"]
+    r["cpu_us"] = r["cpu_s"] / r["records"] * 1e6
+    return r
+
+
+def summary(rates, runs):
+    """The ratio of each form to tuned confluent-kafka, per topic, over the runs."""
+    print("# ratio to ck-tuned by records handled, each run's own pair (median, range; "
+          f"target >= {TARGET}x):")
+    for keys in sorted({k for _, k, _ in rates}):
+        for ours in OURS:
+            rs = sorted(rates[(ours, keys, r)] / rates[("ck-tuned", keys, r)]
+                        for r in range(1, runs + 1)
+                        if (ours, keys, r) in rates and ("ck-tuned", keys, r) in rates)
+            if rs:
+                med = rs[len(rs) // 2] if len(rs) % 2 else (rs[len(rs) // 2 - 1] + rs[len(rs) // 2]) / 2
+                print(f"summary  {keys_name(keys):10s} {ours:18s} {med:.2f}x "
+                      f"({rs[0]:.2f}-{rs[-1]:.2f}x over {len(rs)} runs)"
+                      f"{'' if med >= TARGET else '  below target'}")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--records", type=int, default=200000)
     ap.add_argument("--partitions", type=int, default=8)
     ap.add_argument("--runs", type=int, default=1)
-    ap.add_argument("--topic")
+    ap.add_argument("--topic", help="with --one: the topic to take; else one topic of records "
+                    "already there, instead of --keys' topics")
+    ap.add_argument("--keys", default="0,1000",
+                    help="comma-separated counts of distinct keys, one topic each (0: no keys)")
+    ap.add_argument("--clients", default=",".join(DEFAULT_CLIENTS),
+                    help=f"comma-separated, of {', '.join(CLIENTS)}")
     ap.add_argument("--one", choices=CLIENTS)
     ap.add_argument("--ordering", choices=("none", "key", "partition"),
                     help="ksidecar's group.ordering (default: ksidecar's own, key)")
@@ -219,43 +273,60 @@ def main():
         write_order_log()
         print(json.dumps(res))
         return
-    topic = a.topic or f"pybench-{uuid.uuid4().hex[:8]}"
-    if not a.topic:
-        subprocess.run([KSTOOL, "create", "-b", boot, "-t", topic, "-p", str(a.partitions)], check=True)
-        subprocess.run([KSTOOL, "produce", "-b", boot, "-t", topic, "-n", str(a.records), "-p",
-                        str(a.partitions), "-s", "100", "-N"], check=True, capture_output=True)
-    print(f"# {a.records:,} x 100 B records on {a.partitions} partitions, topic {topic}; "
-          f"python {sys.version.split()[0]}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
-    print("# command: KSIDECAR_TEST_BOOTSTRAP=%s %s" % (boot, " ".join(map(shlex.quote, sys.argv))))
+    clients = [c for c in a.clients.split(",") if c]
+    unknown = [c for c in clients if c not in CLIENTS]
+    if unknown:
+        ap.error(f"--clients: unknown {', '.join(unknown)}")
+    keys = [int(k) for k in a.keys.split(",")] if not a.topic else [None]
+    topics = {}
     try:
+        for k in keys:
+            if a.topic:
+                topics[k] = a.topic
+                continue
+            t = topics[k] = f"pybench-k{k}-{uuid.uuid4().hex[:8]}"
+            subprocess.run([KSTOOL, "create", "-b", boot, "-t", t, "-p", str(a.partitions)],
+                           check=True)
+            subprocess.run([KSTOOL, "produce", "-b", boot, "-t", t, "-n", str(a.records), "-p",
+                            str(a.partitions), "-s", "100", *(["-k", str(k)] if k else ["-N"])],
+                           check=True, capture_output=True)
+        import ksidecar._accel
+        print(f"# {a.records:,} x 100 B records on {a.partitions} partitions, topics "
+              + ", ".join(f"{t} ({keys_name(k) if k is not None else 'given'})"
+                          for k, t in topics.items())
+              + f"; python {sys.version.split()[0]}, ksidecar's per-record path "
+              f"{ksidecar._accel.active()}; {os.cpu_count()} cores, load {os.getloadavg()[0]:.2f}")
+        print("# command: KSIDECAR_TEST_BOOTSTRAP=%s %s" % (boot, " ".join(map(shlex.quote, sys.argv))))
+        rates = {}
         for run in range(1, a.runs + 1):
-            res = {}
-            for name, (what, _) in CLIENTS.items():
-                out = subprocess.run([sys.executable, __file__, "--one", name, "--topic", topic,
-                                      "--records", str(a.records),
-                                      *(["--ordering", a.ordering] if a.ordering else [])],
-                                     capture_output=True, text=True, timeout=900)
-                if out.returncode != 0:
-                    print(f"{name} failed:\n{out.stderr[-3000:]}")
-                    continue
-                r = json.loads(out.stdout.strip().splitlines()[-1])
-                r["rate"] = r["records"] / r["s"]
-                res[name] = r
-                extra = (f", confluent-kafka {r['confluent_kafka']}, librdkafka {r['librdkafka']}"
-                         if "librdkafka" in r else "")
-                print(f"run {run}  {name:18s} handled {r['rate']:>9,.0f} rec/s ({r['s']:.2f} s), "
-                      f"confirmed {r['records'] / r['confirmed_s']:>9,.0f} rec/s "
-                      f"({r['confirmed_s']:.2f} s), cpu {r['cpu_s']:.2f} s  ({what}{extra})",
-                      flush=True)
-            for ours in ("ksidecar-iterator", "ksidecar-callback", "ksidecar-asyncio"):
-                for base in ("ck-default", "ck-tuned"):
-                    if ours in res and base in res:
-                        print(f"run {run}  ratio {ours} / {base}: "
-                              f"{res[ours]['rate'] / res[base]['rate']:.2f}x")
+            order = clients if run % 2 else clients[::-1]
+            for k, topic in topics.items():
+                res = {}
+                where = f"run {run}  {keys_name(k) if k is not None else topic:10s}"
+                for name in order:
+                    r = run_one(name, topic, a.records, a.ordering)
+                    if r is None:
+                        continue
+                    res[name] = r
+                    rates[(name, k, run)] = r["rate"]
+                    extra = (f", confluent-kafka {r['confluent_kafka']}, librdkafka {r['librdkafka']}"
+                             if "librdkafka" in r else "")
+                    print(f"{where} {name:18s} handled {r['rate']:>9,.0f} rec/s ({r['s']:.2f} s), "
+                          f"confirmed {r['records'] / r['confirmed_s']:>9,.0f} rec/s "
+                          f"({r['confirmed_s']:.2f} s), cpu {r['cpu_s']:.2f} s = "
+                          f"{r['cpu_us']:.2f} us/rec  ({CLIENTS[name][0]}{extra})", flush=True)
+                for ours in OURS:
+                    for base in ("ck-default", "ck-tuned"):
+                        if ours in res and base in res:
+                            print(f"{where} ratio {ours} / {base}: "
+                                  f"{res[ours]['rate'] / res[base]['rate']:.2f}x, cpu a record "
+                                  f"{res[ours]['cpu_us'] / res[base]['cpu_us']:.2f}x")
             print(f"# load after run {run}: {os.getloadavg()[0]:.2f}", flush=True)
+        summary(rates, a.runs)
     finally:
         if not a.topic:
-            subprocess.run([KSTOOL, "delete", "-b", boot, "-t", topic], capture_output=True)
+            for t in topics.values():
+                subprocess.run([KSTOOL, "delete", "-b", boot, "-t", t], capture_output=True)
 
 
 if __name__ == "__main__":
