@@ -11,7 +11,8 @@
  * held when it calls the core; the core never holds its lock while it calls an op. It ends the
  * stream with ks_substream_stop (an error is on its way), ks_substream_release (the client went:
  * leases back now) and, last, ks_substream_close (leaves the hub), then ks_substream_destroy when
- * its object is freed. The core talks to the engine only through ks_engine_submit. */
+ * its object is freed. The core talks to the engine through ks_engine_submit, and checks a
+ * stream's settings with ks_cmd_validate before it opens. */
 #ifndef KS_SUBSTREAM_H
 #define KS_SUBSTREAM_H
 

@@ -1,4 +1,4 @@
-/* fuzz_grpc_ack.c: libFuzzer harness for the gRPC edge's fast ack decoder (api/grpc_api.c's
+/* fuzz_grpc_ack.c: libFuzzer harness for the gRPC edge's fast ack decoder (api/grpc/grpc_wire.c's
  * grpc_fast_ack_ids, reached by including the file). Input: a SubscribeRequest message. Whenever
  * the fast decoder answers, protobuf-c must accept the same bytes as an ack with the same
  * ids; whenever protobuf-c reads an ack of printable ids only, the fast decoder must either
