@@ -1,5 +1,6 @@
 /* grpc_call.c: the gRPC edge's calls: their references, the send queue behind the one
- * SEND_MESSAGE in flight, the final status, and who the caller is. */
+ * SEND_MESSAGE in flight, the final status, who the caller is, and the walk over the live ones
+ * (pick_calls). */
 #include "edge.h"
 #include "grpc_int.h"
 
@@ -24,6 +25,18 @@ static void send_item_drop(send_item_t *it)
 }
 
 /* ---- helpers ---- */
+
+void settle_ctx_free(settle_ctx_t *x)
+{
+    free(x->ids); /* one block, strings included */
+    free(x);
+}
+
+void bad_message(call_t *c, const char *what)
+{
+    call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "the request is not a valid %s protobuf message",
+                what);
+}
 
 grpc_status_code grpc_code_of(ks_status_t st)
 {
@@ -405,6 +418,25 @@ bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *cons
         return true;
     call_finish(c, grpc_code_of(st), "%s", err);
     return false;
+}
+
+/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
+ * held), at most max of them, into out. Returns how many. */
+size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
+                  call_t **out, size_t max)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&s->lock);
+    for (call_t *c = s->calls; c && n < max; c = c->next) {
+        pthread_mutex_lock(&c->lock);
+        if (pick(c, arg)) {
+            c->refs++;
+            out[n++] = c;
+        }
+        pthread_mutex_unlock(&c->lock);
+    }
+    pthread_mutex_unlock(&s->lock);
+    return n;
 }
 
 /* A unary reply of held records in flight for the stall time (pick_calls' predicate): marked

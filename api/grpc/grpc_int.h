@@ -1,6 +1,8 @@
-/* grpc_int.h: what the gRPC edge's files share (grpc_server.c, grpc_call.c, grpc_methods.c,
- * grpc_stream.c, grpc_wire.c, grpc_reflect.c): the call and server state, and their
- * internal functions. Private to api/grpc_*.c. */
+/* grpc_int.h: what the gRPC edge's files share: the call and server state, and their internal
+ * functions, by file. The files' calls form a chain, each calling only those below it
+ * (scripts/check_calls.py): grpc_cq.c and grpc_wire.c at the bottom (they call none), then
+ * grpc_call.c, grpc_submit.c, grpc_stream.c and grpc_reflect.c, grpc_methods.c (the table
+ * names their handlers), grpc_server.c on top. Private to api/grpc/. */
 #ifndef KS_GRPC_INT_H
 #define KS_GRPC_INT_H
 
@@ -209,6 +211,14 @@ struct settle_ctx {
 
 #define UNPACK(type, fn, sl) fn##__unpack(NULL, GRPC_SLICE_LENGTH(sl), GRPC_SLICE_START_PTR(sl))
 
+/* ---- grpc_cq.c: the completion-queue threads ---- */
+
+/* A completion-queue thread (arg: the ks_grpc_t): runs each event's handler until the queue
+ * shuts down. */
+void *cq_main(void *arg);
+/* True on a completion-queue thread (set by cq_main). */
+bool on_cq_thread(void);
+
 /* ---- grpc_call.c: references, the send queue, the final status, the caller ---- */
 
 grpc_status_code grpc_code_of(ks_status_t st);
@@ -232,8 +242,6 @@ void on_send_done(void *ctx, bool ok);
 void on_status_done(void *ctx, bool ok);
 void on_kick(void *ctx, bool ok);
 void on_reply(void *ctx, bool ok);
-/* True on a completion-queue thread (set by grpc_server.c's cq_main). */
-bool on_cq_thread(void);
 /* Stores an engine command's result with c and wakes a completion-queue thread, where
  * the method's reply encoder takes it (and the command's reference on c). Encodes
  * nothing itself. @locality any thread; the engine's callbacks */
@@ -248,6 +256,36 @@ bool grpc_authorized(call_t *c, const char *group);
 /* Checks topic names and the caller's scope over each. Finishes the call and returns
  * false when refused. Call after grpc_authorized(). */
 bool grpc_scoped(call_t *c, ks_scope_t scope, const char *verb, const char *const *names, size_t n);
+
+/* Frees a settle's context and its ids. */
+void settle_ctx_free(settle_ctx_t *x);
+/* Finishes the call: the request is not a valid `what` message. */
+void bad_message(call_t *c, const char *what);
+/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
+ * held), at most max of them, into out. Returns how many. */
+size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
+                  call_t **out, size_t max);
+/* Cancels each unary Fetch whose reply has been in flight for grpc.stream_stall_ms: the
+ * send fails, and its records go back counting no attempt. @locality the health thread */
+void call_cut_stalled_replies(ks_grpc_t *s);
+
+/* ---- grpc_submit.c: a call's commands to the engine ---- */
+
+/* Sends cmd to the engine through its one door (ks_engine_submit), holding a reference on c
+ * for the command's callback. Returns KS_OK (the callback will run and drop it), or the
+ * error, after finishing c with the engine's message (the callback never runs). */
+ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
+/* A fetch's KS_FETCH_UNSET_* bits from its protobuf fields: 0, protobuf's "not set", is no
+ * valid max or deadline_ms, so it takes the default. (wait_ms 0 is a valid value: no wait.) */
+unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
+/* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
+ * Returns false (call finished) on a synchronous error. */
+bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
+                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
+                       bool wait_commit, int32_t commit_timeout_ms, bool by_position);
+/* grpc_settle_owned for ids the caller keeps. */
+bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
+                 bool dead_letter, char **ids, size_t n, bool stream);
 
 /* ---- grpc_wire.c: encoders and decoders by hand ---- */
 
@@ -272,24 +310,6 @@ char **grpc_fast_ack_ids(grpc_slice sl, size_t *n_out, bool *by_position);
 
 /* ---- grpc_methods.c: the method table, unary methods ---- */
 
-void settle_ctx_free(settle_ctx_t *x);
-/* Sends cmd to the engine through its one door (ks_engine_submit), holding a reference on c
- * for the command's callback. Returns KS_OK (the callback will run and drop it), or the
- * error, after finishing c with the engine's message (the callback never runs). */
-ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd);
-/* A fetch's KS_FETCH_UNSET_* bits from its protobuf fields: 0, protobuf's "not set", is no
- * valid max or deadline_ms, so it takes the default. (wait_ms 0 is a valid value: no wait.) */
-unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms);
-/* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
- * Returns false (call finished) on a synchronous error. */
-bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
-                       bool wait_commit, int32_t commit_timeout_ms, bool by_position);
-/* grpc_settle_owned for ids the caller keeps. */
-bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 bool dead_letter, char **ids, size_t n, bool stream);
-/* Finishes the call: the request is not a valid `what` message. */
-void bad_message(call_t *c, const char *what);
 /* The row for a method path (len bytes), or NULL. */
 const method_row_t *method_find(const char *path, size_t len);
 /* One received message of c: decoded, the caller checked, then the method's decoder. */
@@ -320,16 +340,5 @@ void decode_health(call_t *c, ProtobufCMessage *m);
 void handle_reflection_msg(call_t *c, ProtobufCMessage *m);
 /* The health thread: Watch updates, every 250 ms. */
 void *health_main(void *arg);
-
-/* ---- grpc_server.c ---- */
-
-/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
- * held), at most max of them, into out. Returns how many. */
-/* Cancels each unary Fetch whose reply has been in flight for grpc.stream_stall_ms: the
- * send fails, and its records go back counting no attempt. @locality the health thread */
-void call_cut_stalled_replies(ks_grpc_t *s);
-
-size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
-                  call_t **out, size_t max);
 
 #endif

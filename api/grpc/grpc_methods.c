@@ -1,7 +1,7 @@
 /* grpc_methods.c: the gRPC edge's method table: for each method its path, its request
- * decoder (which sends the engine command) and its reply encoder. The engine's callbacks
- * only store their result with the call and wake a completion-queue thread (call_reply);
- * the encoder runs there. */
+ * decoder (which sends the engine command, through grpc_submit.c) and its reply encoder. The
+ * engine's callbacks only store their result with the call and wake a completion-queue thread
+ * (call_reply); the encoder runs there. */
 #include "edge.h"
 #include "grpc_int.h"
 
@@ -10,29 +10,6 @@
 #include <string.h>
 
 #include "util.h"
-
-void settle_ctx_free(settle_ctx_t *x)
-{
-    free(x->ids); /* one block, strings included */
-    free(x);
-}
-
-unsigned grpc_fetch_unset(int32_t max, int32_t deadline_ms)
-{
-    return (max == 0 ? KS_FETCH_UNSET_MAX : 0) | (deadline_ms == 0 ? KS_FETCH_UNSET_DEADLINE : 0);
-}
-
-ks_status_t grpc_submit(call_t *c, const ks_cmd_req_t *cmd)
-{
-    char err[512];
-    call_ref(c);
-    ks_status_t st = ks_engine_submit(c->s->eng, cmd, err, sizeof(err));
-    if (st) {
-        call_finish(c, grpc_code_of(st), "%s", err);
-        call_unref(c);
-    }
-    return st;
-}
 
 /* ---- replies: the shared policy (ack summary, visibility, status walk) is api/edge.c ---- */
 
@@ -156,41 +133,6 @@ static void on_batch(ks_batch_t *b, void *opaque)
     call_reply(opaque, b, 0, NULL);
 }
 
-/* A stream's ack results, queued in their turn after the batches the engine delivered before
- * them (encoded when their send starts); drops the settle's reference on the call. */
-static void send_ack_results(void *t, void *arg)
-{
-    settle_ctx_t *x = arg;
-    call_send_item(t, (send_item_t){.acks = x, .results = x->results});
-    call_unref(t);
-}
-
-static void on_settled(ks_ack_result_t *res, size_t n, void *opaque)
-{
-    settle_ctx_t *x = opaque;
-    call_t *c = x->c;
-    x->nres = n;
-    if (x->stream) {
-        x->results = res;
-        ks_substream_defer(&c->ss, send_ack_results, x);
-        return;
-    }
-    call_reply(c, res, n, x);
-}
-
-/* A settle's context: the call (its reference is the caller's), its ids (taken). */
-static settle_ctx_t *settle_ctx_new(call_t *c, char **ids, size_t n, bool stream)
-{
-    settle_ctx_t *x = calloc(1, sizeof(*x));
-    if (!x)
-        abort();
-    x->c = c;
-    x->stream = stream;
-    x->n = n;
-    x->ids = ids;
-    return x;
-}
-
 static void on_status(ks_group_status_t **groups, size_t n, void *opaque)
 {
     call_reply(opaque, groups, n, NULL);
@@ -220,62 +162,6 @@ static bool redrive_allow(const char *topic, void *opaque)
 static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 {
     call_reply(opaque, res, n, NULL);
-}
-
-/* Sends ids (one block, as ks_strv_pack makes; grpc_settle_owned takes it) to the engine.
- * Returns false (call finished) on a synchronous error. */
-bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t ms,
-                       const char *reason, bool dead_letter, char **ids, size_t n, bool stream,
-                       bool wait_commit, int32_t commit_timeout_ms, bool by_position)
-{
-    settle_ctx_t *x = settle_ctx_new(c, ids, n, stream), *later = NULL;
-    x->by_position = by_position;
-    char err[512];
-    ks_status_t st =
-        ks_auth_allow_ack_ids(c->s->auth, c->who, (const char *const *)x->ids, n, err, sizeof(err));
-    if (st) {
-        settle_ctx_free(x);
-        call_finish(c, grpc_code_of(st), "%s", err);
-        return false;
-    }
-    ks_cmd_req_t cmd = {.type = KS_CMD_SETTLE, /* a unary row's command, or a stream's acks */
-                        .group = group,
-                        .u.settle = {.op = op,
-                                     .ms = ms,
-                                     .reason = reason,
-                                     .dead_letter = dead_letter,
-                                     .ack_ids = (const char *const *)x->ids,
-                                     .n = n,
-                                     .wait_commit = wait_commit,
-                                     .commit_timeout_ms = commit_timeout_ms,
-                                     .cb = on_settled,
-                                     .opaque = x}};
-    if (stream && wait_commit) {
-        /* The stream's second answer, where each accepted ack's commit stands, is sent as
-         * another AckResults with the same ids; it holds its own reference on c. */
-        later = settle_ctx_new(c, ks_strv_pack((const char *const *)ids, n), n, true);
-        later->by_position = by_position;
-        cmd.u.settle.confirm_cb = on_settled;
-        cmd.u.settle.confirm_opaque = later;
-        call_ref(c);
-    }
-    if (grpc_submit(c, &cmd)) {
-        settle_ctx_free(x);
-        if (later) {
-            settle_ctx_free(later);
-            call_unref(c);
-        }
-        return false;
-    }
-    return true;
-}
-
-/* grpc_settle_owned for ids the caller keeps. */
-bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
-                 bool dead_letter, char **ids, size_t n, bool stream)
-{
-    return grpc_settle_owned(c, group, op, ms, reason, dead_letter,
-                             ks_strv_pack((const char *const *)ids, n), n, stream, false, 0, false);
 }
 
 /* ---- reply encoders ----
@@ -531,12 +417,6 @@ static void encode_produced(call_t *c, const reply_t *r)
     free(rp);
     free(res);
     call_unref(c);
-}
-
-void bad_message(call_t *c, const char *what)
-{
-    call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "the request is not a valid %s protobuf message",
-                what);
 }
 
 /* ---- request decoders ----

@@ -1,5 +1,6 @@
-/* grpc_server.c: the gRPC edge's server: listening (TLS, mTLS), the completion-queue
- * threads, accepting calls and routing them by method path, and shutdown. */
+/* grpc_server.c: the gRPC edge's server: listening (TLS, mTLS), starting the completion-queue
+ * threads (grpc_cq.c runs their loop), accepting calls and routing them by method path, and
+ * shutdown. The top of the edge's chain of files (grpc_int.h). */
 #include "grpc_int.h"
 
 #include <pthread.h>
@@ -161,49 +162,6 @@ static void arm_request(ks_grpc_t *s)
         ks_err(LOGC, "grpc_server_request_call failed");
         call_free(c);
     }
-}
-
-static _Thread_local bool cq_thread;
-
-bool on_cq_thread(void)
-{
-    return cq_thread;
-}
-
-static void *cq_main(void *arg)
-{
-    ks_grpc_t *s = arg;
-    cq_thread = true;
-    for (;;) {
-        grpc_event e = grpc_completion_queue_next(s->cq, gpr_inf_future(GPR_CLOCK_REALTIME), NULL);
-        if (e.type == GRPC_QUEUE_SHUTDOWN)
-            break;
-        if (e.type != GRPC_OP_COMPLETE)
-            continue;
-        ev_t *ev = e.tag;
-        if (ev && ev->fn)
-            ev->fn(ev->ctx, e.success != 0);
-    }
-    return NULL;
-}
-
-/* Takes a reference on each live call for which pick(c, arg) holds (run with c->lock
- * held), at most max of them, into out. Returns how many. */
-size_t pick_calls(ks_grpc_t *s, bool (*pick)(call_t *c, const void *arg), const void *arg,
-                  call_t **out, size_t max)
-{
-    size_t n = 0;
-    pthread_mutex_lock(&s->lock);
-    for (call_t *c = s->calls; c && n < max; c = c->next) {
-        pthread_mutex_lock(&c->lock);
-        if (pick(c, arg)) {
-            c->refs++;
-            out[n++] = c;
-        }
-        pthread_mutex_unlock(&c->lock);
-    }
-    pthread_mutex_unlock(&s->lock);
-    return n;
 }
 
 /* ---- setup and shutdown ---- */

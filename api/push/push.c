@@ -1,11 +1,10 @@
 /* push.c: push delivery as a transport of the subscriber-stream core (substream.c): each static
  * group with a push url, and each group given one by an API call (PUT /v1/groups/{g}/push), is
  * one stream whose records are POSTed to the app by libcurl's multi interface on one thread
- * (push_request.c),
- * and the app's answer acks, nacks or dead-letters them. Fetches,
- * credits, refill and release are the core's. Key order is the engine's: a key's next record is
- * not leased while one is out, so the requests in flight never hold two records of one key.
- * What is held here is bounded by the stream's credits (concurrency x batch records). */
+ * (its loop here, the requests in push_request.c), and the app's answer acks, nacks or dead-letters
+ * them. Fetches, credits, refill and release are the core's. Key order is the engine's: a key's
+ * next record is not leased while one is out, so the requests in flight never hold two records of
+ * one key. What is held here is bounded by the stream's credits (concurrency x batch records). */
 #include "push_int.h"
 
 #include <jansson.h>
@@ -178,6 +177,73 @@ static pusher_t *pusher_open(ks_push_t *e, const ks_group_conf_t *gc, const ks_p
     return p;
 }
 
+/* ---- the push thread ---- */
+
+/* A stream set by API call that left: the records it held but never sent go back counting
+ * no attempt (those in requests were answered: every one is settled). @locality the push
+ * thread */
+static void pusher_close(ks_push_t *e, pusher_t *p)
+{
+    (void)e;
+    ks_info(PLOG, "group %s: push to %s removed", ks_substream_group(&p->ss), p->gc->push_url);
+    push_slot_easies_free(p); /* every request was answered: none is in the multi handle */
+    pthread_mutex_lock(&p->lock);
+    p->edge = NULL;
+    bool due = p->wake_due;
+    pthread_mutex_unlock(&p->lock);
+    if (due)
+        ks_substream_drain(&p->ss);
+    ks_substream_release_unread(&p->ss);
+    ks_substream_close(&p->ss);
+    op_unref(p);
+}
+
+/* The push thread's loop, until e->stopping: drains the streams the core woke, starts
+ * requests from their queued batches, settles those that ended, and closes the streams set
+ * by API call once removed and answered. arg: the ks_push_t. */
+static void *push_main(void *arg)
+{
+    ks_push_t *e = arg;
+    while (!atomic_load(&e->stopping)) {
+        pusher_t *gone[16];
+        size_t ngone = 0;
+        long conns = 0;
+        pthread_mutex_lock(&e->ps_lock);
+        for (size_t i = 0; i < e->n;) {
+            pusher_t *p = e->ps[i];
+            pthread_mutex_lock(&p->lock);
+            bool due = p->wake_due;
+            p->wake_due = false;
+            pthread_mutex_unlock(&p->lock);
+            if (due)
+                ks_substream_drain(&p->ss);
+            push_start_requests(e, p);
+            if (atomic_load(&p->removing) && p->inflight == 0 && ngone < 16) {
+                gone[ngone++] = p; /* every request it made was answered */
+                e->ps[i] = e->ps[--e->n];
+                continue;
+            }
+            conns += p->gc->push_concurrency;
+            i++;
+        }
+        pthread_mutex_unlock(&e->ps_lock);
+        for (size_t i = 0; i < ngone; i++)
+            pusher_close(e, gone[i]);
+        if (conns != e->conns) {
+            /* Every request's connection is kept for the next one (keep-alive). */
+            curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, conns);
+            curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
+            e->conns = conns;
+        }
+        int running;
+        curl_multi_perform(e->multi, &running);
+        push_reap(e);
+        /* Woken by curl_multi_wakeup (records arrived, or stop); its own timers shorten it. */
+        curl_multi_poll(e->multi, NULL, 0, 1000, NULL);
+    }
+    return NULL;
+}
+
 ks_push_t *ks_push_start(ks_engine_t *eng, const ks_config_t *cfg, ks_subhub_t *hub, char *err,
                          size_t errsize)
 {
@@ -269,25 +335,6 @@ void ks_push_stop(ks_push_t *e)
 }
 
 /* ---- push set by API call ---- */
-
-/* A stream set by API call that left: the records it held but never sent go back counting
- * no attempt (those in requests were answered: every one is settled). @locality the push
- * thread */
-void pusher_close(ks_push_t *e, pusher_t *p)
-{
-    (void)e;
-    ks_info(PLOG, "group %s: push to %s removed", ks_substream_group(&p->ss), p->gc->push_url);
-    push_slot_easies_free(p); /* every request was answered: none is in the multi handle */
-    pthread_mutex_lock(&p->lock);
-    p->edge = NULL;
-    bool due = p->wake_due;
-    pthread_mutex_unlock(&p->lock);
-    if (due)
-        ks_substream_drain(&p->ss);
-    ks_substream_release_unread(&p->ss);
-    ks_substream_close(&p->ss);
-    op_unref(p);
-}
 
 /* The stream of group, or NULL. Call with ps_lock held. */
 static pusher_t *find_locked(ks_push_t *e, const char *group)

@@ -1,5 +1,5 @@
-/* push_int.h: what push delivery's files share (push.c: the streams, the edge and push set by
- * API call; push_request.c: the push thread, its requests and the app's answers;
+/* push_int.h: what push delivery's files share (push.c: the streams, the edge, the push thread's
+ * loop and push set by API call; push_request.c: the requests and the app's answers;
  * push_metrics.c: what /metrics shows of them): the stream and edge state, and the functions
  * one calls in another. Private to api/push/. */
 #ifndef KS_PUSH_INT_H
@@ -92,10 +92,11 @@ struct ks_push {
 
 /* ---- push_request.c ---- */
 
-/* The push thread's loop, until e->stopping: drains the streams the core woke, starts
- * requests from their queued batches, settles those that ended, and closes the streams set
- * by API call once removed and answered. arg: the ks_push_t. */
-void *push_main(void *arg);
+/* Starts requests from p's queued batches until concurrency are in flight. @locality the push
+ * thread */
+void push_start_requests(ks_push_t *e, pusher_t *p);
+/* Settles every request that ended. @locality the push thread */
+void push_reap(ks_push_t *e);
 /* r's request ended: it leaves the multi handle and its pusher's list. */
 void push_req_end(ks_push_t *e, preq_t *r);
 /* Frees r; its easy handle stays its place's. */
@@ -115,12 +116,5 @@ void push_stats_ended(pusher_t *p);
 void push_stats_answered(pusher_t *p, const preq_t *r, long code, const ks_push_verdict_t *v);
 /* The collector of push's families (metric_list.h), e the ks_push_t. Takes e's ps_lock. */
 void push_metrics_collect(void *e, ks_metric_id_t id, ks_metrics_out_t *o);
-
-/* ---- push.c ---- */
-
-/* A stream set by API call that left: the records it held but never sent go back counting
- * no attempt (those in requests were answered: every one is settled). @locality the push
- * thread */
-void pusher_close(ks_push_t *e, pusher_t *p);
 
 #endif

@@ -1,4 +1,5 @@
-/* push_request.c: push delivery's requests, on the push thread (push.c has the streams): a
+/* push_request.c: push delivery's requests, on the push thread (push.c has the streams and the
+ * thread's loop, which calls down here, never the other way): a
  * batch's records made into HTTP requests (body, headers, CloudEvents) that libcurl's multi
  * interface runs, and the app's answers read and settled. */
 #include "push_int.h"
@@ -326,10 +327,10 @@ void push_req_free(preq_t *r)
     free(r);
 }
 
-/* ---- the push thread ---- */
+/* ---- starting and reaping, for the push thread's loop (push.c) ---- */
 
 /* Starts requests from the queued batches until concurrency are in flight. */
-static void start_requests(ks_push_t *e, pusher_t *p)
+void push_start_requests(ks_push_t *e, pusher_t *p)
 {
     /* A stream a tokens reload ended (its caller lost the group or a topic) sends nothing
      * more, even before op_finish marks it removing: its leases went back already. */
@@ -373,7 +374,7 @@ void push_req_end(ks_push_t *e, preq_t *r)
 }
 
 /* Settles every request that ended. */
-static void reap(ks_push_t *e)
+void push_reap(ks_push_t *e)
 {
     CURLMsg *m;
     int left;
@@ -390,47 +391,4 @@ static void reap(ks_push_t *e)
         answer(r->p, r, res, code);
         push_req_free(r);
     }
-}
-
-void *push_main(void *arg)
-{
-    ks_push_t *e = arg;
-    while (!atomic_load(&e->stopping)) {
-        pusher_t *gone[16];
-        size_t ngone = 0;
-        long conns = 0;
-        pthread_mutex_lock(&e->ps_lock);
-        for (size_t i = 0; i < e->n;) {
-            pusher_t *p = e->ps[i];
-            pthread_mutex_lock(&p->lock);
-            bool due = p->wake_due;
-            p->wake_due = false;
-            pthread_mutex_unlock(&p->lock);
-            if (due)
-                ks_substream_drain(&p->ss);
-            start_requests(e, p);
-            if (atomic_load(&p->removing) && p->inflight == 0 && ngone < 16) {
-                gone[ngone++] = p; /* every request it made was answered */
-                e->ps[i] = e->ps[--e->n];
-                continue;
-            }
-            conns += p->gc->push_concurrency;
-            i++;
-        }
-        pthread_mutex_unlock(&e->ps_lock);
-        for (size_t i = 0; i < ngone; i++)
-            pusher_close(e, gone[i]);
-        if (conns != e->conns) {
-            /* Every request's connection is kept for the next one (keep-alive). */
-            curl_multi_setopt(e->multi, CURLMOPT_MAXCONNECTS, conns);
-            curl_multi_setopt(e->multi, CURLMOPT_MAX_HOST_CONNECTIONS, conns);
-            e->conns = conns;
-        }
-        int running;
-        curl_multi_perform(e->multi, &running);
-        reap(e);
-        /* Woken by curl_multi_wakeup (records arrived, or stop); its own timers shorten it. */
-        curl_multi_poll(e->multi, NULL, 0, 1000, NULL);
-    }
-    return NULL;
 }
