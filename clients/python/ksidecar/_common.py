@@ -472,9 +472,30 @@ if _C is None:
                 sub._raised(m, e)
             book.release(m)  # if not settled
         return True
+
+    def unchained(msgs):
+        """The messages of msgs that belong to no ordering chain, in a list."""
+        return [m for m in msgs if m._ch is None]
+
+    def run_chain(c, callback, sub):
+        """A sync Subscriber's worker on scheduled Chain c: runs its messages one after
+        another while the next is ready (callback(m), sub._raised(m, e) when it raised e)."""
+        disp = sub.book.disp
+        n = 0
+        while not sub._closing:
+            m = disp.take(c)
+            if m is None:
+                return
+            try:
+                callback(m)
+            except Exception as e:
+                sub._raised(m, e)
+            if not disp.done(c, m, n):
+                return  # not settled yet (its settle goes on), or pushed for later
+            n += 1
 else:
     fresh_messages, handed, any_chained = _C.iter_messages, _C.iter_handed, _C.any_chained
-    run_messages = _C.run_messages
+    run_messages, run_chain, unchained = _C.run_messages, _C.run_chain, _C.unchained
 
 
 def subscribe_method(channel):

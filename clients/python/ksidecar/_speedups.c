@@ -56,9 +56,9 @@ static int members_clear(PyObject *o, const PyMemberDef *m)
     return 0;
 }
 
-/* PREFIX_traverse, PREFIX_clear and PREFIX_dealloc of a garbage-collected type whose
- * references are the object members of TABLE. */
-#define REFS(PREFIX, TABLE)                                                                        \
+/* PREFIX_traverse and PREFIX_clear of a garbage-collected type whose references are the
+ * object members of TABLE. */
+#define REFS_WALK(PREFIX, TABLE)                                                                   \
     static int PREFIX##_traverse(PyObject *o, visitproc visit, void *arg)                          \
     {                                                                                              \
         return members_visit(o, TABLE, visit, arg);                                                \
@@ -66,7 +66,12 @@ static int members_clear(PyObject *o, const PyMemberDef *m)
     static int PREFIX##_clear(PyObject *o)                                                         \
     {                                                                                              \
         return members_clear(o, TABLE);                                                            \
-    }                                                                                              \
+    }
+
+/* PREFIX_traverse, PREFIX_clear and PREFIX_dealloc of a garbage-collected type whose
+ * references are the object members of TABLE. */
+#define REFS(PREFIX, TABLE)                                                                        \
+    REFS_WALK(PREFIX, TABLE)                                                                       \
     static void PREFIX##_dealloc(PyObject *o)                                                      \
     {                                                                                              \
         PyObject_GC_UnTrack(o);                                                                    \
@@ -97,8 +102,21 @@ enum { CHAIN_RUN = 64 };
 
 static PyObject *s_ack_id, *s_topic, *s_partition, *s_offset, *s_key, *s_value, *s_ordering_chain,
     *s_append, *s_pop, *s_popleft, *s_remove, *s_settle, *s_flush, *s_hand, *s_acquire, *s_release,
-    *s_empty_str, *s_book, *s_closing, *s_raised;
+    *s_empty_str, *s_book, *s_closing, *s_raised, *s_disp, *s_take, *s_done;
 static PyObject *empty_bytes, *empty_tuple, *deque_type;
+/* deque's append, pop and popleft (method descriptors): called on a deque without the look-up
+ * of the method by its name. */
+static PyObject *deque_append, *deque_pop, *deque_popleft;
+
+/* q.name(*args) (nargs 0 or 1), by descr when q is a deque. New ref, or NULL. */
+static PyObject *deque_call(PyObject *q, PyObject *descr, PyObject *name, PyObject *arg)
+{
+    PyObject *args[2] = {q, arg};
+    size_t n = arg ? 2 : 1;
+    if (Py_IS_TYPE(q, (PyTypeObject *)deque_type))
+        return PyObject_Vectorcall(descr, args, n, NULL);
+    return PyObject_VectorcallMethod(name, args, n, NULL);
+}
 
 /* ---- Record and Header: consumer.proto's messages, read-only ---- */
 
@@ -751,7 +769,7 @@ static PyObject *msg_ack(MessageObject *m, PyObject *unused)
         goto out;
     }
     Py_INCREF(acks);
-    PyObject *r = PyObject_CallMethodOneArg(acks, s_append, ack_id);
+    PyObject *r = deque_call(acks, deque_append, s_append, ack_id);
     Py_ssize_t n = r ? PyObject_Size(acks) : -1;
     Py_XDECREF(r);
     Py_DECREF(acks);
@@ -952,6 +970,14 @@ typedef struct {
     char returned, sched;
 } ChainObject;
 
+/* Empty deques of freed chains, for the next chains: with many keys and few of a key's
+ * records in a batch, a chain is made and freed for nearly every message (a batch's chains
+ * freed together, with its messages), and a new deque allocates (malloc) its first block. At
+ * most DEQUE_POOL, about 1 KB each; the GIL guards them. */
+enum { DEQUE_POOL = 1024 };
+static PyObject *deque_pool[DEQUE_POOL];
+static int deque_pooled;
+
 /* A new Chain of key (borrowed), or NULL. */
 static PyObject *chain_make(PyTypeObject *cls, PyObject *key)
 {
@@ -960,7 +986,10 @@ static PyObject *chain_make(PyTypeObject *cls, PyObject *key)
         return NULL;
     /* deque() without deque.__init__'s argument parsing: its __new__ makes an empty,
      * unbounded deque. */
-    c->q = ((PyTypeObject *)deque_type)->tp_new((PyTypeObject *)deque_type, empty_tuple, NULL);
+    c->q =
+        deque_pooled > 0
+            ? deque_pool[--deque_pooled]
+            : ((PyTypeObject *)deque_type)->tp_new((PyTypeObject *)deque_type, empty_tuple, NULL);
     if (c->q == NULL) {
         Py_DECREF(c);
         return NULL;
@@ -994,7 +1023,22 @@ static PyMemberDef chain_members[] = {
     {NULL},
 };
 
-REFS(chain, chain_members)
+REFS_WALK(chain, chain_members)
+
+/* Frees a chain, its empty deque (held by nothing else) kept in deque_pool. */
+static void chain_dealloc(PyObject *o)
+{
+    ChainObject *c = (ChainObject *)o;
+    PyObject_GC_UnTrack(o);
+    PyObject *q = c->q;
+    if (q != NULL && Py_IS_TYPE(q, (PyTypeObject *)deque_type) && Py_REFCNT(q) == 1 &&
+        deque_pooled < DEQUE_POOL && PyObject_Size(q) == 0) {
+        c->q = NULL; /* its reference goes to the pool */
+        deque_pool[deque_pooled++] = q;
+    }
+    members_clear(o, chain_members);
+    Py_TYPE(o)->tp_free(o);
+}
 
 /* ---- Lock: a dispatcher's lock, which its C calls take without a method call ---- */
 
@@ -1233,7 +1277,7 @@ static int d_drop_from(DispatcherObject *d, PyObject *q, long long off)
             return -1;
         if (o < off)
             return 0;
-        PyObject *m = PyObject_CallMethodNoArgs(q, s_pop);
+        PyObject *m = deque_call(q, deque_pop, s_pop, NULL);
         if (m == NULL)
             return -1;
         rc = d_drop(d, m);
@@ -1404,7 +1448,7 @@ static int receive_one(DispatcherObject *d, PyObject *m, double now, PyObject **
     if (off <= ch->top && d_drop_from(d, ch->q, off) < 0)
         goto out;
     ch->top = off;
-    PyObject *r = PyObject_CallMethodOneArg(ch->q, s_append, m);
+    PyObject *r = deque_call(ch->q, deque_append, s_append, m);
     if (r == NULL)
         goto out;
     Py_DECREF(r);
@@ -1501,7 +1545,7 @@ static int disp_hand_c(DispatcherObject *d, PyObject *m)
     if (n < 0 || (n > 0 && first == NULL)) {
         /* error set */
     } else if (first == m) {
-        r = PyObject_CallMethodNoArgs(q, s_popleft);
+        r = deque_call(q, deque_popleft, s_popleft, NULL);
     } else {
         int in = n > 0 ? PySequence_Contains(q, m) : 0;
         r = in > 0    ? PyObject_CallMethodOneArg(q, s_remove, m)
@@ -1635,7 +1679,7 @@ static PyObject *disp_take(DispatcherObject *d, PyObject *c)
                 res = Py_NewRef(Py_None);
             break;
         }
-        PyObject *m = PyObject_CallMethodNoArgs(ch->q, s_popleft);
+        PyObject *m = deque_call(ch->q, deque_popleft, s_popleft, NULL);
         Py_ssize_t gm;
         if (m == NULL || !is_msg(m) || gen_of(MSG(m)->batch, &gm) < 0) {
             Py_XDECREF(m);
@@ -1821,6 +1865,32 @@ static PyObject *iter_handed(PyObject *mod, PyObject *const *args, Py_ssize_t na
     return (PyObject *)l;
 }
 
+/* Subscriber._handle: callback(m); an Exception from it goes to sub._raised(m, e), its
+ * traceback attached. 0, or -1 with any other exception (KeyboardInterrupt, SystemExit) or
+ * one of _raised set. */
+static int handle(PyObject *callback, PyObject *sub, PyObject *m)
+{
+    PyObject *r = PyObject_CallOneArg(callback, m);
+    if (r == NULL) {
+        if (!PyErr_ExceptionMatches(PyExc_Exception))
+            return -1;
+        PyObject *et, *ev, *tb;
+        PyErr_Fetch(&et, &ev, &tb);
+        PyErr_NormalizeException(&et, &ev, &tb);
+        if (tb != NULL)
+            PyException_SetTraceback(ev, tb);
+        PyObject *call[3] = {sub, m, ev};
+        r = PyObject_VectorcallMethod(s_raised, call, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
+        Py_XDECREF(et);
+        Py_XDECREF(ev);
+        Py_XDECREF(tb);
+        if (r == NULL)
+            return -1;
+    }
+    Py_DECREF(r);
+    return 0;
+}
+
 /* run_messages(msgs, callback, sub): _common.run_messages, a sync Subscriber's worker on
  * unordered messages. An Exception from callback goes to sub._raised(m, e), its traceback
  * attached; any other (KeyboardInterrupt, SystemExit) ends the worker as it would in Python. */
@@ -1838,7 +1908,7 @@ static PyObject *run_messages(PyObject *mod, PyObject *const *args, Py_ssize_t n
     if (book == NULL)
         goto out;
     for (Py_ssize_t i = 0; i < PySequence_Fast_GET_SIZE(seq); i++) {
-        PyObject *m = PySequence_Fast_GET_ITEM(seq, i), *r;
+        PyObject *m = PySequence_Fast_GET_ITEM(seq, i);
         Py_ssize_t gm, gb;
         int closing = call_truth_attr(sub, s_closing);
         if (closing != 0) {
@@ -1851,28 +1921,10 @@ static PyObject *run_messages(PyObject *mod, PyObject *const *args, Py_ssize_t n
         if (gm != gb)
             continue; /* its stream broke: ksidecar delivers it again */
         Py_INCREF(m);
-        r = PyObject_CallOneArg(callback, m);
-        if (r == NULL) {
-            if (!PyErr_ExceptionMatches(PyExc_Exception)) {
-                Py_DECREF(m);
-                goto out;
-            }
-            PyObject *et, *ev, *tb;
-            PyErr_Fetch(&et, &ev, &tb);
-            PyErr_NormalizeException(&et, &ev, &tb);
-            if (tb != NULL)
-                PyException_SetTraceback(ev, tb);
-            PyObject *call[3] = {sub, m, ev};
-            r = PyObject_VectorcallMethod(s_raised, call, 3 | PY_VECTORCALL_ARGUMENTS_OFFSET, NULL);
-            Py_XDECREF(et);
-            Py_XDECREF(ev);
-            Py_XDECREF(tb);
-            if (r == NULL) {
-                Py_DECREF(m);
-                goto out;
-            }
+        if (handle(callback, sub, m) < 0) {
+            Py_DECREF(m);
+            goto out;
         }
-        Py_DECREF(r);
         char *st = state_at(MSG(m)->batch, MSG(m)->i); /* released if not settled */
         Py_DECREF(m);
         if (st == NULL)
@@ -1885,6 +1937,74 @@ out:
     Py_XDECREF(book);
     Py_DECREF(seq);
     return res;
+}
+
+/* run_chain(c, callback, sub): _dispatch.run_chain, a sync Subscriber's worker running
+ * scheduled chain c's messages one after another while the next is ready (the dispatcher's
+ * take and done called in C when sub.book.disp is a DispatcherCore). */
+static PyObject *run_chain(PyObject *mod, PyObject *const *args, Py_ssize_t nargs)
+{
+    if (nargs != 3) {
+        PyErr_SetString(PyExc_TypeError, "run_chain(c, callback, sub) takes 3 arguments");
+        return NULL;
+    }
+    PyObject *c = args[0], *callback = args[1], *sub = args[2], *disp = NULL, *res = NULL;
+    PyObject *book = PyObject_GetAttr(sub, s_book);
+    if (book == NULL || (disp = PyObject_GetAttr(book, s_disp)) == NULL)
+        goto out;
+    int fast = IS_A(disp, DispatcherCoreType);
+    for (Py_ssize_t n = 0;; n++) {
+        int closing = call_truth_attr(sub, s_closing);
+        if (closing < 0)
+            goto out;
+        if (closing)
+            break;
+        PyObject *m = fast ? disp_take((DispatcherObject *)disp, c)
+                           : PyObject_CallMethodOneArg(disp, s_take, c);
+        if (m == NULL)
+            goto out;
+        if (m == Py_None) {
+            Py_DECREF(m);
+            break;
+        }
+        PyObject *r = NULL, *nn = handle(callback, sub, m) < 0 ? NULL : PyLong_FromSsize_t(n);
+        if (nn != NULL) {
+            PyObject *call[4] = {disp, c, m, nn};
+            r = fast ? disp_done((DispatcherObject *)disp, call + 1, 3)
+                     : PyObject_VectorcallMethod(s_done, call, 4 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                                 NULL);
+            Py_DECREF(nn);
+        }
+        Py_DECREF(m);
+        int go = r ? PyObject_IsTrue(r) : -1;
+        Py_XDECREF(r);
+        if (go < 0)
+            goto out;
+        if (!go)
+            break; /* not settled yet (its settle goes on), or pushed for later */
+    }
+    res = Py_NewRef(Py_None);
+out:
+    Py_XDECREF(disp);
+    Py_XDECREF(book);
+    return res;
+}
+
+/* unchained(msgs): a list of msgs' messages of no ordering chain (their _ch None). */
+static PyObject *unchained(PyObject *mod, PyObject *msgs)
+{
+    PyObject *seq = PySequence_Fast(msgs, "unchained: msgs must be a sequence");
+    if (seq == NULL)
+        return NULL;
+    PyObject *out = PyList_New(0);
+    for (Py_ssize_t i = 0; out != NULL && i < PySequence_Fast_GET_SIZE(seq); i++) {
+        PyObject *m = PySequence_Fast_GET_ITEM(seq, i);
+        if (!is_msg(m) ||
+            ((MSG(m)->ch == NULL || MSG(m)->ch == Py_None) && PyList_Append(out, m) < 0))
+            Py_CLEAR(out);
+    }
+    Py_DECREF(seq);
+    return out;
 }
 
 /* any_chained(recs): whether some record has an ordering_chain. */
@@ -2021,6 +2141,10 @@ static PyMethodDef module_methods[] = {
      "iter_handed(msgs, disp): the messages to hand out, asking disp.hand() of chained ones."},
     {"run_messages", (PyCFunction)(void (*)(void))run_messages, METH_FASTCALL,
      "run_messages(msgs, callback, sub): a sync Subscriber's worker on unordered messages."},
+    {"run_chain", (PyCFunction)(void (*)(void))run_chain, METH_FASTCALL,
+     "run_chain(c, callback, sub): a sync Subscriber's worker on scheduled chain c."},
+    {"unchained", unchained, METH_O,
+     "unchained(msgs): the messages of msgs of no ordering chain, in a list."},
     {"any_chained", any_chained, METH_O,
      "any_chained(recs): whether a record has an ordering_chain."},
     {NULL},
@@ -2060,6 +2184,9 @@ PyMODINIT_FUNC PyInit__speedups(void)
         {&s_book, "book"},
         {&s_closing, "_closing"},
         {&s_raised, "_raised"},
+        {&s_disp, "disp"},
+        {&s_take, "take"},
+        {&s_done, "done"},
     };
     for (size_t k = 0; k < sizeof names / sizeof names[0]; k++)
         if (*names[k].s == NULL && (*names[k].s = PyUnicode_InternFromString(names[k].v)) == NULL)
@@ -2093,8 +2220,15 @@ PyMODINIT_FUNC PyInit__speedups(void)
             return NULL;
         deque_type = PyObject_GetAttrString(collections, "deque");
         Py_DECREF(collections);
-        if (deque_type == NULL)
+        if (deque_type == NULL || !PyType_Check(deque_type) ||
+            (deque_append = PyObject_GetAttr(deque_type, s_append)) == NULL ||
+            (deque_pop = PyObject_GetAttr(deque_type, s_pop)) == NULL ||
+            (deque_popleft = PyObject_GetAttr(deque_type, s_popleft)) == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_SystemError,
+                                "ksidecar._speedups: collections.deque is not a type");
             return NULL;
+        }
     }
     PyObject *m = PyModule_Create(&module);
     if (m == NULL)

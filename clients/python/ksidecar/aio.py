@@ -6,7 +6,8 @@ import time
 import grpc
 
 from ._common import (Batch, Book, Message, Reconnect, Settings, connect_failed, fresh_messages,
-                      handed, log, make_channel, probe_error, subscribe_method, topic_list)
+                      handed, log, make_channel, probe_error, subscribe_method, topic_list,
+                      unchained)
 from ._dispatch import Chain
 from ._proto import pb, pb_grpc
 
@@ -214,8 +215,7 @@ class Subscriber:
             if type(item) is Batch:
                 if item.gen != book.gen:
                     continue
-                msgs = item.messages() if item.msgs is None else [
-                    m for m in item.msgs if m._ch is None]
+                msgs = item.messages() if item.msgs is None else unchained(item.msgs)
                 per = min(max(len(msgs) // nworkers, 1), 64)
                 for lo in range(per, len(msgs), per):
                     q.put_nowait(msgs[lo:lo + per])

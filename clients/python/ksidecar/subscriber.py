@@ -8,8 +8,8 @@ import grpc
 
 from . import errors
 from ._common import (Batch, Book, Message, Reconnect, Settings, fresh_messages, handed, log,
-                      make_channel, probe, run_messages, subscribe_method, topic_list,
-                      wait_answered)
+                      make_channel, probe, run_chain, run_messages, subscribe_method, topic_list,
+                      unchained, wait_answered)
 from ._dispatch import Chain
 
 _END = object()   # ends a request iterator
@@ -189,39 +189,18 @@ class Subscriber:
                 q.put(_STOP)
                 return
             if type(item) is Chain:
-                self._run_chain(item, callback)
+                run_chain(item, callback, self)
                 continue
             if type(item) is Batch:
                 if item.gen != book.gen:
                     continue  # its stream broke: ksidecar delivers it again
-                msgs = item.messages() if item.msgs is None else [
-                    m for m in item.msgs if m._ch is None]
+                msgs = item.messages() if item.msgs is None else unchained(item.msgs)
                 per = min(max(len(msgs) // self._nworkers, 1), _CHUNK)
                 for lo in range(per, len(msgs), per):
                     q.put(msgs[lo:lo + per])
                 item = msgs[:per]
             if not run_messages(item, callback, self):
                 return
-
-    def _run_chain(self, c, callback):
-        """Runs chain c's messages one after another while the next is ready."""
-        disp = self.book.disp
-        n = 0
-        while not self._closing:
-            m = disp.take(c)
-            if m is None:
-                return
-            self._handle(callback, m)
-            if not disp.done(c, m, n):
-                return  # not settled yet (its settle goes on), or pushed for later
-            n += 1
-
-    @staticmethod
-    def _handle(callback, m):
-        try:
-            callback(m)
-        except Exception as e:
-            Subscriber._raised(m, e)
 
     @staticmethod
     def _raised(m, e):

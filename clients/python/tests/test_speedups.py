@@ -413,6 +413,31 @@ msgs = old + b7.messages()
 trace["run"] = [_common.run_messages(msgs[:8], handle, sub), _common.run_messages(msgs[8:], handle, sub)]
 trace["calls"], trace["raised"] = calls, sub.raised
 trace["states7"] = list(b7.state)
+
+# The sync callback form's worker on a chain (run_chain): a chain's messages in turn; one
+# whose callback raises is nacked (its chain's later ones dropped) and ends the turn, one
+# left unsettled ends it (released, holding its chain), and the subscriber closing ends it.
+sub._closing, sub.raised, calls = False, [], []
+del pushed[:]
+
+def handle2(m):
+    calls.append(m.offset)
+    if m.offset == 203:
+        raise ValueError("bad 203")
+    if m.offset == 301:
+        return
+    if m.offset == 402:
+        sub._closing = True
+    m.ack()
+
+b8 = take([rec(5, 200 + o, chain=7) for o in range(8)] + [rec(5, 300 + o, chain=8) for o in range(3)]
+          + [rec(5, 400 + o, chain=9) for o in range(5)])
+runs = []
+while pushed:
+    c = pushed.pop(0)
+    runs.append([c.key[2], _common.run_chain(c, handle2, sub)])
+trace["chain_runs"], trace["chain_calls"], trace["chain_raised"] = runs, calls, sub.raised
+trace["states8"] = list(b8.state)
 json.dump(trace, sys.stdout)
 '''
 
@@ -443,3 +468,8 @@ def test_a_scenario_traces_the_same_on_both_paths():
     assert py["run"] == [True, False] and py["calls"][0] == 10 and py["calls"][-1] == 17
     assert ["11", "ValueError"] == [str(py["raised"][0][0]), py["raised"][0][1]] and py["raised"][0][3]
     assert 2 in py["states7"] and 1 in py["states7"] and 0 in py["states7"]  # released, settled, not run
+    assert py["chain_runs"] == [[7, None], [8, None], [9, None]]
+    assert py["chain_calls"] == [200, 201, 202, 203, 300, 301, 400, 401, 402]
+    assert [r[:2] for r in py["chain_raised"]] == [[203, "ValueError"]] and py["chain_raised"][0][3]
+    # 200-203 settled (203 nacked), 204-207 dropped, 301 released, 403 and 404 not run.
+    assert py["states8"] == [1] * 4 + [3] * 4 + [1, 2, 0] + [1, 1, 1, 0, 0]
