@@ -168,6 +168,22 @@ static void stop_edges(void **edges)
         }
 }
 
+/* glibc gives each thread that meets a locked arena a new one, up to 8 per core, and each
+ * arena keeps what its threads freed (up to M_TRIM_THRESHOLD at its top, and whatever is
+ * fragmented): at 10 groups of 8 partitions (70 threads) that was ~110 MB outside the
+ * memory budget, at 32 groups ~300 MB. A fixed few arenas keep it small whatever the thread
+ * count (tests/bench's many-groups rows, docs/operations.md). MALLOC_ARENA_MAX or
+ * GLIBC_TUNABLES's glibc.malloc.arena_max in the environment win: glibc reads them itself. */
+#define KS_MALLOC_ARENAS 4
+
+static void set_arena_max(void)
+{
+    const char *t = getenv("GLIBC_TUNABLES");
+    if (getenv("MALLOC_ARENA_MAX") || (t && strstr(t, "glibc.malloc.arena_max")))
+        return;
+    mallopt(M_ARENA_MAX, KS_MALLOC_ARENAS);
+}
+
 int main(int argc, char **argv)
 {
     ks_config_t cfg;
@@ -219,6 +235,7 @@ int main(int argc, char **argv)
      * faulted them in again for the next response (twice the page faults, 2M records). */
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
+    set_arena_max();
 
     /* Signals go to a sigwait here, never to a worker thread. A shell starts background
      * jobs with SIGINT ignored, and sigwait never sees an ignored signal: take the

@@ -87,6 +87,7 @@ typedef struct ks_cmd_req {
             size_t n;
             ks_produce_cb *cb;
             void *opaque;
+            int timeout_ms; /* the answer's deadline; 0: produce.timeout_ms */
         } produce;
         struct {
             int32_t max;  /* records read at most; 0: KS_CMD_REDRIVE_DEFAULT_MAX */

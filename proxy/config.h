@@ -77,6 +77,7 @@ typedef struct ks_config {
     int http_stream_heartbeat_ms;    /* an idle stream writes a heartbeat this often */
     bool http_access_log;            /* a log line per request (5xx ones always) */
     int http_max_produce_records;    /* records in one POST /v1/topics/{topic}/records */
+    int produce_timeout_ms;          /* a produce's deadline when the request gives none */
     int metrics_max_series;          /* samples in one GET /metrics; the rest are dropped */
     char *dev_topic;
     int dev_partitions;

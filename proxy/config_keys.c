@@ -162,6 +162,11 @@ const key_t_ config_keys[] = {
      P(http_max_produce_records),
      INT(1, 100000, 1000),
      .help = "most records in one POST /v1/topics/{topic}/records; more are answered 400"},
+    {.name = "produce.timeout_ms",
+     P(produce_timeout_ms),
+     INT(1, 300000, 10000),
+     .help = "a produce's deadline unless the request gives timeout_ms: then it is answered "
+             "504 / DEADLINE_EXCEEDED, though a record not yet acknowledged may still be written"},
     {.name = "metrics.max_series",
      P(metrics_max_series),
      INT(100, 10000000, 100000),

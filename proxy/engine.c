@@ -326,8 +326,9 @@ ks_status_t ks_engine_submit(ks_engine_t *e, const ks_cmd_req_t *cmd, char *err,
     if (req.type == KS_CMD_STATUS)
         return post_status(e, &req, err, errsize);
     if (req.type == KS_CMD_PRODUCE)
-        return ks_producer_send(e->producer, req.u.produce.recs, req.u.produce.n, req.u.produce.cb,
-                                req.u.produce.opaque, err, errsize);
+        return ks_producer_send(e->producer, req.u.produce.recs, req.u.produce.n,
+                                req.u.produce.timeout_ms, req.u.produce.cb, req.u.produce.opaque,
+                                err, errsize);
     if (req.type == KS_CMD_REDRIVE)
         return ks_redriver_start(e->redriver, &req, err, errsize);
     snprintf(err, errsize, "%s has no way to its engine part", ks_cmd_name(req.type));

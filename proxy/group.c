@@ -170,7 +170,8 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     atomic_init(&g->cgrp_joining, false);
     atomic_init(&g->owner.tid, 0);
 
-    rd_kafka_conf_t *conf = ks_kconf_new(cfg, KS_KCONF_CONSUMER, name, err, errsize);
+    g->fetch_taken = ks_mem_fetch_take(cfg->memory_max_bytes, cfg->static_group_cnt);
+    rd_kafka_conf_t *conf = ks_kconf_new_consumer(cfg, name, g->fetch_taken, err, errsize);
     if (!conf)
         goto fail;
     rd_kafka_conf_set_opaque(conf, g);
@@ -280,7 +281,10 @@ static bool uses_cooperative_sticky(rd_kafka_t *rk)
 
 void ks_group_destroy(ks_group_t *g)
 {
-    bool keep = false; /* the struct outlives a handle left alive (below) */
+    bool keep = false;  /* the struct outlives a handle left alive (below) */
+    if (g->fetch_taken) /* a handle kept alive below holds no partitions: it fetches nothing */
+        ks_mem_fetch_give(g->fetch_taken);
+    g->fetch_taken = 0;
     if (g->dlq_rk) {
         rd_kafka_queue_t *q = rd_kafka_queue_get_main(g->dlq_rk);
         rd_kafka_queue_io_event_enable(q, -1, NULL, 0);

@@ -13,6 +13,8 @@ typedef enum {
     V_TEXT,          /* the row's text */
     V_GROUP_ID,      /* the caller's group_id */
     V_QUEUE_KBYTES,  /* a partition's share of the memory budget's librdkafka part */
+    V_FETCH_BYTES,   /* the group's share of the budget's fetch part (ks_mem_fetch_take) */
+    V_FETCH_PART,    /* a partition's part of that (ks_mem_fetch_part_bytes) */
     V_DEBUG_ADD_CGRP /* whatever debug is set to (kafka.debug), with "cgrp" added */
 } val_from_t;
 
@@ -47,8 +49,11 @@ static const kprop_t consumer_before[] = {
      * those bursts came faster than the windows took or the budget's pauses dropped them
      * (peak RSS 322-330 MB at 64 and 256 partitions, 2,000,000 records, tests/bench
      * partitions rows); at 2 MiB 235-246 MB, with the rate at 8 partitions unchanged and at
-     * 64 and 256 partitions up (HISTORY.md). */
-    {"fetch.max.bytes", "2097152", V_TEXT},
+     * 64 and 256 partitions up (HISTORY.md). 2 MiB is what one group alone gets; many groups
+     * split a part of the memory budget (mem_budget.h's KS_MEM_FETCH_CAP), and a partition's
+     * part of a response shrinks with it. */
+    {"fetch.max.bytes", NULL, V_FETCH_BYTES},
+    {"fetch.message.max.bytes", NULL, V_FETCH_PART},
     /* A killed sidecar's partitions wait this long for another member: librdkafka's 45 s
      * default left them idle ~44 s after a kill -9, 10 s takes ~11 s. It stays above the
      * broker's default group.min.session.timeout.ms (6 s) with room for a broker or network
@@ -139,10 +144,20 @@ static int set(rd_kafka_conf_t *conf, const role_t *r, const char *name, const c
     return -1;
 }
 
+/* What a client's values come from besides its rows. */
+typedef struct {
+    const ks_config_t *cfg;
+    const char *group_id;
+    int64_t fetch_bytes; /* a consumer's fetch.max.bytes; 0: KS_MEM_FETCH_CAP */
+} kctx_t;
+
 /* Sets each property of list. Returns 0 or -1 with err. */
-static int set_list(rd_kafka_conf_t *conf, const role_t *r, const kprop_t *list,
-                    const ks_config_t *cfg, const char *group_id, char *err, size_t errsize)
+static int set_list(rd_kafka_conf_t *conf, const role_t *r, const kprop_t *list, const kctx_t *x,
+                    char *err, size_t errsize)
 {
+    const ks_config_t *cfg = x->cfg;
+    const char *group_id = x->group_id;
+    int64_t fetch = x->fetch_bytes > 0 ? x->fetch_bytes : KS_MEM_FETCH_CAP;
     for (const kprop_t *p = list; p->name; p++) {
         char buf[600];
         const char *v = p->text;
@@ -155,6 +170,14 @@ static int set_list(rd_kafka_conf_t *conf, const role_t *r, const kprop_t *list,
         case V_QUEUE_KBYTES:
             snprintf(buf, sizeof(buf), "%lld",
                      (long long)ks_mem_kafka_queue_kbytes(cfg ? cfg->memory_max_bytes : 0));
+            v = buf;
+            break;
+        case V_FETCH_BYTES:
+            snprintf(buf, sizeof(buf), "%lld", (long long)fetch);
+            v = buf;
+            break;
+        case V_FETCH_PART:
+            snprintf(buf, sizeof(buf), "%lld", (long long)ks_mem_fetch_part_bytes(fetch));
             v = buf;
             break;
         case V_DEBUG_ADD_CGRP: {
@@ -175,16 +198,16 @@ static int set_list(rd_kafka_conf_t *conf, const role_t *r, const kprop_t *list,
     return 0;
 }
 
-rd_kafka_conf_t *ks_kconf_new(const ks_config_t *cfg, ks_kconf_role_t role, const char *group_id,
-                              char *err, size_t errsize)
+static rd_kafka_conf_t *kconf_new(const kctx_t *x, ks_kconf_role_t role, char *err, size_t errsize)
 {
+    const ks_config_t *cfg = x->cfg;
     if ((unsigned)role >= KS_KCONF_ROLE_CNT) {
         snprintf(err, errsize, "no librdkafka client role %d", (int)role);
         return NULL;
     }
     const role_t *r = &roles[role];
     rd_kafka_conf_t *conf = rd_kafka_conf_new();
-    if (set_list(conf, r, r->before, cfg, group_id, err, errsize) < 0)
+    if (set_list(conf, r, r->before, x, err, errsize) < 0)
         goto out_destroy;
     for (size_t i = 0; r->passthrough && cfg && i < cfg->kafka_cnt; i++) {
         char key[300];
@@ -192,13 +215,27 @@ rd_kafka_conf_t *ks_kconf_new(const ks_config_t *cfg, ks_kconf_role_t role, cons
         if (set(conf, r, cfg->kafka[i].key, cfg->kafka[i].value, key, err, errsize) < 0)
             goto out_destroy;
     }
-    if (set_list(conf, r, r->after, cfg, group_id, err, errsize) < 0)
+    if (set_list(conf, r, r->after, x, err, errsize) < 0)
         goto out_destroy;
     return conf;
 
 out_destroy:
     rd_kafka_conf_destroy(conf);
     return NULL;
+}
+
+rd_kafka_conf_t *ks_kconf_new(const ks_config_t *cfg, ks_kconf_role_t role, const char *group_id,
+                              char *err, size_t errsize)
+{
+    kctx_t x = {.cfg = cfg, .group_id = group_id};
+    return kconf_new(&x, role, err, errsize);
+}
+
+rd_kafka_conf_t *ks_kconf_new_consumer(const ks_config_t *cfg, const char *group_id,
+                                       int64_t fetch_bytes, char *err, size_t errsize)
+{
+    kctx_t x = {.cfg = cfg, .group_id = group_id, .fetch_bytes = fetch_bytes};
+    return kconf_new(&x, KS_KCONF_CONSUMER, err, errsize);
 }
 
 int ks_kconf_check(const ks_config_t *cfg, char *err, size_t errsize)

@@ -5,6 +5,7 @@
 
 #include <librdkafka/rdkafka.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "config.h"
 
@@ -33,6 +34,12 @@ const char *ks_kconf_role_name(ks_kconf_role_t role);
  * pass-through one as its config key "kafka.NAME". Any thread. */
 rd_kafka_conf_t *ks_kconf_new(const ks_config_t *cfg, ks_kconf_role_t role, const char *group_id,
                               char *err, size_t errsize);
+
+/* As ks_kconf_new for a group's consumer (KS_KCONF_CONSUMER) whose fetch.max.bytes is
+ * fetch_bytes (its share of the memory budget: ks_mem_fetch_take) and fetch.message.max.bytes
+ * derived from it; kafka.* may still set either. Any thread. */
+rd_kafka_conf_t *ks_kconf_new_consumer(const ks_config_t *cfg, const char *group_id,
+                                       int64_t fetch_bytes, char *err, size_t errsize);
 
 /* Checks that librdkafka takes every kafka.* property of cfg. Returns 0, or -1 with err as
  * ks_kconf_new's. Any thread. */

@@ -1,12 +1,16 @@
 /* mem_budget.c: the process's one memory budget for records held, and each partition's share. */
 #include "mem_budget.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 
 #include "ack_window.h"
 
 static atomic_long g_parts;
 static atomic_llong g_used, g_queued;
+/* The groups running and the fetch part they took: one take reads both and adds. */
+static pthread_mutex_t g_fetch_lock = PTHREAD_MUTEX_INITIALIZER;
+static int64_t g_groups, g_fetch_taken; /* under g_fetch_lock */
 
 int64_t ks_mem_kafka_part(int64_t max_bytes)
 {
@@ -95,4 +99,41 @@ void ks_mem_queued_add(int64_t delta)
 int64_t ks_mem_queued(void)
 {
     return (int64_t)atomic_load(&g_queued);
+}
+
+int64_t ks_mem_fetch_part(int64_t max_bytes)
+{
+    return ks_mem_kafka_part(max_bytes) / 2;
+}
+
+int64_t ks_mem_fetch_take(int64_t max_bytes, size_t static_groups)
+{
+    pthread_mutex_lock(&g_fetch_lock);
+    int64_t running = ++g_groups;
+    int64_t part = ks_mem_fetch_part(max_bytes);
+    int64_t n = running > (int64_t)static_groups ? running : (int64_t)static_groups;
+    int64_t size = part / n, left = part - g_fetch_taken;
+    if (size > left)
+        size = left;
+    if (size > KS_MEM_FETCH_CAP)
+        size = KS_MEM_FETCH_CAP;
+    if (size < KS_MEM_FETCH_FLOOR)
+        size = KS_MEM_FETCH_FLOOR;
+    g_fetch_taken += size;
+    pthread_mutex_unlock(&g_fetch_lock);
+    return size;
+}
+
+void ks_mem_fetch_give(int64_t bytes)
+{
+    pthread_mutex_lock(&g_fetch_lock);
+    g_fetch_taken -= bytes;
+    g_groups--;
+    pthread_mutex_unlock(&g_fetch_lock);
+}
+
+int64_t ks_mem_fetch_part_bytes(int64_t fetch_max_bytes)
+{
+    int64_t b = fetch_max_bytes / 2;
+    return b > (INT64_C(1) << 20) ? INT64_C(1) << 20 : b;
 }

@@ -48,6 +48,31 @@ int64_t ks_mem_window_share(int64_t max_bytes, size_t parts);
  * instead of 987k (librdkafka 2.0.2 sends one Fetch at a time to a broker). Pure. */
 int64_t ks_mem_kafka_queue_kbytes(int64_t max_bytes);
 
+/* librdkafka's fetch buffers: each group's consumer has up to one Fetch response in flight
+ * per broker, up to its fetch.max.bytes, outside the tallies above. Half the librdkafka part
+ * of the budget (32 MiB at the default 256 MiB) is split among the groups for it: each group's
+ * fetch.max.bytes is that half over the groups expected (the groups running with this one,
+ * or the static ones if more), never more than what the running groups left of it, within
+ * KS_MEM_FETCH_FLOOR and KS_MEM_FETCH_CAP. librdkafka fixes the size at rd_kafka_new, so a
+ * running group keeps its size when others start or stop; what a stopped group gave back
+ * goes to the groups started after it. Past the half, each further group gets the floor. */
+#define KS_MEM_FETCH_CAP (INT64_C(2) << 20) /* the size one group alone had (kconf.c) */
+/* librdkafka refuses a consumer whose fetch.max.bytes is below message.max.bytes (1,000,000
+ * by default): "fetch.max.bytes must be >= message.max.bytes". */
+#define KS_MEM_FETCH_FLOOR (INT64_C(1) << 20)
+
+int64_t ks_mem_fetch_part(int64_t max_bytes);
+
+/* Takes a new group's fetch.max.bytes from the fetch part, as above; static_groups: the
+ * groups the config starts. Give it back with ks_mem_fetch_give when the group's consumer is
+ * destroyed. Thread-safe. */
+int64_t ks_mem_fetch_take(int64_t max_bytes, size_t static_groups);
+void ks_mem_fetch_give(int64_t bytes);
+
+/* fetch.message.max.bytes (a partition's share of one response) for a group's fetch.max.bytes:
+ * half of it, at most librdkafka's default (1 MiB). Pure. */
+int64_t ks_mem_fetch_part_bytes(int64_t fetch_max_bytes);
+
 /* The header of a record's copy (group_loop.c's rec_t; it asserts the size). */
 #define KS_MEM_REC_HEADER 24
 

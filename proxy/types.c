@@ -26,6 +26,7 @@ static const struct {
     [-KS_E_URI_TOO_LONG] = {"RESOURCE_EXHAUSTED", 8, 414, 0},
     [-KS_E_BUSY] = {"RESOURCE_EXHAUSTED", 8, 429, 1},
     [-KS_E_ABORTED] = {"ABORTED", 10, 409, 0},
+    [-KS_E_DEADLINE] = {"DEADLINE_EXCEEDED", 4, 504, 0},
 };
 
 #define STATUS_CNT (sizeof(status_tab) / sizeof(status_tab[0]))
@@ -135,4 +136,12 @@ void ks_redrive_result_free(ks_redrive_result_t *res)
     free(res->by_topic);
     free(res->parts);
     free(res);
+}
+
+size_t ks_produce_timed_out(const ks_produce_result_t *results, size_t n)
+{
+    size_t c = 0;
+    for (size_t i = 0; i < n; i++)
+        c += strcmp(results[i].code, KS_PRODUCE_TIMED_OUT) == 0;
+    return c;
 }

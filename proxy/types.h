@@ -26,6 +26,7 @@ typedef enum {
     KS_E_URI_TOO_LONG = -9, /* HTTP 414: a URL past the edge's bound */
     KS_E_BUSY = -10,        /* HTTP 429 with Retry-After: 1: an edge's bound, free again soon */
     KS_E_ABORTED = -11,     /* ABORTED, HTTP 409: it clashes with one running (a redrive) */
+    KS_E_DEADLINE = -12,    /* DEADLINE_EXCEEDED, HTTP 504: no answer by the request's deadline */
 } ks_status_t;
 
 /* "INVALID_ARGUMENT", "NOT_FOUND", ...; "UNKNOWN" for a value outside the enum. Any thread. */
@@ -35,7 +36,7 @@ const char *ks_status_name(ks_status_t s);
  * INTERNAL (13) for a value outside the enum. Any thread. */
 int ks_status_grpc_code(ks_status_t s);
 
-/* The HTTP status of s (200, 400, 404, 409, 429, 503, 403, 401, 414); 500 for INTERNAL and
+/* The HTTP status of s (200, 400, 404, 409, 429, 503, 403, 401, 414, 504); 500 for INTERNAL and
  * for a value outside the enum. Any thread. */
 int ks_status_http(ks_status_t s);
 
@@ -272,6 +273,15 @@ typedef struct ks_produce_result {
     char error[160]; /* empty on success */
     char code[48];   /* Kafka's name for the error ("MSG_SIZE_TOO_LARGE"); empty on success */
 } ks_produce_result_t;
+
+/* The longest timeout_ms a produce may give (produce.timeout_ms's range too). */
+#define KS_PRODUCE_TIMEOUT_MAX_MS 300000
+
+/* The code of a record left unsettled at its produce's deadline (it may yet be written). */
+#define KS_PRODUCE_TIMED_OUT "DEADLINE_EXCEEDED"
+
+/* How many of results (n) were left unsettled at their produce's deadline. Pure. */
+size_t ks_produce_timed_out(const ks_produce_result_t *results, size_t n);
 
 /* Called once, from the producer's thread; the callee owns results (free()). */
 typedef void(ks_produce_cb)(ks_produce_result_t *results, size_t n, void *opaque);

@@ -396,7 +396,18 @@ static void encode_redrive(call_t *c, const reply_t *rp)
 static void encode_produced(call_t *c, const reply_t *r)
 {
     ks_produce_result_t *res = r->res;
-    size_t n = r->n;
+    size_t n = r->n, late = ks_produce_timed_out(res, n);
+    if (late) {
+        call_finish(c, GRPC_STATUS_DEADLINE_EXCEEDED,
+                    "%zu of %zu records had no delivery report within the produce's timeout_ms; "
+                    "they may still be written to Kafka (it retries them up to "
+                    "kafka.message.timeout.ms): produce them again only if duplicates are "
+                    "acceptable",
+                    late, n);
+        free(res);
+        call_unref(c);
+        return;
+    }
     Ksidecar__V1__ProduceResult *rs = calloc(n + 1, sizeof(*rs));
     Ksidecar__V1__ProduceResult **rp = calloc(n + 1, sizeof(*rp));
     if (!rs || !rp)
@@ -592,9 +603,12 @@ static void decode_produce(call_t *c, ProtobufCMessage *m)
                 hs[h].value_len = p->headers[k]->value.len;
             }
         }
-        ks_cmd_req_t cmd = {
-            .type = c->row->cmd,
-            .u.produce = {.recs = recs, .n = r->n_records, .cb = on_produced, .opaque = c}};
+        ks_cmd_req_t cmd = {.type = c->row->cmd,
+                            .u.produce = {.recs = recs,
+                                          .n = r->n_records,
+                                          .cb = on_produced,
+                                          .opaque = c,
+                                          .timeout_ms = r->timeout_ms}};
         (void)grpc_submit(c, &cmd);
         free(recs);
         free(hs);

@@ -465,6 +465,18 @@ static void put_item_error(ks_jbuf_t *b, const char *code, const char *msg)
 http_ret_t http_reply_produce(req_t *r)
 {
     const http_produce_t *p = r->u.produce.prod;
+    size_t sent = 0, late = 0;
+    for (size_t i = 0; i < p->n; i++)
+        if (p->rec[i].st == KS_OK)
+            sent = p->rec[i].sent_i + 1;
+    if (r->u.produce.res && (late = ks_produce_timed_out(r->u.produce.res, sent)))
+        return http_send_error(
+            r, KS_E_DEADLINE,
+            "%zu of %zu records had no delivery report within the produce's "
+            "timeout_ms; they may still be written to Kafka (it retries them up "
+            "to kafka.message.timeout.ms): produce them again only if duplicates "
+            "are acceptable",
+            late, sent);
     ks_jbuf_t jb;
     ks_jbuf_init(&jb, 32 + p->n * 48);
     ks_jbuf_lit(&jb, "{\"results\":[");

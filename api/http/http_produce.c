@@ -170,14 +170,23 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
         return ret;
     decode_t d = {0};
     json_t *recs = json_object_get(root, "records");
-    static const char *const top[] = {"records", NULL};
+    static const char *const top[] = {"records", "timeout_ms", NULL};
     if (!json_is_object(root) || !json_is_array(recs)) {
         ret = http_send_error(r, KS_E_INVALID,
                               "body must be {\"records\":[...]}, an array of records");
         goto out;
     }
-    if (!http_only_fields(r, root, "body", top, "records", &ret))
+    if (!http_only_fields(r, root, "body", top, "records, timeout_ms", &ret))
         goto out;
+    json_t *to = json_object_get(root, "timeout_ms");
+    json_int_t timeout_ms = to && json_is_integer(to) ? json_integer_value(to) : 0;
+    if (to && (!json_is_integer(to) || timeout_ms < 1 || timeout_ms > KS_PRODUCE_TIMEOUT_MAX_MS)) {
+        ret = http_send_error(r, KS_E_INVALID,
+                              "timeout_ms must be an integer from 1 to %d (milliseconds; absent: "
+                              "produce.timeout_ms, %d)",
+                              KS_PRODUCE_TIMEOUT_MAX_MS, h->cfg->produce_timeout_ms);
+        goto out;
+    }
     size_t n = json_array_size(recs), nh = 0, nb = 0;
     if (n == 0 || n > (size_t)h->cfg->http_max_produce_records) {
         ret = http_send_error(r, KS_E_INVALID,
@@ -208,7 +217,11 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
         ret = http_reply_produce(r);
         goto out;
     }
-    ks_cmd_req_t cmd = {.u.produce = {.recs = d.recs, .n = sent, .cb = on_produced, .opaque = r}};
+    ks_cmd_req_t cmd = {.u.produce = {.recs = d.recs,
+                                      .n = sent,
+                                      .cb = on_produced,
+                                      .opaque = r,
+                                      .timeout_ms = (int)timeout_ms}};
     ret = http_submit_park(h, r, &cmd); /* the producer copies the records */
 out:
     decode_free(&d);

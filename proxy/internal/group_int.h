@@ -203,6 +203,7 @@ struct ks_group {
     int epfd, tfd, rk_pipe[2], dlq_pipe[2];
     int64_t q_max_msgs, q_max_bytes;   /* librdkafka's queued.min.messages / .max.messages.kbytes */
     int64_t q_kbytes, fetch_max_bytes; /* its queued.max.messages.kbytes, fetch.message.max.bytes */
+    int64_t fetch_taken; /* its share of the budget's fetch part, given back at destroy */
     part_t **parts;
     size_t part_cnt, part_cap, rr;
     /* part_find's cache, by partition number (mod its size): a settle names a partition

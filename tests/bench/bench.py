@@ -247,6 +247,8 @@ def main():
                     help="how long each latency run produces (default 20 s at each rate)")
     ap.add_argument("--groups-records", type=int, default=1_000_000,
                     help="records per group in the many-groups rows (default 1,000,000)")
+    ap.add_argument("--groups-counts", default="10,32",
+                    help="how many groups at once, one row each (default 10,32)")
     ap.add_argument("--partitions-records", type=int, default=2_000_000,
                     help="records per topic in the partition-count rows (default 2,000,000)")
     ap.add_argument("--partitions-counts", default="8,64,256",
@@ -402,7 +404,8 @@ def main():
 
     # 5. Many groups against one ksidecar.
     if want("groups"):
-        rows += groups_rows(500 if s else a.groups_records)
+        rows += groups_rows(500 if s else a.groups_records,
+                            [int(x) for x in a.groups_counts.split(",")])
 
     # 6. The same backlog over more partitions, one fast gRPC client, the default budget.
     if want("partitions"):
@@ -515,7 +518,7 @@ def latency_rows(rates, seconds, smoke_n):
     return rows
 
 
-GROUPS, GROUP_PARTS = 10, 8
+GROUP_PARTS = 8
 
 
 def threads_of(pid):
@@ -567,32 +570,41 @@ def run_groups(topics, n, flags, ksb_args, nparts=None):
     return n * len(topics) / max(end - start, 1e-6), threads, rss, results
 
 
-def groups_rows(n):
-    """10 groups of 8 partitions each (a topic each), one gRPC client each, against one
-    ksidecar, beside one such group alone through its own ksidecar in the same run (the
-    throughput row's flags)."""
-    topics = [uniq("grp") for _ in range(GROUPS)]
+GROUPS_GOAL, GROUPS_RSS_MB = 0.9, 300
+
+
+def groups_rows(n, counts):
+    """For each count in counts, that many groups of 8 partitions each (a topic each), one
+    gRPC client each, against one ksidecar at the default memory budget, beside one such group
+    alone through its own ksidecar in the same run (the throughput row's flags)."""
+    topics = [uniq("grp") for _ in range(max(counts))]
     t0 = time.time()
     for t in topics:
         produce(t, n, GROUP_PARTS)
-    print(f"preloaded {GROUPS} topics of {n:,} records on {GROUP_PARTS} partitions in "
+    print(f"preloaded {len(topics)} topics of {n:,} records on {GROUP_PARTS} partitions in "
           f"{time.time() - t0:.0f} s", flush=True)
     flags = ["--subscriber.max_credit_records=100000"]
     ksb = ["--credits", "20000", "--ack-batch", "2000"]
     one, one_threads, one_rss, _ = run_groups(topics[:1], n, flags, ksb)
-    many, threads, rss, res = run_groups(topics, n, flags, ksb)
-    each = ", ".join(f"{float(r['rate']):,.0f}" for r in res)
-    print(f"groups: one {one:,.0f} rec/s ({one_threads} threads); {GROUPS} at once {many:,.0f} "
-          f"rec/s ({threads} threads)", flush=True)
-    return [("5. many groups", f"one group of {GROUP_PARTS} partitions, one gRPC client "
+    rows = [("5. many groups", f"one group of {GROUP_PARTS} partitions, one gRPC client "
              f"({n:,} records)", f"{one:,.0f} rec/s", "1.00x",
-             f"ksidecar threads {one_threads}; peak RSS {one_rss:.0f} MB"),
-            ("5. many groups", f"{GROUPS} groups of {GROUP_PARTS} partitions, one gRPC client "
-             f"each, one ksidecar ({n:,} records each)", f"{many:,.0f} rec/s in all",
-             f"{many / one:.2f}x the one group",
-             f"ksidecar threads up to {threads}; peak RSS {rss:.0f} MB; the clients joined first and "
-             f"were released together, the rate runs from the release to the last record; each "
-             f"client {each} rec/s")]
+             f"ksidecar threads {one_threads}; peak RSS {one_rss:.0f} MB")]
+    for c in counts:
+        many, threads, rss, res = run_groups(topics[:c], n, flags, ksb)
+        each = ", ".join(f"{float(r['rate']):,.0f}" for r in res)
+        print(f"groups: one {one:,.0f} rec/s ({one_threads} threads); {c} at once {many:,.0f} "
+              f"rec/s ({threads} threads), peak RSS {rss:.0f} MB", flush=True)
+        ratio = many / one
+        rows.append((
+            "5. many groups", f"{c} groups of {GROUP_PARTS} partitions, one gRPC client "
+            f"each, one ksidecar ({n:,} records each)", f"{many:,.0f} rec/s in all",
+            f"{ratio:.2f}x the one group (target >= {GROUPS_GOAL}x: "
+            f"{'met' if ratio >= GROUPS_GOAL else 'not met'})",
+            f"ksidecar threads up to {threads}; peak RSS {rss:.0f} MB (target <= {GROUPS_RSS_MB} "
+            f"MB: {'met' if rss <= GROUPS_RSS_MB else 'not met'}); the clients joined first and "
+            f"were released together, the rate runs from the release to the last record; each "
+            f"client {each} rec/s"))
+    return rows
 
 
 PARTS_GOAL, PARTS_RSS_MB = 0.8, 300

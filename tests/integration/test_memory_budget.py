@@ -3,6 +3,7 @@ slow client, every window stays within its share, the budget's tally within the 
 the process's RSS within a generous bound; the status shows the budget and its use."""
 import json
 import subprocess
+import threading
 import time
 
 from conftest import create_topic, kstool, unique
@@ -95,3 +96,69 @@ def test_memory_budget_range_is_checked(bootstrap):
                         "--print-config"], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2, r
     assert "memory.max_bytes" in r.stderr, r.stderr
+
+
+GROUPS, GROUP_PARTS, GROUP_RECS = 10, 8, 40_000  # 4 MB a group: 40 MB, past a 24 MiB budget
+GROUPS_BUDGET = 24 << 20
+# One bound for the whole process: the budget, the groups' fetch responses in flight (an
+# eighth of the budget, 1 MiB at least a group), ksidecar's 4 malloc arenas and what each
+# group costs besides (threads, librdkafka's handle: ~0.3 MB idle). 64 MB measured.
+GROUPS_RSS_BOUND_MB = 100
+
+
+def test_many_groups_share_one_budget(bootstrap, sidecars):
+    """Ten groups drained at once by fast clients through one ksidecar with a small budget:
+    the groups started later get smaller fetch sizes from what the earlier ones left of the
+    budget's fetch part, and the process's peak RSS stays within one bound."""
+    topics = [unique("tmg") for _ in range(GROUPS)]
+    for t in topics:
+        create_topic(bootstrap, t, GROUP_PARTS)
+        kstool("produce", "-b", bootstrap, "-t", t, "-n", str(GROUP_RECS), "-p", str(GROUP_PARTS),
+               "-s", "100", "-N")
+    sc = sidecars([f"--memory.max_bytes={GROUPS_BUDGET}"])
+    groups = [unique("gmg") for _ in topics]
+    got = {g: 0 for g in groups}
+    # One at a time, so the order of their starts (and so their fetch sizes) is known.
+    for g, t in zip(groups, topics):
+        recs = sc.fetch(g, t, max=1, wait_ms=20000)
+        assert recs, g
+        st, res = sc.ack(g, [r["ack_id"] for r in recs])
+        assert st == 200, res
+        got[g] += len(recs)
+    fetch = []
+    for g in groups:
+        st, gs = sc.get(f"/v1/groups/{g}")
+        assert st == 200, gs
+        fetch.append(gs["memory"]["kafka_fetch_bytes"] * 2)  # fetch.max.bytes, half of it
+    part, floor, cap = GROUPS_BUDGET // 8, 1 << 20, 2 << 20
+    print(f"fetch.max.bytes of the groups in the order they started: {fetch}")
+    assert all(floor <= f <= cap for f in fetch), fetch
+    assert fetch == sorted(fetch, reverse=True), fetch  # later groups never get more
+    within = [f for f in fetch if f > floor]
+    assert sum(within) <= part, (fetch, part)
+    assert fetch[0] == cap and fetch[-1] == floor, fetch
+
+    def drain(g, t):
+        deadline = time.time() + 240
+        while got[g] < GROUP_RECS and time.time() < deadline:
+            recs = sc.fetch(g, t, max=2000, wait_ms=1000)
+            if recs:
+                st, res = sc.ack(g, [r["ack_id"] for r in recs])
+                assert st == 200, res
+                got[g] += len(recs)
+
+    ths = [threading.Thread(target=drain, args=(g, t)) for g, t in zip(groups, topics)]
+    for th in ths:
+        th.start()
+    peak = 0.0
+    while any(th.is_alive() for th in ths):
+        peak = max(peak, peak_rss_mb(sc.proc.pid))
+        assert peak < GROUPS_RSS_BOUND_MB, f"peak RSS {peak:.0f} MB with {GROUPS} groups"
+        time.sleep(0.2)
+    for th in ths:
+        th.join()
+    peak = max(peak, peak_rss_mb(sc.proc.pid))
+    print(f"{GROUPS} groups x {GROUP_PARTS} partitions x {GROUP_RECS // GROUP_PARTS} records, "
+          f"budget {GROUPS_BUDGET >> 20} MiB: peak RSS {peak:.0f} MB; delivered {got}")
+    assert all(n >= GROUP_RECS for n in got.values()), got
+    assert peak < GROUPS_RSS_BOUND_MB, peak

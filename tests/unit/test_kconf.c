@@ -90,6 +90,7 @@ static void test_consumer_defaults_and_fixed(void **state)
         {KS_KCONF_CONSUMER, "orders", "heartbeat.interval.ms", "1000"},
         {KS_KCONF_CONSUMER, "orders", "fetch.wait.max.ms", "100"},
         {KS_KCONF_CONSUMER, "orders", "fetch.max.bytes", "2097152"},
+        {KS_KCONF_CONSUMER, "orders", "fetch.message.max.bytes", "1048576"},
         {KS_KCONF_CONSUMER, "orders", "queued.min.messages", "100000"},
         {KS_KCONF_CONSUMER, "orders", "partition.assignment.strategy", "cooperative-sticky"},
         {KS_KCONF_CONSUMER, "orders", "group.id", "orders"},
@@ -226,11 +227,37 @@ static void test_role_names(void **state)
     assert_string_equal(ks_kconf_role_name(KS_KCONF_ROLE_CNT), "?");
 }
 
+/* A group's share of the fetch part sets its fetch.max.bytes and, from it, its
+ * fetch.message.max.bytes; kafka.* still overrides either. */
+static void test_consumer_fetch_share(void **state)
+{
+    (void)state;
+    ks_config_t cfg;
+    const char *kv[] = {"fetch.message.max.bytes", "65536", NULL};
+    for (int pass = 0; pass < 2; pass++) {
+        cfg_with(&cfg, pass ? kv : NULL);
+        char err[256] = "", buf[64];
+        rd_kafka_conf_t *conf = ks_kconf_new_consumer(&cfg, "orders", 1 << 20, err, sizeof(err));
+        if (!conf)
+            fail_msg("%s", err);
+        size_t n = sizeof(buf);
+        assert_int_equal(rd_kafka_conf_get(conf, "fetch.max.bytes", buf, &n), RD_KAFKA_CONF_OK);
+        assert_string_equal(buf, "1048576");
+        n = sizeof(buf);
+        assert_int_equal(rd_kafka_conf_get(conf, "fetch.message.max.bytes", buf, &n),
+                         RD_KAFKA_CONF_OK);
+        assert_string_equal(buf, pass ? "65536" : "524288");
+        rd_kafka_conf_destroy(conf);
+        ks_config_free(&cfg);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_passthrough_lands),
         cmocka_unit_test(test_consumer_defaults_and_fixed),
+        cmocka_unit_test(test_consumer_fetch_share),
         cmocka_unit_test(test_producers),
         cmocka_unit_test(test_refused),
         cmocka_unit_test(test_role_names),

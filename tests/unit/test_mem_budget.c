@@ -109,12 +109,62 @@ static void test_pressed(void **state)
     assert_int_equal(ks_mem_queued(), q0);
 }
 
+/* Each group's fetch.max.bytes comes from the fetch part (half the librdkafka quarter): one
+ * group gets the cap, ten started together split it, groups past it get the floor, and what a
+ * stopped group gives back goes to the next. */
+static void test_fetch_shares(void **state)
+{
+    (void)state;
+    int64_t max = 256 * MIB, part = ks_mem_fetch_part(max), got[40];
+    assert_int_equal(part, 32 * MIB);
+    got[0] = ks_mem_fetch_take(max, 0);
+    assert_int_equal(got[0], KS_MEM_FETCH_CAP);
+    ks_mem_fetch_give(got[0]);
+    /* 32 static groups: a 32nd each, all within the part */
+    int64_t sum = 0;
+    for (int i = 0; i < 32; i++)
+        sum += got[i] = ks_mem_fetch_take(max, 32);
+    assert_int_equal(got[0], MIB);
+    assert_int_equal(got[31], MIB);
+    assert_true(sum <= part);
+    /* more than the part holds: the floor */
+    got[32] = ks_mem_fetch_take(max, 33);
+    assert_int_equal(got[32], KS_MEM_FETCH_FLOOR);
+    for (int i = 0; i <= 32; i++)
+        ks_mem_fetch_give(got[i]);
+    /* groups started one at a time: never more than what is left */
+    sum = 0;
+    for (int i = 0; i < 40; i++) {
+        got[i] = ks_mem_fetch_take(max, 0);
+        assert_true(got[i] >= KS_MEM_FETCH_FLOOR && got[i] <= KS_MEM_FETCH_CAP);
+        if (sum + got[i] > part)
+            assert_int_equal(got[i], KS_MEM_FETCH_FLOOR);
+        sum += got[i];
+    }
+    /* one stops: the next started gets its share back (up to what the running ones expect) */
+    ks_mem_fetch_give(got[0]);
+    int64_t again = ks_mem_fetch_take(max, 0);
+    assert_true(again >= KS_MEM_FETCH_FLOOR && again <= got[0]);
+    ks_mem_fetch_give(again);
+    for (int i = 1; i < 40; i++)
+        ks_mem_fetch_give(got[i]);
+    assert_int_equal(ks_mem_fetch_take(max, 0), KS_MEM_FETCH_CAP);
+    ks_mem_fetch_give(KS_MEM_FETCH_CAP);
+    /* a partition's part of a response: half, at most librdkafka's 1 MiB */
+    assert_int_equal(ks_mem_fetch_part_bytes(KS_MEM_FETCH_CAP), MIB);
+    assert_int_equal(ks_mem_fetch_part_bytes(MIB), MIB / 2);
+    assert_int_equal(ks_mem_fetch_part_bytes(KS_MEM_FETCH_FLOOR), KS_MEM_FETCH_FLOOR / 2);
+    /* a floor librdkafka takes (fetch.max.bytes >= message.max.bytes, 1,000,000) */
+    assert_true(KS_MEM_FETCH_FLOOR >= 1000000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_split),       cmocka_unit_test(test_share_follows_partitions),
-        cmocka_unit_test(test_share_floor), cmocka_unit_test(test_kafka_limits),
-        cmocka_unit_test(test_tally),       cmocka_unit_test(test_pressed),
+        cmocka_unit_test(test_split),        cmocka_unit_test(test_share_follows_partitions),
+        cmocka_unit_test(test_share_floor),  cmocka_unit_test(test_kafka_limits),
+        cmocka_unit_test(test_tally),        cmocka_unit_test(test_pressed),
+        cmocka_unit_test(test_fetch_shares),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

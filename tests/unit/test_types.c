@@ -31,6 +31,7 @@ static const struct {
     {KS_E_URI_TOO_LONG, "RESOURCE_EXHAUSTED", GRPC_STATUS_RESOURCE_EXHAUSTED, 414, 0},
     {KS_E_BUSY, "RESOURCE_EXHAUSTED", GRPC_STATUS_RESOURCE_EXHAUSTED, 429, 1},
     {KS_E_ABORTED, "ABORTED", GRPC_STATUS_ABORTED, 409, 0},
+    {KS_E_DEADLINE, "DEADLINE_EXCEEDED", GRPC_STATUS_DEADLINE_EXCEEDED, 504, 0},
 };
 
 static void test_every_code(void **state)
@@ -47,7 +48,7 @@ static void test_every_code(void **state)
 static void test_outside_the_enum(void **state)
 {
     (void)state;
-    const int bad[] = {1, -12, -100, 42};
+    const int bad[] = {1, -13, -100, 42};
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         ks_status_t s = (ks_status_t)bad[i];
         assert_string_equal(ks_status_name(s), "UNKNOWN");

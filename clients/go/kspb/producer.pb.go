@@ -175,8 +175,12 @@ func (x *ProduceRecord) GetHeaders() []*ProduceHeader {
 }
 
 type ProduceRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Records       []*ProduceRecord       `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	state   protoimpl.MessageState `protogen:"open.v1"`
+	Records []*ProduceRecord       `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// The answer's deadline in milliseconds, 1 to 300000; 0 (unset): the config key
+	// produce.timeout_ms (10000 by default). Past it the call ends DEADLINE_EXCEEDED; a
+	// record not yet acknowledged then may still be written.
+	TimeoutMs     int32 `protobuf:"varint,2,opt,name=timeout_ms,json=timeoutMs,proto3" json:"timeout_ms,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -216,6 +220,13 @@ func (x *ProduceRequest) GetRecords() []*ProduceRecord {
 		return x.Records
 	}
 	return nil
+}
+
+func (x *ProduceRequest) GetTimeoutMs() int32 {
+	if x != nil {
+		return x.TimeoutMs
+	}
+	return 0
 }
 
 type ProduceResult struct {
@@ -339,9 +350,11 @@ const file_ksidecar_v1_producer_proto_rawDesc = "" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12\x1d\n" +
 	"\n" +
 	"value_null\x18\a \x01(\bR\tvalueNull\x124\n" +
-	"\aheaders\x18\b \x03(\v2\x1a.ksidecar.v1.ProduceHeaderR\aheaders\"F\n" +
+	"\aheaders\x18\b \x03(\v2\x1a.ksidecar.v1.ProduceHeaderR\aheaders\"e\n" +
 	"\x0eProduceRequest\x124\n" +
-	"\arecords\x18\x01 \x03(\v2\x1a.ksidecar.v1.ProduceRecordR\arecords\"[\n" +
+	"\arecords\x18\x01 \x03(\v2\x1a.ksidecar.v1.ProduceRecordR\arecords\x12\x1d\n" +
+	"\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"[\n" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
