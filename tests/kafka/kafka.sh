@@ -8,10 +8,10 @@
 #   kafka.sh run CMD [ARGS...]     start a broker, run CMD with KSIDECAR_TEST_BOOTSTRAP set, always stop it
 #   kafka.sh groups ARGS...        Kafka's ConsumerGroupCommand (e.g. --bootstrap-server B --describe --group G)
 #
-# Cluster mode: KSIDECAR_KAFKA_NODES=3 kafka.sh run CMD starts N combined controller+broker
+# Cluster mode: KSIDECAR_TEST_KAFKA_NODES=3 kafka.sh run CMD starts N combined controller+broker
 # KRaft nodes (a static quorum of all N, each on its own loopback ports with its own log dir in
 # DIR/nID), replication factor N (offsets and transaction topics too, capped at 3) and
-# min.insync.replicas=2, bounded by KSIDECAR_KAFKA_START_TIMEOUT seconds (120), and gives CMD
+# min.insync.replicas=2, bounded by KSIDECAR_TEST_KAFKA_START_TIMEOUT seconds (120), and gives CMD
 # KSIDECAR_TEST_BOOTSTRAP (every broker), KSIDECAR_TEST_KAFKA_DIR and KSIDECAR_TEST_KAFKA_NODES.
 #   kafka.sh cluster N DIR         start such a cluster in DIR; prints its bootstrap list
 #   kafka.sh node ACTION ID [DIR]  one node of the cluster in DIR ($KSIDECAR_TEST_KAFKA_DIR):
@@ -214,7 +214,7 @@ node_wait() {
   return 1
 }
 
-cluster_timeout() { echo $(( $(date +%s) + ${KSIDECAR_KAFKA_START_TIMEOUT:-120} )); }
+cluster_timeout() { echo $(( $(date +%s) + ${KSIDECAR_TEST_KAFKA_START_TIMEOUT:-120} )); }
 
 cluster() {
   local n="$1" dir="$2"
@@ -320,8 +320,8 @@ run_cluster() {
 }
 
 run() {
-  if [ "${KSIDECAR_KAFKA_NODES:-1}" -gt 1 ]; then
-    run_cluster "$KSIDECAR_KAFKA_NODES" "$@"
+  if [ "${KSIDECAR_TEST_KAFKA_NODES:-1}" -gt 1 ]; then
+    run_cluster "$KSIDECAR_TEST_KAFKA_NODES" "$@"
     return
   fi
   RUN_DIR="$(mktemp -d /tmp/ksidecar-kafka.XXXXXX)"
