@@ -30,6 +30,8 @@ typedef struct ks_group_conf {
     int max_attempts;          /* deliveries before dead-lettering (with a dead-letter topic) */
     int redrive_max;           /* redrives of one record before a redrive leaves it (loop guard) */
     int max_in_flight_per_key; /* records of one chain an ordered-batches subscriber may hold */
+    int max_unconfirmed_acks;  /* acks a partition accepts past its last confirmed commit before
+                                  its new deliveries wait for one (0: no cap) */
     /* Push delivery (api/push.c): a static group with a url gets its records POSTed there. */
     char *push_url;          /* http:// or https://; empty: no push */
     int push_concurrency;    /* requests in flight */

@@ -242,6 +242,13 @@ const key_t_ config_keys[] = {
      .help =
          "records of one key (or, with group.ordering partition, of one partition) a subscriber "
          "that asked for ordered batches may hold at once; others get one at a time"},
+    {.name = "group.max_unconfirmed_acks",
+     G(GD, max_unconfirmed_acks),
+     INT(0, 100000000, 20000),
+     .help = "acks a partition may accept that no confirmed commit covers yet; past it, its new "
+             "deliveries wait until a commit is confirmed (commits failing, the coordinator "
+             "moving), so a lost assignment delivers at most this many acked records again "
+             "(0: no cap)"},
     {.name = "group.dead_letter_topic",
      G(GD, dead_letter_topic),
      STR(NULL),

@@ -23,7 +23,7 @@ static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
             "metadata (commit.metadata_max_bytes=%d) cannot carry the acks above commit point "
             "%lld, which waits for its record (%s, attempt %d; %zu records of the partition "
             "leased); only records below the cut are delivered until it moves",
-            p->topic, p->partition, (long long)part_hold_from(p),
+            p->topic, p->partition, (long long)part_hold_from(g, p),
             (long long)((now - p->held_since_ms) / 1000), g->cfg->meta_max_bytes, (long long)cp,
             e ? ks_rec_state_str((ks_rec_state_t)e->state) : "not fetched yet",
             e ? (int)e->attempts : 0, p->leased);
@@ -35,10 +35,40 @@ static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
  * (committed == -1) is retried on the interval, as usual. @locality group loop */
 #define HELD_COMMIT_MS 20
 
+/* A partition past half its cap on unconfirmed acks (group.max_unconfirmed_acks) commits at
+ * once when none of its commits is out, at most every HELD_COMMIT_MS: at full speed its cap
+ * is then not reached while commits are confirmed. Reaching it, and leaving it, is logged.
+ * @locality group loop */
+static void commit_capped(ks_group_t *g, part_t *p, int64_t now)
+{
+    int cap = g->gconf->max_unconfirmed_acks;
+    int64_t n = ks_commit_track_unconfirmed(&p->ct);
+    bool capped = part_acks_capped(g, p);
+    if (capped != p->acks_capped) {
+        p->acks_capped = capped;
+        if (capped)
+            ks_warn(g->log_name,
+                    "%s[%d]: %lld accepted acks wait for a confirmed commit "
+                    "(group.max_unconfirmed_acks=%d%s%s): new deliveries wait for one",
+                    p->topic, p->partition, (long long)n, cap, *p->commit_err ? "; " : "",
+                    p->commit_err);
+        else
+            ks_info(g->log_name, "%s[%d]: a commit was confirmed; deliveries resume", p->topic,
+                    p->partition);
+    }
+    if (cap <= 0 || n < cap / 2 || p->state == KS_PS_INITIALIZING || p->committed < 0 ||
+        ks_commit_track_in_flight(&p->ct) >= 0 || now - p->held_commit_ms < HELD_COMMIT_MS)
+        return;
+    p->held_commit_ms = now;
+    p->meta_dirty = true; /* sent even if the commit point did not move: it confirms the acks */
+    commit_moved(g, false, p);
+}
+
 void commit_held(ks_group_t *g, int64_t now)
 {
     for (size_t i = 0; i < g->part_cnt; i++) {
         part_t *p = g->parts[i];
+        commit_capped(g, p, now);
         if (p->held_back && p->state != KS_PS_INITIALIZING && p->committed >= 0 &&
             now - p->held_commit_ms >= HELD_COMMIT_MS &&
             ks_ack_window_commit_point(&p->win) != p->committed) {

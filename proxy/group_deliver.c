@@ -249,7 +249,7 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
         uint32_t limit =
             t->c->req.u.fetch.opts.ordered_batches ? (uint32_t)g->gconf->max_in_flight_per_key : 1;
         ks_win_entry_t *e =
-            ks_key_sched_take_for(&p->sched, &p->win, part_hold_from(p), s->id, limit);
+            ks_key_sched_take_for(&p->sched, &p->win, part_hold_from(g, p), s->id, limit);
         if (!e)
             continue;
         int64_t max_bytes = t->c->req.u.fetch.opts.max_bytes;

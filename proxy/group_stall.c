@@ -18,38 +18,42 @@ static ks_win_entry_t *head_entry(part_t *p)
 static void stall_describe(ks_group_t *g, part_t *p, ks_stall_t why, int64_t idle)
 {
     ks_win_entry_t *e = head_entry(p);
+    /* Past the cap on unconfirmed acks, the detail says so first: no new deliveries. */
+    int off = 0;
+    if (why != KS_STALL_NONE && p->acks_capped)
+        off = snprintf(p->stall_detail, sizeof(p->stall_detail),
+                       "new deliveries wait: %lld acks without a confirmed commit "
+                       "(group.max_unconfirmed_acks %d); ",
+                       (long long)ks_commit_track_unconfirmed(&p->ct),
+                       g->gconf->max_unconfirmed_acks);
+    char *d = p->stall_detail + off;
+    size_t dsz = sizeof(p->stall_detail) - (size_t)off;
     switch (why) {
     case KS_STALL_KAFKA:
-        snprintf(p->stall_detail, sizeof(p->stall_detail), "%.190s",
-                 *p->commit_err ? p->commit_err : g->down);
+        snprintf(d, dsz, "%.190s", *p->commit_err ? p->commit_err : g->down);
         return;
     case KS_STALL_POISON:
-        snprintf(p->stall_detail, sizeof(p->stall_detail),
-                 "offset %lld delivered %d times, last nack: %.120s", (long long)e->offset,
+        snprintf(d, dsz, "offset %lld delivered %d times, last nack: %.120s", (long long)e->offset,
                  e->attempts, e->reason ? e->reason : "none");
         return;
     case KS_STALL_METADATA:
-        snprintf(p->stall_detail, sizeof(p->stall_detail),
+        snprintf(d, dsz,
                  "the commit metadata would not fit (commit.metadata_max_bytes); deliveries "
                  "held back from offset %lld",
                  (long long)p->meta_cut);
         return;
     case KS_STALL_MEMORY:
-        snprintf(p->stall_detail, sizeof(p->stall_detail),
-                 "paused by the memory budget (memory.max_bytes %lld, used %lld)",
+        snprintf(d, dsz, "paused by the memory budget (memory.max_bytes %lld, used %lld)",
                  (long long)g->cfg->memory_max_bytes, (long long)ks_mem_used());
         return;
     case KS_STALL_NO_SUBSCRIBER:
-        snprintf(p->stall_detail, sizeof(p->stall_detail), "no subscriber for %s for %lld ms",
-                 p->topic, (long long)idle);
+        snprintf(d, dsz, "no subscriber for %s for %lld ms", p->topic, (long long)idle);
         return;
     case KS_STALL_NO_CREDITS:
-        snprintf(p->stall_detail, sizeof(p->stall_detail),
-                 "all %zu subscribers hold every record their credits allow", g->sub_cnt);
+        snprintf(d, dsz, "all %zu subscribers hold every record their credits allow", g->sub_cnt);
         return;
     case KS_STALL_UNKNOWN:
-        snprintf(p->stall_detail, sizeof(p->stall_detail),
-                 "the record at the commit point (offset %lld) is not settled",
+        snprintf(d, dsz, "the record at the commit point (offset %lld) is not settled",
                  e ? (long long)e->offset : -1LL);
         return;
     case KS_STALL_NONE:

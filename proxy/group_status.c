@@ -64,7 +64,7 @@ ks_group_status_t *build_status(ks_group_t *g, int64_t now)
                 ps->oldest_lease_age_ms = now - e->leased_at_ms;
         }
         ps->metadata_truncations = p->meta_truncations;
-        ps->held_back = p->held_back;
+        ps->held_back = p->held_back || p->acks_capped;
         ps->window_memory_bytes = part_mem(p);
         ps->kafka_queue_records = p->q ? (int64_t)rd_kafka_queue_length(p->q) : 0;
         ps->budget_pauses = p->budget_pauses;

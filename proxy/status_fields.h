@@ -141,7 +141,8 @@
     X(I64, metadata_truncations, metadata_truncations, "metadata_truncations", 13, COUNTER,        \
       "commits whose metadata did not fit and was cut short")                                      \
     X(BOOL, held_back, held_back, "held_back", 14, GAUGE,                                          \
-      "new deliveries held back: the commit metadata would not fit")                               \
+      "new deliveries held back: the commit metadata would not fit, or "                           \
+      "group.max_unconfirmed_acks acks wait for a confirmed commit")                               \
     X(I64, window_memory_bytes, window_memory_bytes, "window_memory_bytes", 15, GAUGE,             \
       "what the window costs against the memory budget")                                           \
     X(I64, kafka_queue_records, kafka_queue_records, "kafka_queue_records", 16, GAUGE,             \

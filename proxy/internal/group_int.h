@@ -91,6 +91,7 @@ typedef struct part {
     int64_t held_since_ms;    /* held_back: since when */
     int64_t held_warned_ms;   /* held_back: when it was last warned about */
     int64_t held_commit_ms;   /* held_back: when commit_held last committed it */
+    bool acks_capped;         /* group.max_unconfirmed_acks reached: no new deliveries */
     int64_t meta_truncations; /* commits whose metadata had to drop acks */
     /* What the commit metadata said at assignment, for offsets not fetched yet. */
     ks_commit_meta_t restore;
@@ -546,10 +547,21 @@ static inline int64_t part_resume_room(const ks_group_t *g, const part_t *p)
     return want < cap / 4 * 3 ? want : cap / 4 * 3;
 }
 
-/* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
- * the metadata's cut, and the commit point's own, always go out. @locality group loop */
-static inline int64_t part_hold_from(const part_t *p)
+/* Whether p accepted group.max_unconfirmed_acks acks that no confirmed commit covers: its
+ * new deliveries wait for a confirmed commit (commit_held sends it). @locality group loop */
+static inline bool part_acks_capped(const ks_group_t *g, const part_t *p)
 {
+    int cap = g->gconf->max_unconfirmed_acks;
+    return cap > 0 && ks_commit_track_unconfirmed(&p->ct) >= cap;
+}
+
+/* Where p's new deliveries are held back now (KS_HOLD_NONE: nowhere). The records below
+ * the metadata's cut, and the commit point's own, always go out; past the cap on
+ * unconfirmed acks no record goes out for the first time. @locality group loop */
+static inline int64_t part_hold_from(const ks_group_t *g, const part_t *p)
+{
+    if (part_acks_capped(g, p))
+        return 0;
     return p->held_back ? ks_key_sched_hold_from(p->meta_cut, ks_ack_window_commit_point(&p->win))
                         : KS_HOLD_NONE;
 }

@@ -467,7 +467,7 @@ def write_results(rows, smoke, only, a):
 KSIDECAR_CONSUMER_CONF = ["fetch.wait.max.ms=100", "fetch.max.bytes=2097152",
                           "queued.min.messages=100000",
                           "partition.assignment.strategy=cooperative-sticky",
-                          "session.timeout.ms=10000", "heartbeat.interval.ms=1000",
+                          "session.timeout.ms=30000", "heartbeat.interval.ms=1000",
                           "enable.partition.eof=false"]
 LAT_RATES = (1_000, 10_000, 50_000)
 LAT_GOAL_RATE, LAT_GOAL_MS = 10_000, 1.0

@@ -182,6 +182,64 @@ def test_status_shows_the_confirmed_commit_and_the_one_in_flight(live_broker, si
     assert sc.stop() == 0
 
 
+def test_deliveries_stop_at_the_cap_on_unconfirmed_acks_and_resume(live_broker, sidecar):
+    """With the broker down no commit is confirmed: a partition delivers new records only
+    until group.max_unconfirmed_acks acks wait for a confirmed commit, then none, and resumes
+    once the broker is back; nothing is lost."""
+    b = live_broker
+    topic, g = unique("tcap"), unique("gcap")
+    n, cap, batch = 3000, 300, 50
+    create_topic(b.bootstrap, topic, 1)
+    produce(b.bootstrap, topic, n)
+    sc = sidecar(["--commit.interval_ms=200", "--kafka.session.timeout.ms=45000",
+                  "--kafka.heartbeat.interval.ms=3000", f"--group.max_unconfirmed_acks={cap}"])
+    seen = {}
+
+    def fetch_ack(wait_ms=3000):
+        recs = sc.fetch(g, topic, max=batch, wait_ms=wait_ms)
+        if recs:
+            st, body = sc.ack(g, [r["ack_id"] for r in recs])
+            assert st == 200 and all(x["status"] == "OK" for x in body["results"]), body
+        for r in recs:
+            seen[r["offset"]] = seen.get(r["offset"], 0) + 1
+        return recs
+
+    deadline = time.time() + 60
+    while len(seen) < 500 and time.time() < deadline:
+        fetch_ack()
+    wait_for(lambda: (lambda p: p["commit_in_flight"] is None and
+                      p["committed_offset"] == len(seen))(parts(sc, g)[0]) or None,
+             60, 0.3, "commits confirmed")
+    # Everything is prefetched, so only the cap can stop the deliveries.
+    wait_for(lambda: parts(sc, g)[0]["window_records"] >= n - len(seen), 60, 0.3, "prefetch")
+    before = len(seen)
+    b.kill9()
+    down, empty = 0, 0
+    deadline = time.time() + 30
+    while empty < 3 and time.time() < deadline:
+        got = len(fetch_ack(wait_ms=1000))
+        down += got
+        empty = empty + 1 if got == 0 else 0
+    p = parts(sc, g)[0]
+    print(f"acked {down} new records with the broker down (cap {cap}, fetches of {batch}); "
+          f"status: held_back {p['held_back']}, window {p['window_records']}")
+    assert empty == 3, "deliveries did not stop while no commit could be confirmed"
+    # It stops at the cap: a fetch started below it may take one batch past it.
+    assert cap <= down < cap + batch, down
+    assert p["held_back"] is True, p
+    b.restart()
+    deadline = time.time() + 120
+    while len(seen) < n and time.time() < deadline:
+        fetch_ack()
+    assert sorted(seen) == list(range(n)), f"lost: {n - len(seen)}"
+    dups = sum(c - 1 for c in seen.values())
+    print(f"after the restart: {len(seen)} records, {dups} delivered twice, {before} before")
+    assert dups == 0
+    wait_for(lambda: (lambda p: p["committed_offset"] == n and not p["held_back"])(
+        parts(sc, g)[0]) or None, 60, 0.3, "committed to the end, not held back")
+    assert sc.stop() == 0
+
+
 def test_healthz_says_what_grpc_health_says(live_broker, sidecar):
     b = live_broker
     sc = sidecar()

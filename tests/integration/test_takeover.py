@@ -51,7 +51,7 @@ def first_from(sc, g, topic, parts, timeout):
 
 def test_kill_9_survivor_takes_over_within_the_default_session_timeout(bootstrap, sidecars):
     """ksidecar's defaults (no kafka.* timeouts given): the survivor delivers the killed
-    process's partitions within about session.timeout.ms (10 s), not librdkafka's 45 s."""
+    process's partitions within about session.timeout.ms (30 s), not librdkafka's 45 s."""
     topic, g = unique("ttake"), unique("gtake")
     create_topic(bootstrap, topic, PARTS)
     produce(bootstrap, topic, 400, partitions=PARTS)
@@ -63,7 +63,7 @@ def test_kill_9_survivor_takes_over_within_the_default_session_timeout(bootstrap
     a.stop(sig=signal.SIGKILL)
     t1 = first_from(b, g, topic, lost, 60)
     print(f"kill -9 -> survivor's first delivery of {sorted(lost)}: {t1 - t0:.1f} s")
-    assert t1 - t0 < 30, "the survivor waited about librdkafka's 45 s session timeout"
+    assert t1 - t0 < 42, "the survivor waited about librdkafka's 45 s session timeout"
     assert owned(b, g) == set(range(PARTS))
     assert b.stop() == 0
 
@@ -100,7 +100,7 @@ def test_static_member_restarted_after_kill_9_gets_its_partitions_back_at_once(b
 def test_static_member_stopped_by_sigterm_does_not_leave_the_group(bootstrap, sidecars):
     """A static member's clean shutdown commits and closes but sends no LeaveGroup
     (librdkafka's rule for group.instance.id): its partitions wait for the same instance,
-    or for the session timeout (ksidecar's 10 s default), before another member gets them."""
+    or for the session timeout (ksidecar's 30 s default), before another member gets them."""
     topic, g = unique("tsigterm"), unique("gsigterm")
     create_topic(bootstrap, topic, PARTS)
     produce(bootstrap, topic, 400, partitions=PARTS)
@@ -113,6 +113,6 @@ def test_static_member_stopped_by_sigterm_does_not_leave_the_group(bootstrap, si
     assert a.stop() == 0
     t1 = first_from(b, g, topic, mine, 60)
     print(f"static member SIGTERM -> the other member's first delivery of {sorted(mine)}: "
-          f"{t1 - t0:.1f} s (session timeout 10 s)")
+          f"{t1 - t0:.1f} s (session timeout 30 s)")
     assert t1 - t0 > 5, "the static member left the group at SIGTERM"
     assert b.stop() == 0

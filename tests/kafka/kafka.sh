@@ -8,6 +8,18 @@
 #   kafka.sh run CMD [ARGS...]     start a broker, run CMD with KSIDECAR_TEST_BOOTSTRAP set, always stop it
 #   kafka.sh groups ARGS...        Kafka's ConsumerGroupCommand (e.g. --bootstrap-server B --describe --group G)
 #
+# Cluster mode: KSIDECAR_TEST_KAFKA_NODES=3 kafka.sh run CMD starts N combined controller+broker
+# KRaft nodes (a static quorum of all N, each on its own loopback ports with its own log dir in
+# DIR/nID), replication factor N (offsets and transaction topics too, capped at 3) and
+# min.insync.replicas=2, bounded by KSIDECAR_TEST_KAFKA_START_TIMEOUT seconds (120), and gives CMD
+# KSIDECAR_TEST_BOOTSTRAP (every broker), KSIDECAR_TEST_KAFKA_DIR and KSIDECAR_TEST_KAFKA_NODES.
+#   kafka.sh cluster N DIR         start such a cluster in DIR; prints its bootstrap list
+#   kafka.sh node ACTION ID [DIR]  one node of the cluster in DIR ($KSIDECAR_TEST_KAFKA_DIR):
+#                                  stop (TERM, then KILL), kill (-9), start (waits until it
+#                                  answers), pause (SIGSTOP), resume (SIGCONT), pid, bootstrap
+#   kafka.sh quorum-leader [DIR]   the node id of the active controller
+#   kafka.sh teardown DIR          kill every node of the cluster in DIR and remove DIR
+#
 # Java 17 and Maven come from scripts/install-deps.sh.
 set -euo pipefail
 
@@ -130,7 +142,188 @@ stop() {
   rm -rf "$dir"
 }
 
+# ---- cluster mode ----
+
+cluster_props() {
+  local dir="$1" id="$2" n="$3" bport="$4" cport="$5" voters="$6"
+  local rf=$((n < 3 ? n : 3)) isr=$((n < 2 ? 1 : 2))
+  cat > "$dir/server.properties" <<PROPS
+process.roles=broker,controller
+node.id=$id
+controller.quorum.voters=$voters
+listeners=PLAINTEXT://127.0.0.1:$bport,CONTROLLER://127.0.0.1:$cport
+advertised.listeners=PLAINTEXT://127.0.0.1:$bport
+controller.listener.names=CONTROLLER
+listener.security.protocol.map=PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT
+inter.broker.listener.name=PLAINTEXT
+log.dirs=$dir/data
+num.partitions=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
+offsets.topic.num.partitions=4
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+group.initial.rebalance.delay.ms=0
+auto.create.topics.enable=true
+log.retention.hours=24
+PROPS
+  cat > "$dir/log4j2.properties" <<PROPS
+rootLogger.level=WARN
+rootLogger.appenderRef.f.ref=F
+appender.f.type=File
+appender.f.name=F
+appender.f.fileName=$dir/broker.log
+appender.f.layout.type=PatternLayout
+appender.f.layout.pattern=[%d] %p %m (%c)%n
+PROPS
+}
+
+NODE_JOPTS=(-Xms256m -Xmx768m -XX:+UseG1GC -XX:TieredStopAtLevel=1)
+
+# Starts node DIR's JVM in the background, its own process group (its data kept).
+node_spawn() {
+  local dir="$1"
+  local java; java="$(java_bin)"
+  setsid "$java" "${NODE_JOPTS[@]}" -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+    -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.out" 2>&1 < /dev/null &
+  echo $! > "$dir/pid"
+}
+
+# Waits until node DIR answers a metadata request, or DEADLINE (epoch seconds) passes.
+node_wait() {
+  local dir="$1" deadline="$2"
+  local java; java="$(java_bin)"
+  local b; b="$(cat "$dir/bootstrap")"
+  while [ "$(date +%s)" -lt "$deadline" ]; do
+    if ! kill -0 "$(cat "$dir/pid")" 2>/dev/null; then
+      echo "kafka.sh: node $dir exited during start-up; its output:" >&2
+      tail -n 40 "$dir/broker.out" "$dir/broker.log" >&2 || true
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/${b%:*}/${b##*:}") 2>/dev/null \
+       && timeout 30 "$java" -Xmx256m -XX:TieredStopAtLevel=1 -cp "$LIBS/*" \
+            -Dlog4j2.configurationFile="$dir/log4j2.properties" \
+            org.apache.kafka.tools.TopicCommand --bootstrap-server "$b" --list \
+            >/dev/null 2>>"$dir/broker.log"; then
+      return 0
+    fi
+    sleep 0.5
+  done
+  echo "kafka.sh: node $dir did not become ready in time" >&2
+  return 1
+}
+
+cluster_timeout() { echo $(( $(date +%s) + ${KSIDECAR_TEST_KAFKA_START_TIMEOUT:-120} )); }
+
+cluster() {
+  local n="$1" dir="$2"
+  fetch
+  local java; java="$(java_bin)"
+  mkdir -p "$dir"
+  local i ports=() voters=""
+  # 2N distinct free ports.
+  while [ "${#ports[@]}" -lt $((2 * n)) ]; do
+    local p; p="$(free_port)"
+    case " ${ports[*]} " in *" $p "*) ;; *) ports+=("$p") ;; esac
+  done
+  for i in $(seq 1 "$n"); do
+    voters="${voters:+$voters,}$i@127.0.0.1:${ports[$((2 * i - 1))]}"
+  done
+  local uuid
+  uuid="$("$java" -Xmx256m -Dlog4j2.configurationFile=/dev/null -cp "$LIBS/*" \
+    kafka.tools.StorageTool random-uuid 2>/dev/null | tail -n1)"
+  local boots=""
+  for i in $(seq 1 "$n"); do
+    local nd="$dir/n$i"
+    mkdir -p "$nd/data"
+    cluster_props "$nd" "$i" "$n" "${ports[$((2 * i - 2))]}" "${ports[$((2 * i - 1))]}" "$voters"
+    echo "127.0.0.1:${ports[$((2 * i - 2))]}" > "$nd/bootstrap"
+    boots="${boots:+$boots,}$(cat "$nd/bootstrap")"
+    "$java" -Xmx256m -Dlog4j2.configurationFile="$nd/log4j2.properties" -cp "$LIBS/*" \
+      kafka.tools.StorageTool format -t "$uuid" -c "$nd/server.properties" \
+      >>"$nd/broker.log" 2>&1 &
+  done
+  wait
+  echo "$n" > "$dir/nodes"
+  echo "$boots" > "$dir/bootstrap"
+  # A static quorum: every node must run before any becomes ready.
+  for i in $(seq 1 "$n"); do node_spawn "$dir/n$i"; done
+  local deadline; deadline="$(cluster_timeout)"
+  for i in $(seq 1 "$n"); do node_wait "$dir/n$i" "$deadline" || return 1; done
+  cat "$dir/bootstrap"
+}
+
+node() {
+  local action="$1" id="$2" dir="${3:-${KSIDECAR_TEST_KAFKA_DIR:-}}"
+  local nd="$dir/n$id"
+  [ -f "$nd/server.properties" ] || { echo "kafka.sh: no node $id in '$dir'" >&2; return 2; }
+  local pid; pid="$(cat "$nd/pid" 2>/dev/null || echo 0)"
+  case "$action" in
+    pid) echo "$pid" ;;
+    bootstrap) cat "$nd/bootstrap" ;;
+    kill) kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+          while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done ;;
+    stop)
+      kill -CONT -- "-$pid" 2>/dev/null || true
+      kill -TERM -- "-$pid" 2>/dev/null || kill -TERM "$pid" 2>/dev/null || true
+      local i
+      for i in $(seq 1 120); do kill -0 "$pid" 2>/dev/null || break; sleep 0.5; done
+      kill -KILL -- "-$pid" 2>/dev/null || true
+      while kill -0 "$pid" 2>/dev/null; do sleep 0.1; done ;;
+    start)
+      fetch
+      if kill -0 "$pid" 2>/dev/null; then echo "kafka.sh: node $id is running" >&2; return 1; fi
+      node_spawn "$nd"
+      node_wait "$nd" "$(cluster_timeout)" ;;
+    pause) kill -STOP -- "-$pid" 2>/dev/null || kill -STOP "$pid" ;;
+    resume) kill -CONT -- "-$pid" 2>/dev/null || kill -CONT "$pid" ;;
+    *) echo "kafka.sh: node stop|kill|start|pause|resume|pid|bootstrap ID [DIR]" >&2; return 2 ;;
+  esac
+}
+
+quorum_leader() {
+  local dir="${1:-${KSIDECAR_TEST_KAFKA_DIR:-}}"
+  fetch
+  local java; java="$(java_bin)"
+  timeout 60 "$java" -Xmx256m -XX:TieredStopAtLevel=1 -Dlog4j2.configurationFile=/dev/null \
+    -cp "$LIBS/*" org.apache.kafka.tools.MetadataQuorumCommand \
+    --bootstrap-server "$(cat "$dir/bootstrap")" describe --status 2>/dev/null \
+    | sed -n 's/^LeaderId:[[:space:]]*//p'
+}
+
+teardown() {
+  local dir="$1" i pid
+  for i in $(seq 1 "$(cat "$dir/nodes" 2>/dev/null || echo 0)"); do
+    pid="$(cat "$dir/n$i/pid" 2>/dev/null || echo 0)"
+    [ "$pid" -gt 0 ] || continue
+    kill -KILL -- "-$pid" 2>/dev/null || kill -KILL "$pid" 2>/dev/null || true
+  done
+  for i in $(seq 1 "$(cat "$dir/nodes" 2>/dev/null || echo 0)"); do
+    pid="$(cat "$dir/n$i/pid" 2>/dev/null || echo 0)"
+    while [ "$pid" -gt 0 ] && kill -0 "$pid" 2>/dev/null; do sleep 0.1; done
+  done
+  rm -rf "$dir"
+}
+
+run_cluster() {
+  local n="$1"; shift
+  RUN_DIR="$(mktemp -d /tmp/ksidecar-kafka.XXXXXX)"
+  trap 'teardown "$RUN_DIR"' EXIT
+  trap 'exit 130' INT TERM
+  KSIDECAR_TEST_BOOTSTRAP="$(cluster "$n" "$RUN_DIR")"
+  export KSIDECAR_TEST_BOOTSTRAP KSIDECAR_TEST_KAFKA_DIR="$RUN_DIR" KSIDECAR_TEST_KAFKA_NODES="$n"
+  echo "kafka.sh: $n-node cluster up at $KSIDECAR_TEST_BOOTSTRAP" >&2
+  local rc=0
+  "$@" || rc=$?
+  return $rc
+}
+
 run() {
+  if [ "${KSIDECAR_TEST_KAFKA_NODES:-1}" -gt 1 ]; then
+    run_cluster "$KSIDECAR_TEST_KAFKA_NODES" "$@"
+    return
+  fi
   RUN_DIR="$(mktemp -d /tmp/ksidecar-kafka.XXXXXX)"
   local dir="$RUN_DIR"
   trap 'stop "$RUN_DIR"' EXIT
@@ -158,5 +351,9 @@ case "$cmd" in
   restart) fetch; launch "$1" ;;
   run) run "$@" ;;
   groups) groups "$@" ;;
-  *) sed -n '2,10p' "$0" >&2; exit 2 ;;
+  cluster) cluster "$1" "$2" ;;
+  node) node "$@" ;;
+  quorum-leader) quorum_leader "$@" ;;
+  teardown) teardown "$1" ;;
+  *) sed -n '2,22p' "$0" >&2; exit 2 ;;
 esac

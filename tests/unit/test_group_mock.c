@@ -157,6 +157,9 @@ static ks_group_t *group_on(ks_config_t *cfg, const char *bootstraps, const char
     if (grace_ms)
         assert_int_equal(ks_config_set(cfg, "group.revoke_grace_ms", grace_ms, err, sizeof(err)),
                          0);
+    /* The mock waits the longest session timeout of the group less 1 s for members to
+     * rejoin: 10 s, as member_start's, not ksidecar's default (30 s). */
+    assert_int_equal(ks_config_set(cfg, "kafka.session.timeout.ms", "10000", err, sizeof(err)), 0);
     ks_group_t *g = ks_group_start(name, cfg, &cfg->group_defaults, false, 7, never_idle, NULL, err,
                                    sizeof(err));
     assert_non_null(g);
@@ -285,7 +288,7 @@ static void member_start(member_t *m, const char *bootstraps, const char *group)
     /* cgrp debug lines are how librdkafka tells of a SyncGroup's result */
     assert_int_equal(rd_kafka_conf_set(conf, "debug", "cgrp", e, sizeof(e)), 0);
     rd_kafka_conf_set_log_cb(conf, member_log);
-    /* the loop's own: the mock waits a session timeout less 1 s for members to rejoin */
+    /* as the loop's (group_on): the mock waits a session timeout less 1 s for members to rejoin */
     assert_int_equal(rd_kafka_conf_set(conf, "session.timeout.ms", "10000", e, sizeof(e)), 0);
     atomic_store(&mock_sync_refused, false);
     atomic_store(&member_synced, false);

@@ -86,7 +86,7 @@ static void test_consumer_defaults_and_fixed(void **state)
     snprintf(kb, sizeof(kb), "%lld", (long long)ks_mem_kafka_queue_kbytes(cfg.memory_max_bytes));
     const expect_t plain[] = {
         {KS_KCONF_CONSUMER, "orders", "queued.max.messages.kbytes", kb},
-        {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "10000"},
+        {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "30000"},
         {KS_KCONF_CONSUMER, "orders", "heartbeat.interval.ms", "1000"},
         {KS_KCONF_CONSUMER, "orders", "fetch.wait.max.ms", "100"},
         {KS_KCONF_CONSUMER, "orders", "fetch.max.bytes", "2097152"},
@@ -104,7 +104,7 @@ static void test_consumer_defaults_and_fixed(void **state)
 
     /* kafka.* changes the defaults, not what the guarantees rest on. */
     const char *kv[] = {"session.timeout.ms",
-                        "30000",
+                        "20000",
                         "partition.assignment.strategy",
                         "range",
                         "enable.auto.commit",
@@ -120,7 +120,7 @@ static void test_consumer_defaults_and_fixed(void **state)
                         NULL};
     cfg_with(&cfg, kv);
     const expect_t set[] = {
-        {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "30000"},
+        {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "20000"},
         {KS_KCONF_CONSUMER, "orders", "partition.assignment.strategy", "range"},
         {KS_KCONF_CONSUMER, "orders", "enable.auto.commit", "false"},
         {KS_KCONF_CONSUMER, "orders", "enable.auto.offset.store", "false"},
