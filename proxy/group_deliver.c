@@ -1,6 +1,9 @@
 /* group_deliver.c: leasing records to subscribers: parked fetches, credits, batches, confirmed
  * deliveries and released subscribers. */
 #include "group_int.h"
+#include "schema_gate.h"
+
+#include <unistd.h>
 
 sub_t *sub_get(ks_group_t *g, const char *name, int64_t now)
 {
@@ -154,6 +157,8 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
     b->arena = arena;
     b->recs = (ks_record_t *)arena;
     b->cnt = n;
+    b->key_format = (uint8_t)g->key_format;
+    b->value_format = (uint8_t)g->value_format;
     char *pos = arena + align8(n * sizeof(ks_record_t));
 #define PUT(src, len)                                                                              \
     ({                                                                                             \
@@ -227,6 +232,46 @@ typedef struct take {
     bool dry;
 } take_t;
 
+/* Wakes the group loop when a schema fetch settles: on the registry's thread. */
+static void schema_wake(void *ctx)
+{
+    ks_group_t *g = ctx;
+    uint64_t one = 1;
+    ssize_t r = write(g->inbox.efd, &one, sizeof(one));
+    (void)r;
+}
+
+/* Whether e's key and value may go: the schema the group's formats need is in the registry's
+ * cache (a lookup that never waits). Otherwise a fetch runs on the registry's thread, the
+ * record waits (p->schema_wait, its stall reason schema_registry) and schema_wake calls the
+ * loop back. The decoding itself runs on the edge that sends the record, at encode time: it
+ * is the costly part, and the edges' threads are many while this loop is one. */
+static bool schema_ready(ks_group_t *g, part_t *p, const ks_win_entry_t *e, ks_rec_format_t kf,
+                         ks_rec_format_t vf)
+{
+    const rec_t *r = e->msg;
+    int64_t ids[2] = {-1, -1};
+    if (vf != KS_FMT_BINARY && r->has_value)
+        ids[0] = ks_schema_gate_id(rec_value(r), r->value_len);
+    if (kf != KS_FMT_BINARY && r->has_key)
+        ids[1] = ks_schema_gate_id(rec_key(r), r->key_len);
+    for (int i = 0; i < 2; i++) {
+        char err[256];
+        if (ids[i] >= 0 && (i == 0 || ids[1] != ids[0]) &&
+            ks_schema_gate((int32_t)ids[i], schema_wake, g, err, sizeof(err)) == KS_GATE_WAIT) {
+            if (!p->schema_wait)
+                ks_info(g->log_name, "%s[%d]: offset %lld waits for schema id %lld: %s", p->topic,
+                        p->partition, (long long)e->offset, (long long)ids[i], err);
+            p->schema_wait = true;
+            return false;
+        }
+    }
+    if (p->schema_wait)
+        ks_info(g->log_name, "%s[%d]: schemas fetched; deliveries resume", p->topic, p->partition);
+    p->schema_wait = false;
+    return true;
+}
+
 /* How many records in a row take_one takes from one partition before the next one's turn. */
 #define TAKE_RUN 64
 
@@ -252,6 +297,14 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             ks_key_sched_take_for(&p->sched, &p->win, part_hold_from(p), s->id, limit);
         if (!e)
             continue;
+        const ks_fetch_opts_t *fo = &t->c->req.u.fetch.opts;
+        ks_rec_format_t kf = fo->key_format ? (ks_rec_format_t)(fo->key_format - 1) : g->key_format;
+        ks_rec_format_t vf =
+            fo->value_format ? (ks_rec_format_t)(fo->value_format - 1) : g->value_format;
+        if ((kf | vf) && !schema_ready(g, p, e, kf, vf)) {
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+            continue;
+        }
         int64_t max_bytes = t->c->req.u.fetch.opts.max_bytes;
         if ((s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) ||
             (t->n > 0 && max_bytes > 0 && t->bytes + (int64_t)e->bytes > max_bytes)) {

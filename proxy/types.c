@@ -136,3 +136,18 @@ void ks_redrive_result_free(ks_redrive_result_t *res)
     free(res->parts);
     free(res);
 }
+
+static const char *const rec_formats[] = {"binary", "avro", "json_schema", "auto", "avro_plain"};
+
+int ks_rec_format_from_str(const char *s)
+{
+    for (size_t i = 0; i < sizeof(rec_formats) / sizeof(rec_formats[0]); i++)
+        if (!strcmp(s, rec_formats[i]))
+            return (int)i;
+    return -1;
+}
+
+const char *ks_rec_format_str(ks_rec_format_t f)
+{
+    return (unsigned)f < sizeof(rec_formats) / sizeof(rec_formats[0]) ? rec_formats[f] : "?";
+}
