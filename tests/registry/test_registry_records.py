@@ -299,3 +299,53 @@ def test_dead_letter_mode(bootstrap, sidecars, client):
     finally:
         c.close()
     assert m.value() == unknown
+
+
+def test_grpc_fetch_and_subscribe_carry_the_json(bootstrap, sidecars, client):
+    """gRPC: Record.value_decoded holds the JSON, its format and schema id beside the raw
+    bytes, for a Fetch and a Subscribe stream that name value_format; a bad name is refused."""
+    import grpc
+    from grpc_support import SubscribeStream, consumer_pb2, open_msg, start_grpc
+
+    topic = unique("grpc")
+    create_topic(bootstrap, topic, 1)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    ser = AvroSerializer(client, json.dumps(ORDER_V1))
+    data = [ser(o, ctx) for o in ORDERS]
+    write(bootstrap, topic, data + [b"\x00" + (987656).to_bytes(4, "big") + b"\x02"])
+    sc = start_grpc(sidecars, args=(f"--schema_registry.url={REGISTRY}",))
+    de = AvroDeserializer(client)
+    want = [as_json_value(de(d, ctx)) for d in data]
+    got, group = [], unique("g")
+    while len(got) < len(data) + 1:
+        got += sc.consumer.Fetch(consumer_pb2.FetchRequest(
+            group=group, topics=[topic], max=10, wait_ms=2000,
+            value_format="avro_plain"), timeout=60).records
+    for r, d, w in zip(got, data, want):
+        assert r.value == d  # the raw bytes stay
+        assert json.loads(r.value_decoded.json) == w
+        assert r.value_decoded.format == "avro"
+        assert r.value_decoded.schema_id == int.from_bytes(d[1:5], "big")
+        assert not r.key_decoded.json and not r.HasField("key_decoded")
+    bad = got[len(data)]
+    assert bad.value_decoded.json == "" and bad.value_decoded.schema_id == 987656
+    assert "unknown schema id 987656" in bad.value_decoded.decode_error
+    with pytest.raises(grpc.RpcError) as e:
+        sc.consumer.Fetch(consumer_pb2.FetchRequest(group="g", topics=[topic],
+                                                    value_format="xml"), timeout=30)
+    assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert "value_format" in e.value.details()
+    msg = open_msg(unique("g"), [topic])
+    msg.value_format = "avro"
+    s = SubscribeStream(sc.consumer, msg, timeout=60)
+    try:
+        recs = []
+        while len(recs) < len(data):
+            item = s.get(30)
+            assert item is not None, "no batch within 30 s"
+            if item.HasField("batch"):
+                recs += item.batch.records
+        assert [json.loads(r.value_decoded.json)["id"] for r in recs[:len(data)]] == \
+            [o["id"] for o in ORDERS]
+    finally:
+        s.cancel()
