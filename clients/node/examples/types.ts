@@ -80,3 +80,4 @@ function unary(target: string): void {
 void consume;
 void produce;
 void unary;
+void decodedValue;
