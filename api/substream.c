@@ -71,7 +71,9 @@ static ks_cmd_req_t fetch_cmd_locked(ks_substream_t *ss, int wait_ms)
                                                .notify = 1,
                                                .confirm = 1,
                                                .hold_stalled = 1,
-                                               .ordered_batches = ss->ordered_batches},
+                                               .ordered_batches = ss->ordered_batches,
+                                               .key_format = ss->key_format,
+                                               .value_format = ss->value_format},
                                       .unset = ss->unset,
                                       .cb = on_fetch,
                                       .opaque = ss}};
@@ -313,7 +315,9 @@ static ks_cmd_req_t open_cmd(const ks_substream_t *ss, const ks_substream_open_t
                                                .subscriber = o->subscriber,
                                                .credit_records = o->credit_records,
                                                .credit_bytes = o->credit_bytes,
-                                               .ordered_batches = o->ordered_batches},
+                                               .ordered_batches = o->ordered_batches,
+                                               .key_format = o->key_format,
+                                               .value_format = o->value_format},
                                       .unset = o->unset}};
 }
 
@@ -373,6 +377,8 @@ void ks_substream_start(ks_substream_t *ss, const ks_substream_open_t *o, const 
     ss->max_batch = o->max_batch > 0 ? o->max_batch : 1;
     ss->max_bytes = o->max_bytes;
     ss->ordered_batches = o->ordered_batches;
+    ss->key_format = o->key_format;
+    ss->value_format = o->value_format;
     pthread_mutex_lock(&ss->lock);
     ss->who = ks_auth_hold(o->who); /* let go in ks_substream_destroy */
     ss->opened = true;

@@ -85,12 +85,13 @@ typedef struct ks_substream_open {
     const char *subscriber; /* "" or NULL: the transport's default name */
     int64_t credit_records; /* 0: the server's default */
     int64_t credit_bytes;
-    int deadline_ms;           /* 0: the server's default */
-    unsigned unset;            /* KS_FETCH_UNSET_* bits (cmd.h) */
-    int max_batch;             /* most records in one message */
-    int64_t max_bytes;         /* most key+value bytes in one message (0: no bound) */
-    bool ordered_batches;      /* the client processes a chain's records in the order received */
-    const ks_principal_t *who; /* the caller (NULL: no auth); checked again after a reload */
+    int deadline_ms;      /* 0: the server's default */
+    unsigned unset;       /* KS_FETCH_UNSET_* bits (cmd.h) */
+    int max_batch;        /* most records in one message */
+    int64_t max_bytes;    /* most key+value bytes in one message (0: no bound) */
+    bool ordered_batches; /* the client processes a chain's records in the order received */
+    uint8_t key_format, value_format; /* ks_fetch_opts_t's */
+    const ks_principal_t *who;        /* the caller (NULL: no auth); checked again after a reload */
 } ks_substream_open_t;
 
 /* The limits a transport holds its stream to (config keys of its own). */
@@ -125,6 +126,7 @@ struct ks_substream {
     int max_batch;
     int64_t max_bytes;
     bool ordered_batches;
+    uint8_t key_format, value_format;
     int fetches_out;
     bool fetch_blocked; /* a fetch was held back at the queue bound; msg_done re-arms */
     int q_msgs;         /* record messages queued or in flight in the transport */

@@ -41,8 +41,21 @@ void ks_codec_json_record(ks_jbuf_t *b, const ks_record_t *r, const ks_codec_opt
         ks_jbuf_int(b, r->timestamp);
     else
         ks_jbuf_lit(b, "null");
-    put_bytes(b, ",\"key\":", ",\"key_encoding\":", r->key, r->key_len, kf);
-    put_bytes(b, ",\"value\":", ",\"value_encoding\":", r->value, r->value_len, vf);
+    ks_rec_format_t ks = o && o->key_schema ? (ks_rec_format_t)(o->key_schema - 1) : KS_FMT_BINARY;
+    ks_rec_format_t vs =
+        o && o->value_schema ? (ks_rec_format_t)(o->value_schema - 1) : KS_FMT_BINARY;
+    if (ks != KS_FMT_BINARY && r->key) {
+        ks_jbuf_lit(b, ",\"key\":");
+        ks_codec_schema_json(b, "key", r->key, r->key_len, ks);
+    } else {
+        put_bytes(b, ",\"key\":", ",\"key_encoding\":", r->key, r->key_len, kf);
+    }
+    if (vs != KS_FMT_BINARY && r->value) {
+        ks_jbuf_lit(b, ",\"value\":");
+        ks_codec_schema_json(b, "value", r->value, r->value_len, vs);
+    } else {
+        put_bytes(b, ",\"value\":", ",\"value_encoding\":", r->value, r->value_len, vf);
+    }
     ks_jbuf_lit(b, ",\"headers\":[");
     for (size_t i = 0; i < r->header_cnt; i++) {
         const ks_header_t *h = &r->headers[i];

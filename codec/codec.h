@@ -15,6 +15,7 @@
 
 #include "ack_id.h"
 #include "json_out.h"
+#include "schema.h"
 #include "types.h"
 
 /* One format: one row of the format table. */
@@ -33,7 +34,44 @@ typedef struct ks_codec_fmt {
 /* How a request or stream wants its records shown; NULL members are the default (auto). */
 typedef struct ks_codec_opts {
     const ks_codec_fmt_t *key, *value, *header;
+    /* Schema formats of keys and values: 1 + ks_rec_format_t when the request names one; 0:
+     * the batch's (its group's group.key_format, group.value_format; ks_codec_opts_for). A
+     * schema format decodes what it can and shows the rest in key or value above. */
+    uint8_t key_schema, value_schema;
 } ks_codec_opts_t;
+
+/* o as req, with the schema formats req leaves open taken from batch b (its group's). */
+static inline void ks_codec_opts_for(ks_codec_opts_t *o, const ks_codec_opts_t *req,
+                                     const ks_batch_t *b)
+{
+    *o = *req;
+    if (!o->key_schema)
+        o->key_schema = (uint8_t)(1 + b->key_format);
+    if (!o->value_schema)
+        o->value_schema = (uint8_t)(1 + b->value_format);
+}
+
+/* ---- the schema formats (fmt_schema.c) ---- */
+
+struct ks_registry;
+/* The schema registry the schema formats read from (the daemon's, or NULL: none); set before
+ * the edges start, cleared after they stop. */
+void ks_codec_set_registry(struct ks_registry *r);
+struct ks_registry *ks_codec_registry(void);
+
+/* Appends the JSON of data[0..len), a key or value in the schema wire format, decoded as want
+ * with the schema its id names (from the registry's cache, never waiting), to b; *type gets
+ * that schema's type. Returns 0, or -1 with err naming the cause (b as it was). *id gets the
+ * schema id once known, else -1. */
+int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_format_t want,
+                           int32_t *id, ks_schema_type_t *type, char *err, size_t errsize);
+
+/* Writes data[0..len) decoded as want (field "value" or "key"): the JSON, then
+ * <field>_encoding "json", <field>_format and <field>_schema_id; or, when it cannot be decoded,
+ * the bytes as the auto format shows them, <field>_schema_id when known, and
+ * <field>_decode_error naming the cause. */
+void ks_codec_schema_json(ks_jbuf_t *b, const char *field, const void *data, size_t len,
+                          ks_rec_format_t want);
 
 /* The format named name, or NULL if there is none. */
 const ks_codec_fmt_t *ks_codec_fmt_find(const char *name);

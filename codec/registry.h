@@ -5,8 +5,9 @@
  * Threads. A registry has a thread of its own that makes every request (libcurl's multi
  * interface). Callers, an edge's threads, never wait for the network: ks_registry_get() and its
  * siblings answer from the cache at once, or say the answer is pending and call a wake function
- * when it is in. A group loop never calls into the registry. Each function below may be called
- * from any thread unless it says otherwise.
+ * when it is in. A group loop only asks ks_registry_get whether a schema is cached (through
+ * proxy/schema_gate.h: a lookup under the cache's lock, never the network); the decoding runs on
+ * the edges. Each function below may be called from any thread unless it says otherwise.
  *
  * Ownership. A schema is reference-counted and immutable once made (but for the parsed form a
  * decoder keeps in it, made once); a caller holds its references with ks_schema_ref/unref. */

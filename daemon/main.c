@@ -14,6 +14,9 @@
 #include "engine.h"
 #include "auth.h"
 #include "edges.h"
+#include "codec.h"
+#include "registry.h"
+#include "schema_gate.h"
 #include "file_watch.h"
 #include "healthcheck.h"
 #include "log.h"
@@ -155,6 +158,40 @@ static int serve_until_stopped(const ks_config_t *cfg, ks_auth_t *auth, ks_tls_t
     }
 }
 
+/* The group loops' schema check (proxy/schema_gate.h) on the registry's cache: a lookup that
+ * never waits; a fetch it starts calls wake on the registry's thread when it settles. */
+static ks_gate_t registry_gate(void *ctx, int32_t id, void (*wake)(void *), void *wake_ctx,
+                               char *err, size_t errsize)
+{
+    ks_schema_t *s = NULL;
+    ks_registry_wake_t w = {.fn = wake, .ctx = wake_ctx};
+    switch (ks_registry_get(ctx, id, wake ? &w : NULL, &s, err, errsize)) {
+    case KS_REG_OK:
+        ks_schema_unref(s);
+        return KS_GATE_OK;
+    case KS_REG_UNKNOWN:
+        return KS_GATE_UNKNOWN;
+    default:
+        return KS_GATE_WAIT;
+    }
+}
+
+static void registry_gate_cancel(void *ctx, void *wake_ctx)
+{
+    ks_registry_cancel(ctx, wake_ctx);
+}
+
+/* The registry closes after every edge and group: nothing looks up in it any more. With
+ * destroyed false the engine is left running (a failed shutdown), so it stays. */
+static void stop_registry(ks_registry_t *reg, bool destroyed)
+{
+    if (!reg || !destroyed)
+        return;
+    ks_schema_gate_set(NULL, NULL, NULL);
+    ks_codec_set_registry(NULL);
+    ks_registry_free(reg);
+}
+
 /* Shutdown of the edges: each stops taking new work, then each closes, last started first. */
 static void stop_edges(void **edges)
 {
@@ -257,6 +294,7 @@ int main(int argc, char **argv)
     ks_auth_t *auth = NULL;
     ks_tls_t *tls = NULL;
     ks_subhub_t *hub = NULL;
+    ks_registry_t *reg = NULL;
     void *edges[KS_EDGE_MAX] = {0};
     if (cfg.dev) {
         char boot[256];
@@ -271,6 +309,14 @@ int main(int argc, char **argv)
         goto out_fail;
     if (*cfg.tls_cert_file && !(tls = ks_tls_load(&cfg, err, sizeof(err))))
         goto out_fail;
+    if (cfg.schema_registry_url_cnt) {
+        ks_registry_conf_t rc_conf;
+        ks_registry_conf_from(&rc_conf, &cfg);
+        if (ks_registry_new(&rc_conf, &reg, err, sizeof(err)) < 0)
+            goto out_fail;
+        ks_codec_set_registry(reg);
+        ks_schema_gate_set(registry_gate, registry_gate_cancel, reg);
+    }
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
@@ -313,6 +359,7 @@ int main(int argc, char **argv)
     ks_subhub_free(hub);
     if (rc == 0)
         ks_engine_destroy(eng);
+    stop_registry(reg, rc == 0);
     ks_dev_stop(dev);
     ks_auth_free(auth);
     ks_tls_free(tls);
@@ -328,6 +375,7 @@ out_fail:
         ks_engine_shutdown(eng, 1000);
         ks_engine_destroy(eng);
     }
+    stop_registry(reg, true);
     ks_dev_stop(dev);
     ks_auth_free(auth);
     ks_tls_free(tls);

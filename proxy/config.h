@@ -41,7 +41,10 @@ typedef struct ks_group_conf {
     char *push_ca_file;      /* PEM CA for an https url; empty: the system's */
     bool push_insecure;      /* https without checking the app's certificate */
     bool push_cloudevents;   /* batch 1: also CloudEvents binary-mode ce-* headers */
-    ks_retry_t retry;        /* the delay of a nack without one, and of an expired lease */
+    char *value_format;      /* ks_rec_format_t by name: binary, avro, json_schema, auto */
+    char *key_format;
+    char *decode_errors; /* deliver or dead_letter */
+    ks_retry_t retry;    /* the delay of a nack without one, and of an expired lease */
     /* Static groups: bit i is set when key i of the table was set on the group itself, so it
      * does not follow its group default. */
     uint64_t explicit_keys[KS_CONFIG_MAX_KEYS / 64];

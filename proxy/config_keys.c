@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "key_sched.h"
+#include "types.h"
 #include "util.h"
 
 /* A push bearer token goes into the Authorization header as it is: visible ASCII only
@@ -38,6 +39,18 @@ static bool registry_url_ok(const char *s)
 static bool basic_auth_ok(const char *s)
 {
     return !*s || (strchr(s, ':') && !strpbrk(s, "\r\n"));
+}
+
+/* How a group shows keys or values (group.value_format, group.key_format). */
+static bool rec_format_ok(const char *s)
+{
+    return ks_rec_format_from_str(s) >= 0;
+}
+
+/* What a record that cannot be decoded becomes (group.decode_errors). */
+static bool decode_errors_ok(const char *s)
+{
+    return !strcmp(s, "deliver") || !strcmp(s, "dead_letter");
 }
 
 /* A dead-letter topic, or none. */
@@ -307,6 +320,31 @@ const key_t_ config_keys[] = {
      G(SP, push_cloudevents),
      .type = T_BOOL,
      .help = "push delivery, batch 1: also CloudEvents binary-mode ce-* headers"},
+    {.name = "group.value_format",
+     G(GD, value_format),
+     STR("binary"),
+     .ok = rec_format_ok,
+     .hint = "binary, avro, avro_plain, json_schema or auto",
+     .help = "how values are shown: binary (text or base64), avro (decoded to Avro's JSON "
+             "encoding with the schema registry), avro_plain (the same with unions unwrapped), "
+             "json_schema (the JSON after the schema header, checked), auto (decoded when the "
+             "value is in the schema "
+             "wire format with an id the registry knows); needs schema_registry.url but for "
+             "binary"},
+    {.name = "group.key_format",
+     G(GD, key_format),
+     STR("binary"),
+     .ok = rec_format_ok,
+     .hint = "binary, avro, avro_plain, json_schema or auto",
+     .help = "how keys are shown: as group.value_format"},
+    {.name = "group.decode_errors",
+     G(GD, decode_errors),
+     STR("deliver"),
+     .ok = decode_errors_ok,
+     .hint = "deliver or dead_letter",
+     .help = "a key or value of a schema format that cannot be decoded (unknown schema id, "
+             "corrupt bytes): deliver (as binary, with value_decode_error) or dead_letter (to "
+             "group.dead_letter_topic at once)"},
     {.name = "push.allowed_urls",
      P(push_allowed_urls),
      STR(NULL),

@@ -1,6 +1,7 @@
 /* group.c: a group's lifecycle: its librdkafka consumer's setup, the commands posted to its inbox,
  * join and destroy. */
 #include "group_int.h"
+#include "schema_gate.h"
 #include "kconf.h"
 
 static void free_strv(char **v, size_t n)
@@ -159,6 +160,13 @@ ks_group_t *ks_group_start(const char *name, const ks_config_t *cfg, const ks_gr
     g->instance = instance;
     g->cfg = cfg;
     g->gconf = gconf;
+    g->key_format = gconf->key_format ? ks_rec_format_from_str(gconf->key_format) : KS_FMT_BINARY;
+    g->value_format =
+        gconf->value_format ? ks_rec_format_from_str(gconf->value_format) : KS_FMT_BINARY;
+    if ((int)g->key_format < 0)
+        g->key_format = KS_FMT_BINARY;
+    if ((int)g->value_format < 0)
+        g->value_format = KS_FMT_BINARY;
     g->is_static = is_static;
     g->idle_fn = idle_fn;
     g->idle_opaque = idle_opaque;
@@ -311,6 +319,7 @@ void ks_group_destroy(ks_group_t *g)
             rd_kafka_destroy(g->rk);
         }
     }
+    ks_schema_gate_cancel(g); /* no schema fetch wakes the inbox closed below */
     int fds[] = {g->epfd, g->tfd, g->rk_pipe[0], g->rk_pipe[1], g->dlq_pipe[0], g->dlq_pipe[1]};
     for (size_t i = 0; i < sizeof(fds) / sizeof(fds[0]); i++)
         if (fds[i] >= 0)

@@ -1,6 +1,9 @@
 /* group_deliver.c: leasing records to subscribers: parked fetches, credits, batches, confirmed
  * deliveries and released subscribers. */
 #include "group_int.h"
+#include "schema_gate.h"
+
+#include <unistd.h>
 
 sub_t *sub_get(ks_group_t *g, const char *name, int64_t now)
 {
@@ -154,6 +157,8 @@ static ks_batch_t *build_batch(ks_group_t *g, part_t **eparts, ks_win_entry_t **
     b->arena = arena;
     b->recs = (ks_record_t *)arena;
     b->cnt = n;
+    b->key_format = (uint8_t)g->key_format;
+    b->value_format = (uint8_t)g->value_format;
     char *pos = arena + align8(n * sizeof(ks_record_t));
 #define PUT(src, len)                                                                              \
     ({                                                                                             \
@@ -227,6 +232,78 @@ typedef struct take {
     bool dry;
 } take_t;
 
+/* Wakes the group loop when a schema fetch settles: on the registry's thread. */
+static void schema_wake(void *ctx)
+{
+    ks_group_t *g = ctx;
+    uint64_t one = 1;
+    ssize_t r = write(g->inbox.efd, &one, sizeof(one));
+    (void)r;
+}
+
+/* Whether e's key and value may go: the schema the group's formats need is in the registry's
+ * cache (a lookup that never waits). Otherwise a fetch runs on the registry's thread, the
+ * record waits (p->schema_wait, its stall reason schema_registry) and schema_wake calls the
+ * loop back. The decoding itself runs on the edge that sends the record, at encode time: it
+ * is the costly part, and the edges' threads are many while this loop is one. */
+typedef enum { SCHEMA_GO, SCHEMA_WAIT, SCHEMA_DEAD } schema_step_t;
+
+/* A key or value a schema format cannot decode for what the group loop sees (not in the wire
+ * format, or an id the registry lacks), with group.decode_errors dead_letter and a dead-letter
+ * topic: its reason goes into e. Corrupt bytes after a known id are found by the edge only, and
+ * delivered with their decode error. */
+static bool schema_dead(ks_group_t *g, ks_win_entry_t *e, ks_rec_format_t f, int64_t id,
+                        ks_gate_t gate, const char *err)
+{
+    if (!*g->gconf->dead_letter_topic || !g->gconf->decode_errors ||
+        strcmp(g->gconf->decode_errors, "dead_letter"))
+        return false;
+    char why[320];
+    if (id < 0 && f != KS_FMT_AUTO)
+        snprintf(why, sizeof(why), "decode: not in the schema wire format");
+    else if (id >= 0 && gate == KS_GATE_UNKNOWN)
+        snprintf(why, sizeof(why), "decode: unknown schema id %lld: %.250s", (long long)id, err);
+    else
+        return false;
+    free(e->reason);
+    e->reason = ks_xstrdup(why);
+    return true;
+}
+
+static schema_step_t schema_ready(ks_group_t *g, part_t *p, ks_win_entry_t *e, ks_rec_format_t kf,
+                                  ks_rec_format_t vf)
+{
+    const rec_t *r = e->msg;
+    int64_t ids[2] = {-1, -1};
+    ks_rec_format_t fs[2] = {vf, kf};
+    bool has[2] = {vf != KS_FMT_BINARY && r->has_value, kf != KS_FMT_BINARY && r->has_key};
+    if (has[0])
+        ids[0] = ks_schema_gate_id(rec_value(r), r->value_len);
+    if (has[1])
+        ids[1] = ks_schema_gate_id(rec_key(r), r->key_len);
+    for (int i = 0; i < 2; i++) {
+        char err[256] = "";
+        ks_gate_t gate = KS_GATE_OK;
+        if (!has[i])
+            continue;
+        if (ids[i] >= 0)
+            gate = ks_schema_gate((int32_t)ids[i], schema_wake, g, err, sizeof(err));
+        if (gate == KS_GATE_WAIT) {
+            if (!p->schema_wait)
+                ks_info(g->log_name, "%s[%d]: offset %lld waits for schema id %lld: %s", p->topic,
+                        p->partition, (long long)e->offset, (long long)ids[i], err);
+            p->schema_wait = true;
+            return SCHEMA_WAIT;
+        }
+        if (schema_dead(g, e, fs[i], ids[i], gate, err))
+            return SCHEMA_DEAD;
+    }
+    if (p->schema_wait)
+        ks_info(g->log_name, "%s[%d]: schemas fetched; deliveries resume", p->topic, p->partition);
+    p->schema_wait = false;
+    return SCHEMA_GO;
+}
+
 /* How many records in a row take_one takes from one partition before the next one's turn. */
 #define TAKE_RUN 64
 
@@ -252,6 +329,21 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             ks_key_sched_take_for(&p->sched, &p->win, part_hold_from(g, p), s->id, limit);
         if (!e)
             continue;
+        const ks_fetch_opts_t *fo = &t->c->req.u.fetch.opts;
+        ks_rec_format_t kf = fo->key_format ? (ks_rec_format_t)(fo->key_format - 1) : g->key_format;
+        ks_rec_format_t vf =
+            fo->value_format ? (ks_rec_format_t)(fo->value_format - 1) : g->value_format;
+        schema_step_t step = (kf | vf) ? schema_ready(g, p, e, kf, vf) : SCHEMA_GO;
+        if (step == SCHEMA_WAIT) {
+            ks_key_sched_requeue(&p->sched, &p->win, e);
+            continue;
+        }
+        if (step == SCHEMA_DEAD) { /* at once, as a reject: no client sees it */
+            dead_letter(g, p, e);
+            if (e->state == KS_REC_DEAD_LETTERING)
+                k--; /* on to the partition's next record (unsigned: wraps back to k) */
+            continue;
+        }
         int64_t max_bytes = t->c->req.u.fetch.opts.max_bytes;
         if ((s->out_records > 0 && s->out_bytes + e->bytes > s->credit_bytes) ||
             (t->n > 0 && max_bytes > 0 && t->bytes + (int64_t)e->bytes > max_bytes)) {

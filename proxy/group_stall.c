@@ -42,6 +42,11 @@ static void stall_describe(ks_group_t *g, part_t *p, ks_stall_t why, int64_t idl
                  "held back from offset %lld",
                  (long long)p->meta_cut);
         return;
+    case KS_STALL_SCHEMA:
+        snprintf(p->stall_detail, sizeof(p->stall_detail),
+                 "deliveries wait for a schema the schema registry has not served (unreachable "
+                 "or slow); they resume by themselves when it does");
+        return;
     case KS_STALL_MEMORY:
         snprintf(d, dsz, "paused by the memory budget (memory.max_bytes %lld, used %lld)",
                  (long long)g->cfg->memory_max_bytes, (long long)ks_mem_used());
@@ -93,6 +98,7 @@ void stall_check(ks_group_t *g, int64_t now)
             .kafka_error = *p->commit_err || *g->down,
             .head_attempts = e && e->state != KS_REC_ACKED ? e->attempts : 0,
             .held_back = p->held_back,
+            .schema_wait = p->schema_wait,
             .memory_paused = p->kpaused,
             .subs = g->sub_cnt,
             .subs_credited = credited,

@@ -12,6 +12,8 @@ ks_stall_t ks_stall_reason(const ks_stall_in_t *in)
         return KS_STALL_POISON;
     if (in->held_back)
         return KS_STALL_METADATA;
+    if (in->schema_wait)
+        return KS_STALL_SCHEMA;
     if (in->memory_paused)
         return KS_STALL_MEMORY;
     if (in->subs == 0)
@@ -32,6 +34,8 @@ const char *ks_stall_str(ks_stall_t r)
         return "poison";
     case KS_STALL_METADATA:
         return "metadata";
+    case KS_STALL_SCHEMA:
+        return "schema_registry";
     case KS_STALL_MEMORY:
         return "memory";
     case KS_STALL_NO_SUBSCRIBER:

@@ -11,6 +11,7 @@ typedef enum {
     KS_STALL_KAFKA,         /* Kafka unreachable, or the partition's commits fail */
     KS_STALL_POISON,        /* the record at the commit point keeps coming back */
     KS_STALL_METADATA,      /* deliveries held back: the commit metadata would not fit */
+    KS_STALL_SCHEMA,        /* deliveries wait for a schema from the schema registry */
     KS_STALL_MEMORY,        /* paused in librdkafka by the memory budget */
     KS_STALL_NO_SUBSCRIBER, /* nobody subscribes to the group */
     KS_STALL_NO_CREDITS,    /* every subscriber holds all its credits allow */
@@ -25,6 +26,7 @@ typedef struct {
     bool kafka_error;     /* Kafka is down, or the partition's last commit failed */
     int head_attempts;    /* deliveries of the record at the commit point (0: not held) */
     bool held_back;       /* part_t.held_back */
+    bool schema_wait;     /* part_t.schema_wait */
     bool memory_paused;   /* part_t.kpaused */
     size_t subs;          /* the group's subscribers */
     size_t subs_credited; /* those with credits left */
@@ -34,7 +36,8 @@ typedef struct {
  * the first cause that holds, in the order of the enum. */
 ks_stall_t ks_stall_reason(const ks_stall_in_t *in);
 
-/* "", "kafka", "poison", "metadata", "memory", "no_subscriber", "no_credits", "unknown". */
+/* "", "kafka", "poison", "metadata", "schema_registry", "memory", "no_subscriber", "no_credits",
+ * "unknown". */
 const char *ks_stall_str(ks_stall_t r);
 
 #endif

@@ -156,8 +156,8 @@
     X(BOOL, stalled, stalled, "stalled", 20, GAUGE,                                                \
       "lag, and the commit point has not moved for health.stall_ms")                               \
     X(TEXT, stall_reason, stall_reason, "stall_reason", 21, REASON,                                \
-      "why it is stalled: poison, metadata, no_subscriber, no_credits, memory, kafka or "          \
-      "unknown; \"\" when not stalled")                                                            \
+      "why it is stalled: poison, metadata, schema_registry, no_subscriber, no_credits, memory, "  \
+      "kafka or unknown; \"\" when not stalled")                                                   \
     X(NAME, stall_detail, stall_detail, "stall_detail", 22, TEXT,                                  \
       "the stall in a sentence: the poison record's offset, attempts and last nack reason, or "    \
       "the last commit error")

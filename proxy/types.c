@@ -145,3 +145,18 @@ size_t ks_produce_timed_out(const ks_produce_result_t *results, size_t n)
         c += strcmp(results[i].code, KS_PRODUCE_TIMED_OUT) == 0;
     return c;
 }
+
+static const char *const rec_formats[] = {"binary", "avro", "json_schema", "auto", "avro_plain"};
+
+int ks_rec_format_from_str(const char *s)
+{
+    for (size_t i = 0; i < sizeof(rec_formats) / sizeof(rec_formats[0]); i++)
+        if (!strcmp(s, rec_formats[i]))
+            return (int)i;
+    return -1;
+}
+
+const char *ks_rec_format_str(ks_rec_format_t f)
+{
+    return (unsigned)f < sizeof(rec_formats) / sizeof(rec_formats[0]) ? rec_formats[f] : "?";
+}

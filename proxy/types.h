@@ -83,6 +83,21 @@ struct ks_ack_id_writer;
 size_t ks_record_ack_id_put(struct ks_ack_id_writer *w, const ks_record_t *r, char *buf,
                             size_t size);
 
+/* How keys or values are shown (group.value_format, group.key_format, a request's own): as
+ * bytes (text or base64), or decoded to JSON with a schema from the schema registry. */
+typedef enum ks_rec_format {
+    KS_FMT_BINARY = 0,
+    KS_FMT_AVRO,
+    KS_FMT_JSON_SCHEMA,
+    KS_FMT_AUTO,       /* decoded when in the schema wire format with an id the registry knows */
+    KS_FMT_AVRO_PLAIN, /* avro, with unions as their value rather than {"type": value} */
+} ks_rec_format_t;
+
+/* The format named s ("binary", "avro", "json_schema", "auto", "avro_plain"), or -1. */
+int ks_rec_format_from_str(const char *s);
+/* Its name. */
+const char *ks_rec_format_str(ks_rec_format_t f);
+
 typedef struct ks_batch {
     ks_status_t status; /* KS_OK, or why no records came */
     char message[256];  /* a message a person can act on, when status != KS_OK */
@@ -98,6 +113,8 @@ typedef struct ks_batch {
      * records). bytes: the records' key+value bytes. */
     uint64_t deliver_token;
     int64_t bytes;
+    /* The group's group.key_format and group.value_format, for a request that names none. */
+    uint8_t key_format, value_format;
 } ks_batch_t;
 
 void ks_batch_free(ks_batch_t *b);
@@ -122,6 +139,9 @@ typedef struct ks_fetch_opts {
     int ordered_batches;    /* the subscriber processes a chain's records in the order received:
                              * it may hold up to ordering.max_in_flight_per_key of one chain at
                              * once (else one), and its records carry their ordering_chain */
+    uint8_t key_format;     /* 1 + ks_rec_format_t the request shows keys in; 0: the group's */
+    uint8_t value_format;   /* the same for values: a schema format's records wait for their
+                             * schema in the registry's cache before they are taken */
 } ks_fetch_opts_t;
 
 /* What to do with a batch of ack ids. */

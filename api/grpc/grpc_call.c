@@ -175,7 +175,7 @@ static void kick_locked(call_t *c)
         else if (it.batch && it.batch->deliver_token)
             c->reply_since_ms = ks_now_ms(); /* a Fetch's held records: the stall clock */
         if (it.batch)
-            bb = encode_records(it.batch, c->has_ss); /* a stream's, or a Fetch's reply */
+            bb = encode_records_as(it.batch, c->has_ss, &c->fmt); /* a stream's, or a Fetch's */
         else if (it.acks)
             bb = encode_ack_results(it.acks, it.results);
         it.bb = NULL;

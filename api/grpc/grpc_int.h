@@ -196,6 +196,9 @@ struct call {
      * lease runs until the send ends), so one the client does not take is cut off
      * (call_cut_stalled_replies). */
     int64_t reply_since_ms;
+    /* The schema formats the Fetch or the Open named (key_schema, value_schema; 0: the
+     * group's), set before its first batch. */
+    ks_codec_opts_t fmt;
 };
 
 /* What an engine settle answers: the ids it was asked about, kept with the call. */
@@ -296,6 +299,12 @@ grpc_slice grpc_flatten(grpc_byte_buffer *bb);
 /* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}, their keys
  * and values as the record codec shows them: in o's formats (encode_records: the defaults). */
 grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap);
+
+/* A request's value_format and key_format (NULL or "": the group's) into o's value_schema and
+ * key_schema (1 + ks_rec_format_t; 0 for the group's). False, with err, for a name that is
+ * none. */
+bool grpc_schema_formats(const char *value_format, const char *key_format, ks_codec_opts_t *o,
+                         char *err, size_t errsize);
 grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_codec_opts_t *o);
 /* Encodes SubscribeResponse{ack_results} for x's ids and their results res. */
 grpc_byte_buffer *encode_ack_results(const settle_ctx_t *x, const ks_ack_result_t *res);

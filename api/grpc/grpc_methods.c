@@ -454,6 +454,11 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
 {
     ks_grpc_t *s = c->s;
     Ksidecar__V1__FetchRequest *r = (Ksidecar__V1__FetchRequest *)m;
+    char ferr[256];
+    if (!grpc_schema_formats(r->value_format, r->key_format, &c->fmt, ferr, sizeof(ferr))) {
+        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", ferr);
+        return;
+    }
     if (grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)r->topics, r->n_topics)) {
         pthread_mutex_lock(&c->lock);
         c->group = ks_xstrdup(r->group); /* for the report of its batch */
@@ -468,7 +473,9 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
                                                  .subscriber = r->subscriber,
                                                  .max_bytes = msg_max_record_bytes(s->cfg),
                                                  .confirm = 1,
-                                                 .ordered_batches = r->ordered_batches},
+                                                 .ordered_batches = r->ordered_batches,
+                                                 .key_format = c->fmt.key_schema,
+                                                 .value_format = c->fmt.value_schema},
                                         .unset = grpc_fetch_unset(r->max, r->deadline_ms),
                                         .cb = on_batch,
                                         .opaque = c}};

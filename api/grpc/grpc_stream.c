@@ -191,6 +191,11 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
     }
     if (!grpc_scoped(c, KS_SCOPE_CONSUME, "consume", (const char *const *)o->topics, o->n_topics))
         return;
+    char ferr[256];
+    if (!grpc_schema_formats(o->value_format, o->key_format, &c->fmt, ferr, sizeof(ferr))) {
+        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", ferr);
+        return;
+    }
     /* The stream's fetch, checked before the stream counts: the topics and the subscriber
      * as the client named them, its deadline and credits. */
     ks_substream_open_t so = {.group = o->group,
@@ -204,6 +209,8 @@ static void stream_open(call_t *c, const Ksidecar__V1__Open *o)
                               .max_batch = STREAM_BATCH_MAX,
                               .max_bytes = msg_max_record_bytes(s->cfg),
                               .ordered_batches = o->ordered_batches,
+                              .key_format = c->fmt.key_schema,
+                              .value_format = c->fmt.value_schema,
                               .who = c->who};
     if ((st = ks_substream_check(&c->ss, &so, err, sizeof(err)))) {
         call_finish(c, grpc_code_of(st), "%s", err);

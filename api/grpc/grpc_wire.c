@@ -3,6 +3,7 @@
 #include "edge.h"
 #include "grpc_int.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -163,10 +164,95 @@ static uint8_t *record_put(uint8_t *p, const ks_record_t *r, const ks_codec_view
     return p;
 }
 
+/* A key or value decoded in a schema format (Record.key_decoded, value_decoded): offsets into
+ * the batch's scratch buffer. */
+typedef struct decoded {
+    bool set;
+    int32_t id;
+    const char *fmt;
+    size_t json_off, json_len, err_off, err_len;
+} decoded_t;
+
+/* Decodes data[0..len) as format f (1 + ks_rec_format_t; binary: nothing) into d, its text
+ * into sb. */
+static void decode_into(decoded_t *d, ks_jbuf_t *sb, uint8_t f, const void *data, size_t len)
+{
+    *d = (decoded_t){0};
+    if (!f || f - 1 == KS_FMT_BINARY || !data)
+        return;
+    char err[512];
+    ks_schema_type_t type = KS_SCHEMA_AVRO;
+    size_t off = sb->len;
+    if (!ks_codec_schema_decode(sb, data, len, (ks_rec_format_t)(f - 1), &d->id, &type, err,
+                                sizeof(err))) {
+        d->json_off = off;
+        d->json_len = sb->len - off;
+        d->fmt = type == KS_SCHEMA_AVRO ? "avro" : "json_schema";
+    } else if (f - 1 == KS_FMT_AUTO && d->id < 0) {
+        return; /* not in the wire format: auto shows bytes alone */
+    } else {
+        d->err_off = sb->len;
+        d->err_len = strlen(err);
+        ks_jbuf_raw(sb, err, d->err_len);
+    }
+    if (d->id < 0)
+        d->id = 0;
+    d->set = true;
+}
+
+static size_t decoded_inner(const decoded_t *d)
+{
+    return (d->json_len ? ld_size(d->json_len) : 0) + (d->fmt ? ld_size(strlen(d->fmt)) : 0) +
+           (d->id ? 1 + vlen((uint64_t)(int64_t)d->id) : 0) +
+           (d->err_len ? ld_size(d->err_len) : 0);
+}
+
+static size_t decoded_size(const decoded_t *d)
+{
+    return d->set ? ld_size(decoded_inner(d)) : 0;
+}
+
+static uint8_t *decoded_put(uint8_t *p, unsigned field, const decoded_t *d, const char *sb)
+{
+    if (!d->set)
+        return p;
+    *p++ = (uint8_t)(field << 3 | 2);
+    p = vput(p, decoded_inner(d));
+    if (d->json_len)
+        p = ld_put(p, 1, sb + d->json_off, d->json_len);
+    if (d->fmt)
+        p = ld_put(p, 2, d->fmt, strlen(d->fmt));
+    if (d->id) {
+        *p++ = 3 << 3;
+        p = vput(p, (uint64_t)(int64_t)d->id);
+    }
+    if (d->err_len)
+        p = ld_put(p, 4, sb + d->err_off, d->err_len);
+    return p;
+}
+
 /* Encodes b's records as a FetchResponse, or (wrap) as SubscribeResponse{batch}, their keys
- * and values as the codec shows them in o's formats (NULL: the defaults). */
+ * and values as the codec shows them in o's formats (NULL: the defaults); keys and values in a
+ * schema format also decoded, into key_decoded and value_decoded. */
 grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_codec_opts_t *o)
 {
+    ks_codec_opts_t oo = {0};
+    if (o)
+        ks_codec_opts_for(&oo, o, b);
+    bool schema = o && (oo.key_schema - 1 != KS_FMT_BINARY || oo.value_schema - 1 != KS_FMT_BINARY);
+    decoded_t *dec = NULL;
+    ks_jbuf_t sb = {0};
+    if (schema) {
+        dec = malloc(2 * b->cnt * sizeof(*dec) + 1);
+        if (!dec)
+            abort();
+        ks_jbuf_init(&sb, 256);
+        for (size_t i = 0; i < b->cnt; i++) {
+            const ks_record_t *r = &b->recs[i];
+            decode_into(&dec[2 * i], &sb, oo.key_schema, r->key, r->key_len);
+            decode_into(&dec[2 * i + 1], &sb, oo.value_schema, r->value, r->value_len);
+        }
+    }
     /* Per record: its size and its ack id, written out here (not on the group loop). */
     size_t *sizes = malloc((2 * b->cnt + 1) * sizeof(size_t));
     size_t idcap = 1024, idlen = 0;
@@ -189,6 +275,8 @@ grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_cod
         ks_codec_view_t v;
         ks_codec_view(&b->recs[i], o, &v);
         sizes[2 * i] = record_size(&b->recs[i], &v, al);
+        if (dec)
+            sizes[2 * i] += decoded_size(&dec[2 * i]) + decoded_size(&dec[2 * i + 1]);
         body += 1 + vlen(sizes[2 * i]) + sizes[2 * i];
     }
     size_t total = wrap ? 1 + vlen(body) + body : body;
@@ -203,13 +291,41 @@ grpc_byte_buffer *encode_records_as(const ks_batch_t *b, bool wrap, const ks_cod
         ks_codec_view_t v;
         ks_codec_view(&b->recs[i], o, &v);
         p = record_put(p, &b->recs[i], &v, sizes[2 * i], id, sizes[2 * i + 1]);
+        if (dec) {
+            p = decoded_put(p, 13, &dec[2 * i], sb.p);
+            p = decoded_put(p, 14, &dec[2 * i + 1], sb.p);
+        }
         id += sizes[2 * i + 1];
     }
+    free(dec);
+    if (schema)
+        ks_jbuf_free(&sb);
     free(sizes);
     free(ids);
     grpc_byte_buffer *bb = grpc_raw_byte_buffer_create(&sl, 1);
     grpc_slice_unref(sl);
     return bb;
+}
+
+bool grpc_schema_formats(const char *value_format, const char *key_format, ks_codec_opts_t *o,
+                         char *err, size_t errsize)
+{
+    const char *names[2] = {value_format, key_format}, *fields[2] = {"value_format", "key_format"};
+    uint8_t *outs[2] = {&o->value_schema, &o->key_schema};
+    for (int i = 0; i < 2; i++) {
+        *outs[i] = 0;
+        if (!names[i] || !*names[i])
+            continue;
+        int f = ks_rec_format_from_str(names[i]);
+        if (f < 0) {
+            snprintf(err, errsize,
+                     "%s must be binary, avro, avro_plain, json_schema or auto, got \"%s\"",
+                     fields[i], names[i]);
+            return false;
+        }
+        *outs[i] = (uint8_t)(1 + f);
+    }
+    return true;
 }
 
 grpc_byte_buffer *encode_records(const ks_batch_t *b, bool wrap)

@@ -51,14 +51,16 @@ static http_ret_t handle_fetch(ks_http_t *h, req_t *r, const char *group, bool h
         goto out;
     /* Only the syntax here: the ranges and the defaults of what is left out are the
      * validator's (ks_cmd_validate). */
-    ks_cmd_req_t cmd = {
-        .group = group,
-        .u.fetch = {
-            .topics = a.names,
-            .topic_cnt = a.name_cnt,
-            .opts = {.subscriber = a.subscriber, .confirm = 1, .ordered_batches = a.ordered},
-            .cb = on_fetch,
-            .opaque = r}};
+    ks_cmd_req_t cmd = {.group = group,
+                        .u.fetch = {.topics = a.names,
+                                    .topic_cnt = a.name_cnt,
+                                    .opts = {.subscriber = a.subscriber,
+                                             .confirm = 1,
+                                             .ordered_batches = a.ordered,
+                                             .key_format = r->fmt.key_schema,
+                                             .value_format = r->fmt.value_schema},
+                                    .cb = on_fetch,
+                                    .opaque = r}};
     unsigned *unset = &cmd.u.fetch.unset;
     if (!http_opt_int(r, "max", a.max, &cmd.u.fetch.opts.max, KS_FETCH_UNSET_MAX, unset, &ret) ||
         !http_opt_int(r, "wait_ms", a.wait_ms, &cmd.u.fetch.opts.wait_ms, KS_FETCH_UNSET_WAIT,

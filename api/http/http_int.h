@@ -80,7 +80,8 @@ typedef struct req {
     /* The server is done with the request (under io.lock): a fetch answered after it gives its
      * records back at once. */
     bool completed;
-    ks_codec_opts_t fmt; /* ?format=: how keys, values and header values are shown */
+    ks_codec_opts_t fmt; /* ?format=, ?value_format=, ?key_format=: how keys, values and
+                          * header values are shown */
     /* What the route's command answered and what its decoder keeps for the answer: the member
      * of the row's command (route->cmd), zeroed until then; freed when the request goes. */
     union {
@@ -202,6 +203,7 @@ typedef struct http_query {
     size_t topic_cnt;
     bool too_many;
     const char *max, *wait_ms, *format, *deadline_ms, *subscriber, *ordered_batches;
+    const char *value_format, *key_format;
     const char *max_in_flight, *max_in_flight_bytes;
     const char *unknown;
     /* The first parameter whose name or value holds a NUL byte (%00), which the C strings

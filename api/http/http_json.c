@@ -233,10 +233,12 @@ http_ret_t http_reply_fetch(req_t *r)
     ks_jbuf_lit(&jb, "{\"records\":[");
     ks_ack_id_writer_t w;
     ks_ack_id_writer_init(&w);
+    ks_codec_opts_t o;
+    ks_codec_opts_for(&o, &r->fmt, b);
     for (size_t i = 0; i < b->cnt; i++) {
         if (i)
             ks_jbuf_lit(&jb, ",");
-        ks_codec_json_record(&jb, &b->recs[i], &r->fmt, &w);
+        ks_codec_json_record(&jb, &b->recs[i], &o, &w);
     }
     ks_jbuf_lit(&jb, "]}");
     return send_jbuf(r, 200, &jb);

@@ -39,6 +39,10 @@ static bool collect_arg(void *cls, const char *key, size_t key_len, const char *
         a->max_in_flight_bytes = v;
     else if (!strcmp(key, "format"))
         a->format = v;
+    else if (!strcmp(key, "value_format"))
+        a->value_format = v;
+    else if (!strcmp(key, "key_format"))
+        a->key_format = v;
     else if (!strcmp(key, "deadline_ms"))
         a->deadline_ms = v;
     else if (!strcmp(key, "subscriber"))
@@ -55,6 +59,22 @@ void http_query_free(http_query_t *q)
     for (size_t i = 0; i < q->split_cnt; i++)
         free(q->split_buf[i]);
     q->split_cnt = 0;
+}
+
+/* ?value_format= or ?key_format= (v; NULL: the group's) into *out (1 + ks_rec_format_t). */
+static bool schema_format(req_t *r, const char *name, const char *v, uint8_t *out, http_ret_t *ret)
+{
+    if (!v)
+        return true;
+    int f = ks_rec_format_from_str(v);
+    if (f < 0) {
+        *ret = http_send_error(
+            r, KS_E_INVALID, "%s must be binary, avro, avro_plain, json_schema or auto, got \"%s\"",
+            name, v);
+        return false;
+    }
+    *out = (uint8_t)(1 + f);
+    return true;
 }
 
 bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, http_ret_t *ret)
@@ -74,9 +94,10 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, http_ret_t *ret)
         *ret = http_send_error(r, KS_E_INVALID, "unknown query parameter \"%s\" (known: %s)",
                                a->unknown,
                                a->stream ? "topic, max_in_flight, max_in_flight_bytes, "
-                                           "deadline_ms, subscriber, ordered_batches, format"
+                                           "deadline_ms, subscriber, ordered_batches, format, "
+                                           "value_format, key_format"
                                          : "topic, max, wait_ms, deadline_ms, subscriber, "
-                                           "ordered_batches, format");
+                                           "ordered_batches, format, value_format, key_format");
         return false;
     }
     /* topic=a,b is the same as topic=a&topic=b. Every name counts against MAX_TOPICS, split
@@ -129,7 +150,8 @@ bool http_query_read(ks_http_t *h, req_t *r, http_query_t *a, http_ret_t *ret)
         return false;
     }
     r->fmt = (ks_codec_opts_t){.key = f, .value = f, .header = f};
-    return true;
+    return schema_format(r, "value_format", a->value_format, &r->fmt.value_schema, ret) &&
+           schema_format(r, "key_format", a->key_format, &r->fmt.key_schema, ret);
 }
 
 int http_parse_int(const char *s, long min, long max, long *out)

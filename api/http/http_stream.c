@@ -277,6 +277,8 @@ static void encode_batch(hstream_t *s, const ks_batch_t *b)
     ks_ack_id_writer_t w, wid;
     ks_ack_id_writer_init(&w);
     ks_ack_id_writer_init(&wid);
+    ks_codec_opts_t o;
+    ks_codec_opts_for(&o, &s->fmt, b);
     for (size_t i = 0; i < b->cnt; i++) {
         if (s->sse) {
             char id[KS_ACK_ID_MAX];
@@ -285,7 +287,7 @@ static void encode_batch(hstream_t *s, const ks_batch_t *b)
             ks_jbuf_raw(&jb, id, n);
             ks_jbuf_lit(&jb, "\ndata: ");
         }
-        ks_codec_json_record(&jb, &b->recs[i], &s->fmt, &w);
+        ks_codec_json_record(&jb, &b->recs[i], &o, &w);
         ks_jbuf_lit(&jb, s->sse ? "\n\n" : "\n");
     }
     s->out = ks_jbuf_take(&jb, &s->out_len);
@@ -530,6 +532,8 @@ http_ret_t http_stream_decode(ks_http_t *h, req_t *r)
                               .unset = KS_FETCH_UNSET_MAX, /* a stream's batches are its own */
                               .max_batch = STREAM_BATCH_MAX,
                               .ordered_batches = a.ordered,
+                              .key_format = r->fmt.key_schema,
+                              .value_format = r->fmt.value_schema,
                               .who = r->who};
     if (!credit_arg(r, "max_in_flight", a.max_in_flight, &so.credit_records, &ret) ||
         !credit_arg(r, "max_in_flight_bytes", a.max_in_flight_bytes, &so.credit_bytes, &ret) ||

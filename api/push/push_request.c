@@ -238,6 +238,44 @@ void push_slot_easies_free(pusher_t *p)
         }
 }
 
+/* A group's group.key_format or group.value_format (name; NULL: binary), as 1 +
+ * ks_rec_format_t (ks_codec_opts_t's). */
+static uint8_t schema_fmt(const char *name)
+{
+    int f = name ? ks_rec_format_from_str(name) : -1;
+    return (uint8_t)(1 + (f < 0 ? KS_FMT_BINARY : f));
+}
+
+/* The body of a one-record push whose value is in a schema format: its JSON (application/json),
+ * with the schema's id and, with CloudEvents, a dataschema naming it in the registry. False
+ * when it cannot be decoded: the value's bytes go as they are, and a header says why. */
+static bool schema_body(pusher_t *p, preq_t *r, const ks_record_t *rec, ks_rec_format_t f)
+{
+    ks_jbuf_t jb;
+    ks_jbuf_init(&jb, 64 + rec->value_len * 2);
+    char err[512];
+    int32_t id;
+    ks_schema_type_t type;
+    if (ks_codec_schema_decode(&jb, rec->value, rec->value_len, f, &id, &type, err, sizeof(err))) {
+        ks_jbuf_free(&jb);
+        ks_codec_header(append_line, &r->hdrs, "ksidecar-value-decode-error", err, strlen(err));
+        return false;
+    }
+    r->body = ks_jbuf_take(&jb, &r->body_len);
+    add_header(&r->hdrs, "Content-Type", "application/json", 16);
+    ks_codec_header_num(append_line, &r->hdrs, "ksidecar-value-schema-id", id);
+    const char *fmt = type == KS_SCHEMA_AVRO ? "avro" : "json_schema";
+    ks_codec_header(append_line, &r->hdrs, "ksidecar-value-format", fmt, strlen(fmt));
+    if (p->gc->push_cloudevents && p->cfg->schema_registry_url_cnt) {
+        char ds[1024];
+        int n =
+            snprintf(ds, sizeof(ds), "%s/schemas/ids/%d", p->cfg->schema_registry_urls[0], (int)id);
+        if (n > 0 && (size_t)n < sizeof(ds))
+            ks_codec_header(append_line, &r->hdrs, "ce-dataschema", ds, (size_t)n);
+    }
+    return true;
+}
+
 /* A request for recs[0..n) (body and headers) in p's free place slot, ready to add to the
  * multi handle. */
 static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t n)
@@ -258,16 +296,21 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
         r->ids[i] = ks_xstrdup(id);
     }
     const ks_group_conf_t *gc = p->gc;
+    ks_codec_opts_t o = {.key_schema = schema_fmt(gc->key_format),
+                         .value_schema = schema_fmt(gc->value_format)};
     if (gc->push_batch == 1) {
-        ks_codec_view_t v; /* the body: the value as the codec shows it to a binary transport */
-        ks_codec_view(&recs[0], NULL, &v);
-        r->body = malloc(v.value_len + 1);
-        if (!r->body)
-            abort();
-        if (v.value_len)
-            memcpy(r->body, v.value, v.value_len);
-        r->body_len = v.value_len;
-        add_header(&r->hdrs, "Content-Type", "application/octet-stream", 24);
+        ks_rec_format_t vf = (ks_rec_format_t)(o.value_schema - 1);
+        if (vf == KS_FMT_BINARY || !recs[0].value || !schema_body(p, r, &recs[0], vf)) {
+            ks_codec_view_t v; /* the body: the value as a binary transport shows it */
+            ks_codec_view(&recs[0], NULL, &v);
+            r->body = malloc(v.value_len + 1);
+            if (!r->body)
+                abort();
+            if (v.value_len)
+                memcpy(r->body, v.value, v.value_len);
+            r->body_len = v.value_len;
+            add_header(&r->hdrs, "Content-Type", "application/octet-stream", 24);
+        }
         record_headers(&r->hdrs, &recs[0], r->ids[0]);
         if (gc->push_cloudevents)
             ks_codec_cloudevent_headers(append_line, &r->hdrs, &recs[0], gc->name);
@@ -280,7 +323,7 @@ static preq_t *req_new(pusher_t *p, size_t slot, const ks_record_t *recs, size_t
         for (size_t i = 0; i < n; i++) {
             if (i)
                 ks_jbuf_lit(&jb, ",");
-            ks_codec_json_record(&jb, &recs[i], NULL, &w2);
+            ks_codec_json_record(&jb, &recs[i], &o, &w2);
         }
         ks_jbuf_lit(&jb, "]");
         r->body = ks_jbuf_take(&jb, &r->body_len);

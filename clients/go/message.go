@@ -3,6 +3,8 @@ package ksidecar
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"sync/atomic"
 	"time"
 
@@ -100,6 +102,9 @@ type Message struct {
 	Timestamp time.Time // zero when unknown
 	Attempt   int       // 1 on first delivery
 	AckID     string
+	// Set when the key or value is shown in a schema format (Config.ValueFormat, KeyFormat or
+	// the group's): its JSON, or why it could not be decoded. Key and Value keep the bytes.
+	KeyDecoded, ValueDecoded *Decoded
 
 	st    *stream
 	b     *leaseBatch
@@ -107,6 +112,41 @@ type Message struct {
 	chain uint64 // its ordering_chain; 0: unordered
 	size  int64
 	state atomic.Int32 // bits: settled, handler returned
+}
+
+// Decoded is a key or value in the schema wire format decoded with its schema from the
+// schema registry.
+type Decoded struct {
+	JSON     string // the JSON text; "" when it could not be decoded
+	Format   string // "avro" or "json_schema"
+	SchemaID int32  // its schema id, when in the wire format
+	Error    string // why it could not be decoded (unknown schema id, corrupt bytes)
+}
+
+// DecodeError is ValueJSON's and KeyJSON's error for a key or value ksidecar could not decode.
+type DecodeError struct{ Reason string }
+
+func (e *DecodeError) Error() string { return "ksidecar: not decoded: " + e.Reason }
+
+// ValueJSON unmarshals the decoded value into v (encoding/json). It returns a *DecodeError
+// when ksidecar could not decode it, and ErrNotDecoded when it was not shown in a schema
+// format (a binary format, a null value).
+func (m *Message) ValueJSON(v any) error { return m.ValueDecoded.unmarshal(v) }
+
+// KeyJSON is ValueJSON for the key.
+func (m *Message) KeyJSON(v any) error { return m.KeyDecoded.unmarshal(v) }
+
+// ErrNotDecoded: the key or value was not shown in a schema format.
+var ErrNotDecoded = errors.New("ksidecar: not shown in a schema format (see Config.ValueFormat)")
+
+func (d *Decoded) unmarshal(v any) error {
+	if d == nil {
+		return ErrNotDecoded
+	}
+	if d.Error != "" {
+		return &DecodeError{Reason: d.Error}
+	}
+	return json.Unmarshal([]byte(d.JSON), v)
 }
 
 const (

@@ -49,6 +49,11 @@ type SubscriberConfig struct {
 	// as before.
 	NoAckRanges bool
 
+	// ValueFormat and KeyFormat: "avro", "avro_plain", "json_schema" or "auto" decode values
+	// or keys in the schema wire format with the schema registry (Message.ValueJSON,
+	// KeyJSON); "binary" none; "" (default) the group's group.value_format, group.key_format.
+	ValueFormat, KeyFormat string
+
 	// Reconnects wait from MinBackoff (default 100 ms), doubling up to MaxBackoff
 	// (default 5 s), with jitter. Until a first stream was up, Receive gives up after
 	// ConnectTimeout (default 10 s) with ErrUnavailable; after that it retries for as
@@ -435,7 +440,8 @@ func (st *stream) start() {
 		err = cs.Send(&kspb.SubscribeRequest{Kind: &kspb.SubscribeRequest_Open{Open: &kspb.Open{
 			Group: cfg.Group, Topics: cfg.Topics, Subscriber: cfg.Name,
 			Credits:    &kspb.Credits{Records: st.credRecords, Bytes: st.credBytes},
-			DeadlineMs: int32(cfg.AckDeadline.Milliseconds()), OrderedBatches: true}}})
+			DeadlineMs: int32(cfg.AckDeadline.Milliseconds()), OrderedBatches: true,
+			ValueFormat: cfg.ValueFormat, KeyFormat: cfg.KeyFormat}}})
 		if err != nil && err != io.EOF {
 			st.err = err
 			close(st.stopped)

@@ -336,6 +336,17 @@ func decodeRecord(m *Message, rec []byte, topic *string) error {
 			m.Attempt = int(int32(v))
 		case 12:
 			m.chain = v
+		case 13, 14:
+			d := &m.KeyDecoded
+			if num == 14 {
+				d = &m.ValueDecoded
+			}
+			if *d == nil {
+				*d = &Decoded{}
+			}
+			if err := decodeDecoded(*d, val); err != nil {
+				return err
+			}
 		}
 	}
 	if !keyNull {
@@ -350,6 +361,28 @@ func decodeRecord(m *Message, rec []byte, topic *string) error {
 	m.size = int64(len(key) + len(value))
 	if m.AckID == "" {
 		return errors.New("ksidecar: a record without an ack id from the server")
+	}
+	return nil
+}
+
+// decodeDecoded reads a Decoded's fields into d (a second occurrence merges, as protobuf's).
+func decodeDecoded(d *Decoded, b []byte) error {
+	for len(b) > 0 {
+		num, _, val, v, rest, err := field(b)
+		if err != nil {
+			return err
+		}
+		b = rest
+		switch num {
+		case 1:
+			d.JSON = string(val)
+		case 2:
+			d.Format = string(val)
+		case 3:
+			d.SchemaID = int32(v)
+		case 4:
+			d.Error = string(val)
+		}
 	}
 	return nil
 }

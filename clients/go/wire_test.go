@@ -3,6 +3,7 @@ package ksidecar
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"testing"
 
@@ -25,7 +26,9 @@ func TestDecodeMatchesProtoUnmarshal(t *testing.T) {
 			Value: []byte("v"), AckId: "id1", Attempt: 2,
 			Headers: []*kspb.Header{{Key: "h", Value: []byte("hv")}, {Key: "n", ValueNull: true}}},
 		{Topic: "t", Offset: 0, TimestampMs: -1, KeyNull: true, ValueNull: true, AckId: "id2", Attempt: 1},
-		{Topic: "u", Key: []byte{}, Value: []byte{}, AckId: "id3", Attempt: 1},
+		{Topic: "u", Key: []byte{}, Value: []byte{}, AckId: "id3", Attempt: 1,
+			ValueDecoded: &kspb.Decoded{Json: `{"a":[1,"x"]}`, Format: "avro", SchemaId: 7},
+			KeyDecoded:   &kspb.Decoded{SchemaId: 9, DecodeError: "unknown schema id 9"}},
 	}
 	buf, _ := proto.Marshal(&kspb.SubscribeResponse{Kind: &kspb.SubscribeResponse_Batch{Batch: &kspb.RecordBatch{Records: recs}}})
 	kind, body, err := respKind(buf)
@@ -47,6 +50,18 @@ func TestDecodeMatchesProtoUnmarshal(t *testing.T) {
 	}
 	if m := &b.msgs[2]; m.Key == nil || m.Value == nil || len(m.Key) != 0 || m.Topic != "u" {
 		t.Fatalf("record 2 (empty, not null): %+v", m)
+	}
+	var v struct{ A []any }
+	if err := b.msgs[2].ValueJSON(&v); err != nil || len(v.A) != 2 || v.A[1] != "x" ||
+		b.msgs[2].ValueDecoded.Format != "avro" || b.msgs[2].ValueDecoded.SchemaID != 7 {
+		t.Fatalf("record 2's value_decoded: %v %+v %+v", err, v, b.msgs[2].ValueDecoded)
+	}
+	var de *DecodeError
+	if err := b.msgs[2].KeyJSON(&v); !errors.As(err, &de) || de.Reason != "unknown schema id 9" {
+		t.Fatalf("record 2's key_decoded: %v", err)
+	}
+	if err := b.msgs[0].ValueJSON(&v); err != ErrNotDecoded {
+		t.Fatalf("record 0 has no value_decoded: %v", err)
 	}
 	if cap(b.msgs[0].Key) != 1 {
 		t.Fatalf("a key's slice may grow into the buffer: cap %d", cap(b.msgs[0].Key))

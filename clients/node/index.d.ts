@@ -64,6 +64,14 @@ export interface SubscriberOptions extends ConnectionOptions {
    * ksidecar older than ack ranges refuses them INVALID). Default true.
    */
   ackRanges?: boolean;
+  /**
+   * "avro", "avro_plain", "json_schema" or "auto": values in the schema wire format are
+   * decoded with the schema registry (msg.valueJson()); "binary": none; "" (default): the
+   * group's group.value_format.
+   */
+  valueFormat?: string;
+  /** The same for keys (msg.keyJson()). */
+  keyFormat?: string;
   /** close()'s wait for the ack results. Default 30000. */
   closeTimeoutMs?: number;
   /** Give up (a KsidecarConnectError) when the first stream cannot be opened within this. Default 10000. */
@@ -88,7 +96,25 @@ export interface TopicPartition {
   partition: number;
 }
 
+/** A key or value in the schema wire format decoded with the schema registry's schema. */
+export interface Decoded {
+  /** The JSON text; "" when it could not be decoded. */
+  json: string;
+  /** "avro" or "json_schema". */
+  format: string;
+  schemaId: number;
+  /** Why it could not be decoded (unknown schema id, corrupt bytes); "" when it was. */
+  error: string;
+}
+
 export class Message {
+  /** Set when the key or value is shown in a schema format; key and value keep the bytes. */
+  readonly keyDecoded: Decoded | null;
+  readonly valueDecoded: Decoded | null;
+  /** The decoded value parsed; undefined when not shown in a schema format; throws
+   * KsidecarDecodeError when ksidecar could not decode it. */
+  valueJson(): unknown;
+  keyJson(): unknown;
   readonly topic: string;
   readonly partition: number;
   readonly offset: number;
@@ -185,6 +211,7 @@ export class KsidecarRequestError extends KsidecarError {}
 export class KsidecarTimeoutError extends KsidecarError {}
 export class KsidecarClosedError extends KsidecarError {}
 export class KsidecarProduceError extends KsidecarError {}
+export class KsidecarDecodeError extends KsidecarError {}
 
 /** The directory the .proto files are loaded from. */
 export function protoDir(): string;

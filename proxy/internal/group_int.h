@@ -87,6 +87,7 @@ typedef struct part {
     int32_t commits_out;      /* commits sent and not answered yet (each counted once) */
     bool meta_dirty;          /* acks or attempts above the commit point changed */
     bool held_back;           /* metadata overflowed: no new deliveries from meta_cut on */
+    bool schema_wait;         /* a record's schema is being fetched: its delivery waits */
     int64_t meta_cut;         /* held_back: the lowest offset the metadata had to drop */
     int64_t held_since_ms;    /* held_back: since when */
     int64_t held_warned_ms;   /* held_back: when it was last warned about */
@@ -183,6 +184,7 @@ struct ks_group {
     uint32_t instance;
     const ks_config_t *cfg;
     const ks_group_conf_t *gconf;
+    ks_rec_format_t key_format, value_format; /* gconf's, parsed */
     bool is_static;
     ks_group_idle_fn *idle_fn;
     void *idle_opaque;

@@ -70,6 +70,16 @@ ORDERS = [
 ]
 
 
+def two_versions(client, ctx):
+    """A record written with version 1 of a schema, then one with version 2 (a field added)."""
+    v1 = {"type": "record", "name": "E", "fields": [{"name": "a", "type": "int"}]}
+    v2 = {"type": "record", "name": "E", "fields": [
+        {"name": "a", "type": "int"}, {"name": "b", "type": "string", "default": "none"}]}
+    old = AvroSerializer(client, json.dumps(v1))({"a": 1}, ctx)
+    new = AvroSerializer(client, json.dumps(v2))({"a": 2, "b": "two"}, ctx)
+    return old, new
+
+
 def ksregistry(*args, data=None):
     return subprocess.run([TOOL, REGISTRY, *args], input=data, capture_output=True, timeout=30)
 
@@ -131,11 +141,7 @@ def test_records_of_two_versions(client):
     """A record written with version 1 still decodes after version 2 is registered: each
     names its own writer's schema."""
     ctx = SerializationContext("evolving", MessageField.VALUE)
-    v1 = {"type": "record", "name": "E", "fields": [{"name": "a", "type": "int"}]}
-    v2 = {"type": "record", "name": "E", "fields": [
-        {"name": "a", "type": "int"}, {"name": "b", "type": "string", "default": "none"}]}
-    old = AvroSerializer(client, json.dumps(v1))({"a": 1}, ctx)
-    new = AvroSerializer(client, json.dumps(v2))({"a": 2, "b": "two"}, ctx)
+    old, new = two_versions(client, ctx)
     assert old[1:5] != new[1:5]
     assert json.loads(ksregistry("decode", data=old).stdout) == {"a": 1}
     assert json.loads(ksregistry("decode", data=new).stdout) == {"a": 2, "b": "two"}

@@ -45,6 +45,8 @@ static void test_each_reason(void **state)
     assert_int_equal(ks_stall_reason(&in), KS_STALL_NO_SUBSCRIBER);
     in.memory_paused = true;
     assert_int_equal(ks_stall_reason(&in), KS_STALL_MEMORY);
+    in.schema_wait = true;
+    assert_int_equal(ks_stall_reason(&in), KS_STALL_SCHEMA);
     in.held_back = true;
     assert_int_equal(ks_stall_reason(&in), KS_STALL_METADATA);
     in.head_attempts = 2;
@@ -55,6 +57,7 @@ static void test_each_reason(void **state)
     assert_string_equal(ks_stall_str(KS_STALL_POISON), "poison");
     assert_string_equal(ks_stall_str(KS_STALL_METADATA), "metadata");
     assert_string_equal(ks_stall_str(KS_STALL_MEMORY), "memory");
+    assert_string_equal(ks_stall_str(KS_STALL_SCHEMA), "schema_registry");
     assert_string_equal(ks_stall_str(KS_STALL_NO_SUBSCRIBER), "no_subscriber");
     assert_string_equal(ks_stall_str(KS_STALL_NO_CREDITS), "no_credits");
 }

@@ -169,6 +169,11 @@ type Record struct {
 	// (partition), which are to be processed in the order received; 0 for a record in no chain
 	// (a null key, or ordering none), which may be processed in any order.
 	OrderingChain uint64 `protobuf:"varint,12,opt,name=ordering_chain,json=orderingChain,proto3" json:"ordering_chain,omitempty"`
+	// Set when the key or value is shown in a schema format (Open.key_format, value_format,
+	// or the group's group.key_format, group.value_format): key and value above keep the
+	// record's own bytes.
+	KeyDecoded    *Decoded `protobuf:"bytes,13,opt,name=key_decoded,json=keyDecoded,proto3" json:"key_decoded,omitempty"`
+	ValueDecoded  *Decoded `protobuf:"bytes,14,opt,name=value_decoded,json=valueDecoded,proto3" json:"value_decoded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -287,6 +292,89 @@ func (x *Record) GetOrderingChain() uint64 {
 	return 0
 }
 
+func (x *Record) GetKeyDecoded() *Decoded {
+	if x != nil {
+		return x.KeyDecoded
+	}
+	return nil
+}
+
+func (x *Record) GetValueDecoded() *Decoded {
+	if x != nil {
+		return x.ValueDecoded
+	}
+	return nil
+}
+
+// A key or value in the schema wire format decoded with the schema registry's schema.
+type Decoded struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Json          string                 `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`                                  // the JSON text; empty when it could not be decoded
+	Format        string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`                              // "avro" or "json_schema" (with json)
+	SchemaId      int32                  `protobuf:"varint,3,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`         // the schema id, when in the wire format
+	DecodeError   string                 `protobuf:"bytes,4,opt,name=decode_error,json=decodeError,proto3" json:"decode_error,omitempty"` // why it could not be decoded (unknown schema id, corrupt bytes)
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Decoded) Reset() {
+	*x = Decoded{}
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Decoded) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Decoded) ProtoMessage() {}
+
+func (x *Decoded) ProtoReflect() protoreflect.Message {
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Decoded.ProtoReflect.Descriptor instead.
+func (*Decoded) Descriptor() ([]byte, []int) {
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Decoded) GetJson() string {
+	if x != nil {
+		return x.Json
+	}
+	return ""
+}
+
+func (x *Decoded) GetFormat() string {
+	if x != nil {
+		return x.Format
+	}
+	return ""
+}
+
+func (x *Decoded) GetSchemaId() int32 {
+	if x != nil {
+		return x.SchemaId
+	}
+	return 0
+}
+
+func (x *Decoded) GetDecodeError() string {
+	if x != nil {
+		return x.DecodeError
+	}
+	return ""
+}
+
 type RecordBatch struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*Record              `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -296,7 +384,7 @@ type RecordBatch struct {
 
 func (x *RecordBatch) Reset() {
 	*x = RecordBatch{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[2]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -308,7 +396,7 @@ func (x *RecordBatch) String() string {
 func (*RecordBatch) ProtoMessage() {}
 
 func (x *RecordBatch) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[2]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -321,7 +409,7 @@ func (x *RecordBatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RecordBatch.ProtoReflect.Descriptor instead.
 func (*RecordBatch) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{2}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RecordBatch) GetRecords() []*Record {
@@ -341,7 +429,7 @@ type Credits struct {
 
 func (x *Credits) Reset() {
 	*x = Credits{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[3]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -353,7 +441,7 @@ func (x *Credits) String() string {
 func (*Credits) ProtoMessage() {}
 
 func (x *Credits) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[3]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -366,7 +454,7 @@ func (x *Credits) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Credits.ProtoReflect.Descriptor instead.
 func (*Credits) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{3}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Credits) GetRecords() int64 {
@@ -396,13 +484,18 @@ type Open struct {
 	// the chain it holds is taken back (acks for them are refused) and delivered again after
 	// it: drop those not yet processed.
 	OrderedBatches bool `protobuf:"varint,6,opt,name=ordered_batches,json=orderedBatches,proto3" json:"ordered_batches,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// How values and keys are shown: "" (the group's group.value_format, group.key_format),
+	// "binary", or a schema format decoded to JSON into Record.value_decoded, key_decoded:
+	// "avro" (Avro's JSON encoding), "avro_plain" (unions unwrapped), "json_schema", "auto".
+	ValueFormat   string `protobuf:"bytes,7,opt,name=value_format,json=valueFormat,proto3" json:"value_format,omitempty"`
+	KeyFormat     string `protobuf:"bytes,8,opt,name=key_format,json=keyFormat,proto3" json:"key_format,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Open) Reset() {
 	*x = Open{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[4]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -414,7 +507,7 @@ func (x *Open) String() string {
 func (*Open) ProtoMessage() {}
 
 func (x *Open) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[4]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -427,7 +520,7 @@ func (x *Open) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Open.ProtoReflect.Descriptor instead.
 func (*Open) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{4}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Open) GetGroup() string {
@@ -472,6 +565,20 @@ func (x *Open) GetOrderedBatches() bool {
 	return false
 }
 
+func (x *Open) GetValueFormat() string {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ""
+}
+
+func (x *Open) GetKeyFormat() string {
+	if x != nil {
+		return x.KeyFormat
+	}
+	return ""
+}
+
 type AckIds struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// An ack id, or an ack range: the id of a record with its offset field written
@@ -498,7 +605,7 @@ type AckIds struct {
 
 func (x *AckIds) Reset() {
 	*x = AckIds{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[5]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -510,7 +617,7 @@ func (x *AckIds) String() string {
 func (*AckIds) ProtoMessage() {}
 
 func (x *AckIds) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[5]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -523,7 +630,7 @@ func (x *AckIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckIds.ProtoReflect.Descriptor instead.
 func (*AckIds) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{5}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *AckIds) GetAckIds() []string {
@@ -568,7 +675,7 @@ type NackIds struct {
 
 func (x *NackIds) Reset() {
 	*x = NackIds{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[6]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +687,7 @@ func (x *NackIds) String() string {
 func (*NackIds) ProtoMessage() {}
 
 func (x *NackIds) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[6]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +700,7 @@ func (x *NackIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackIds.ProtoReflect.Descriptor instead.
 func (*NackIds) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{6}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *NackIds) GetAckIds() []string {
@@ -634,7 +741,7 @@ type ExtendIds struct {
 
 func (x *ExtendIds) Reset() {
 	*x = ExtendIds{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[7]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -646,7 +753,7 @@ func (x *ExtendIds) String() string {
 func (*ExtendIds) ProtoMessage() {}
 
 func (x *ExtendIds) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[7]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -659,7 +766,7 @@ func (x *ExtendIds) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ExtendIds.ProtoReflect.Descriptor instead.
 func (*ExtendIds) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{7}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ExtendIds) GetAckIds() []string {
@@ -692,7 +799,7 @@ type SubscribeRequest struct {
 
 func (x *SubscribeRequest) Reset() {
 	*x = SubscribeRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[8]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -704,7 +811,7 @@ func (x *SubscribeRequest) String() string {
 func (*SubscribeRequest) ProtoMessage() {}
 
 func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[8]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -717,7 +824,7 @@ func (x *SubscribeRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeRequest.ProtoReflect.Descriptor instead.
 func (*SubscribeRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{8}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *SubscribeRequest) GetKind() isSubscribeRequest_Kind {
@@ -816,7 +923,7 @@ type TopicPartition struct {
 
 func (x *TopicPartition) Reset() {
 	*x = TopicPartition{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[9]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +935,7 @@ func (x *TopicPartition) String() string {
 func (*TopicPartition) ProtoMessage() {}
 
 func (x *TopicPartition) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[9]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +948,7 @@ func (x *TopicPartition) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TopicPartition.ProtoReflect.Descriptor instead.
 func (*TopicPartition) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{9}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TopicPartition) GetTopic() string {
@@ -867,7 +974,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[10]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -879,7 +986,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[10]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -892,7 +999,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{10}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Assignment) GetPartitions() []*TopicPartition {
@@ -911,7 +1018,7 @@ type Revocation struct {
 
 func (x *Revocation) Reset() {
 	*x = Revocation{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[11]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1030,7 @@ func (x *Revocation) String() string {
 func (*Revocation) ProtoMessage() {}
 
 func (x *Revocation) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[11]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1043,7 @@ func (x *Revocation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Revocation.ProtoReflect.Descriptor instead.
 func (*Revocation) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{11}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Revocation) GetPartitions() []*TopicPartition {
@@ -963,7 +1070,7 @@ type AckResult struct {
 
 func (x *AckResult) Reset() {
 	*x = AckResult{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[12]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -975,7 +1082,7 @@ func (x *AckResult) String() string {
 func (*AckResult) ProtoMessage() {}
 
 func (x *AckResult) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[12]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -988,7 +1095,7 @@ func (x *AckResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResult.ProtoReflect.Descriptor instead.
 func (*AckResult) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{12}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *AckResult) GetAckId() string {
@@ -1038,7 +1145,7 @@ type AckResults struct {
 
 func (x *AckResults) Reset() {
 	*x = AckResults{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[13]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1157,7 @@ func (x *AckResults) String() string {
 func (*AckResults) ProtoMessage() {}
 
 func (x *AckResults) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[13]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1170,7 @@ func (x *AckResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResults.ProtoReflect.Descriptor instead.
 func (*AckResults) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{13}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *AckResults) GetResults() []*AckResult {
@@ -1095,7 +1202,7 @@ type SubscribeResponse struct {
 
 func (x *SubscribeResponse) Reset() {
 	*x = SubscribeResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[14]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1107,7 +1214,7 @@ func (x *SubscribeResponse) String() string {
 func (*SubscribeResponse) ProtoMessage() {}
 
 func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[14]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1120,7 +1227,7 @@ func (x *SubscribeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscribeResponse.ProtoReflect.Descriptor instead.
 func (*SubscribeResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{14}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubscribeResponse) GetKind() isSubscribeResponse_Kind {
@@ -1203,13 +1310,15 @@ type FetchRequest struct {
 	DeadlineMs     int32                  `protobuf:"varint,5,opt,name=deadline_ms,json=deadlineMs,proto3" json:"deadline_ms,omitempty"` // lease deadline; 0 takes the server's
 	Subscriber     string                 `protobuf:"bytes,6,opt,name=subscriber,proto3" json:"subscriber,omitempty"`
 	OrderedBatches bool                   `protobuf:"varint,7,opt,name=ordered_batches,json=orderedBatches,proto3" json:"ordered_batches,omitempty"` // as Open.ordered_batches, for this pull subscriber
+	ValueFormat    string                 `protobuf:"bytes,8,opt,name=value_format,json=valueFormat,proto3" json:"value_format,omitempty"`           // as Open.value_format
+	KeyFormat      string                 `protobuf:"bytes,9,opt,name=key_format,json=keyFormat,proto3" json:"key_format,omitempty"`                 // as Open.key_format
 	unknownFields  protoimpl.UnknownFields
 	sizeCache      protoimpl.SizeCache
 }
 
 func (x *FetchRequest) Reset() {
 	*x = FetchRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[15]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1221,7 +1330,7 @@ func (x *FetchRequest) String() string {
 func (*FetchRequest) ProtoMessage() {}
 
 func (x *FetchRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[15]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1234,7 +1343,7 @@ func (x *FetchRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchRequest.ProtoReflect.Descriptor instead.
 func (*FetchRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{15}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *FetchRequest) GetGroup() string {
@@ -1286,6 +1395,20 @@ func (x *FetchRequest) GetOrderedBatches() bool {
 	return false
 }
 
+func (x *FetchRequest) GetValueFormat() string {
+	if x != nil {
+		return x.ValueFormat
+	}
+	return ""
+}
+
+func (x *FetchRequest) GetKeyFormat() string {
+	if x != nil {
+		return x.KeyFormat
+	}
+	return ""
+}
+
 type FetchResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Records       []*Record              `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -1295,7 +1418,7 @@ type FetchResponse struct {
 
 func (x *FetchResponse) Reset() {
 	*x = FetchResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[16]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1307,7 +1430,7 @@ func (x *FetchResponse) String() string {
 func (*FetchResponse) ProtoMessage() {}
 
 func (x *FetchResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[16]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1320,7 +1443,7 @@ func (x *FetchResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FetchResponse.ProtoReflect.Descriptor instead.
 func (*FetchResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{16}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *FetchResponse) GetRecords() []*Record {
@@ -1347,7 +1470,7 @@ type AckRequest struct {
 
 func (x *AckRequest) Reset() {
 	*x = AckRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[17]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1482,7 @@ func (x *AckRequest) String() string {
 func (*AckRequest) ProtoMessage() {}
 
 func (x *AckRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[17]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1495,7 @@ func (x *AckRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckRequest.ProtoReflect.Descriptor instead.
 func (*AckRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{17}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *AckRequest) GetGroup() string {
@@ -1423,7 +1546,7 @@ type NackRequest struct {
 
 func (x *NackRequest) Reset() {
 	*x = NackRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[18]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1435,7 +1558,7 @@ func (x *NackRequest) String() string {
 func (*NackRequest) ProtoMessage() {}
 
 func (x *NackRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[18]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1448,7 +1571,7 @@ func (x *NackRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NackRequest.ProtoReflect.Descriptor instead.
 func (*NackRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{18}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *NackRequest) GetGroup() string {
@@ -1497,7 +1620,7 @@ type ModifyAckDeadlineRequest struct {
 
 func (x *ModifyAckDeadlineRequest) Reset() {
 	*x = ModifyAckDeadlineRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[19]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1509,7 +1632,7 @@ func (x *ModifyAckDeadlineRequest) String() string {
 func (*ModifyAckDeadlineRequest) ProtoMessage() {}
 
 func (x *ModifyAckDeadlineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[19]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1522,7 +1645,7 @@ func (x *ModifyAckDeadlineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModifyAckDeadlineRequest.ProtoReflect.Descriptor instead.
 func (*ModifyAckDeadlineRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{19}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *ModifyAckDeadlineRequest) GetGroup() string {
@@ -1557,7 +1680,7 @@ type AckResponse struct {
 
 func (x *AckResponse) Reset() {
 	*x = AckResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[20]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1569,7 +1692,7 @@ func (x *AckResponse) String() string {
 func (*AckResponse) ProtoMessage() {}
 
 func (x *AckResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[20]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1582,7 +1705,7 @@ func (x *AckResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AckResponse.ProtoReflect.Descriptor instead.
 func (*AckResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{20}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *AckResponse) GetResults() []*AckResult {
@@ -1615,7 +1738,7 @@ type GetGroupRequest struct {
 
 func (x *GetGroupRequest) Reset() {
 	*x = GetGroupRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[21]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1627,7 +1750,7 @@ func (x *GetGroupRequest) String() string {
 func (*GetGroupRequest) ProtoMessage() {}
 
 func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[21]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1640,7 +1763,7 @@ func (x *GetGroupRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetGroupRequest.ProtoReflect.Descriptor instead.
 func (*GetGroupRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{21}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetGroupRequest) GetGroup() string {
@@ -1658,7 +1781,7 @@ type ListGroupsRequest struct {
 
 func (x *ListGroupsRequest) Reset() {
 	*x = ListGroupsRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[22]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1670,7 +1793,7 @@ func (x *ListGroupsRequest) String() string {
 func (*ListGroupsRequest) ProtoMessage() {}
 
 func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[22]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1683,7 +1806,7 @@ func (x *ListGroupsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsRequest.ProtoReflect.Descriptor instead.
 func (*ListGroupsRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{22}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{23}
 }
 
 type PartitionStatus struct {
@@ -1718,7 +1841,7 @@ type PartitionStatus struct {
 
 func (x *PartitionStatus) Reset() {
 	*x = PartitionStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[23]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1853,7 @@ func (x *PartitionStatus) String() string {
 func (*PartitionStatus) ProtoMessage() {}
 
 func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[23]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1866,7 @@ func (x *PartitionStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionStatus.ProtoReflect.Descriptor instead.
 func (*PartitionStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{23}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *PartitionStatus) GetTopic() string {
@@ -1919,7 +2042,7 @@ type SubscriberStatus struct {
 
 func (x *SubscriberStatus) Reset() {
 	*x = SubscriberStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[24]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1931,7 +2054,7 @@ func (x *SubscriberStatus) String() string {
 func (*SubscriberStatus) ProtoMessage() {}
 
 func (x *SubscriberStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[24]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1944,7 +2067,7 @@ func (x *SubscriberStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubscriberStatus.ProtoReflect.Descriptor instead.
 func (*SubscriberStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{24}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SubscriberStatus) GetName() string {
@@ -2017,7 +2140,7 @@ type GroupStatus struct {
 
 func (x *GroupStatus) Reset() {
 	*x = GroupStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[25]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2029,7 +2152,7 @@ func (x *GroupStatus) String() string {
 func (*GroupStatus) ProtoMessage() {}
 
 func (x *GroupStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[25]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2042,7 +2165,7 @@ func (x *GroupStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GroupStatus.ProtoReflect.Descriptor instead.
 func (*GroupStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{25}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GroupStatus) GetGroup() string {
@@ -2234,7 +2357,7 @@ type Histogram struct {
 
 func (x *Histogram) Reset() {
 	*x = Histogram{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2246,7 +2369,7 @@ func (x *Histogram) String() string {
 func (*Histogram) ProtoMessage() {}
 
 func (x *Histogram) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[26]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2259,7 +2382,7 @@ func (x *Histogram) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Histogram.ProtoReflect.Descriptor instead.
 func (*Histogram) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{26}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Histogram) GetBoundsMs() []int64 {
@@ -2305,7 +2428,7 @@ type MemoryStatus struct {
 
 func (x *MemoryStatus) Reset() {
 	*x = MemoryStatus{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2317,7 +2440,7 @@ func (x *MemoryStatus) String() string {
 func (*MemoryStatus) ProtoMessage() {}
 
 func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[27]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2330,7 +2453,7 @@ func (x *MemoryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use MemoryStatus.ProtoReflect.Descriptor instead.
 func (*MemoryStatus) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{27}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *MemoryStatus) GetMaxBytes() int64 {
@@ -2384,7 +2507,7 @@ type ListGroupsResponse struct {
 
 func (x *ListGroupsResponse) Reset() {
 	*x = ListGroupsResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2396,7 +2519,7 @@ func (x *ListGroupsResponse) String() string {
 func (*ListGroupsResponse) ProtoMessage() {}
 
 func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[28]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2409,7 +2532,7 @@ func (x *ListGroupsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListGroupsResponse.ProtoReflect.Descriptor instead.
 func (*ListGroupsResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{28}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListGroupsResponse) GetGroups() []*GroupStatus {
@@ -2437,7 +2560,7 @@ type SeekRequest struct {
 
 func (x *SeekRequest) Reset() {
 	*x = SeekRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2449,7 +2572,7 @@ func (x *SeekRequest) String() string {
 func (*SeekRequest) ProtoMessage() {}
 
 func (x *SeekRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[29]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2462,7 +2585,7 @@ func (x *SeekRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekRequest.ProtoReflect.Descriptor instead.
 func (*SeekRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{29}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *SeekRequest) GetGroup() string {
@@ -2567,7 +2690,7 @@ type SeekResponse struct {
 
 func (x *SeekResponse) Reset() {
 	*x = SeekResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2579,7 +2702,7 @@ func (x *SeekResponse) String() string {
 func (*SeekResponse) ProtoMessage() {}
 
 func (x *SeekResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[30]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2592,7 +2715,7 @@ func (x *SeekResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SeekResponse.ProtoReflect.Descriptor instead.
 func (*SeekResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{30}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SeekResponse) GetOffset() int64 {
@@ -2620,7 +2743,7 @@ type RedriveRequest struct {
 
 func (x *RedriveRequest) Reset() {
 	*x = RedriveRequest{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2632,7 +2755,7 @@ func (x *RedriveRequest) String() string {
 func (*RedriveRequest) ProtoMessage() {}
 
 func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[31]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2645,7 +2768,7 @@ func (x *RedriveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveRequest.ProtoReflect.Descriptor instead.
 func (*RedriveRequest) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{31}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *RedriveRequest) GetGroup() string {
@@ -2682,7 +2805,7 @@ type RedriveItem struct {
 
 func (x *RedriveItem) Reset() {
 	*x = RedriveItem{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2694,7 +2817,7 @@ func (x *RedriveItem) String() string {
 func (*RedriveItem) ProtoMessage() {}
 
 func (x *RedriveItem) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[32]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2707,7 +2830,7 @@ func (x *RedriveItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveItem.ProtoReflect.Descriptor instead.
 func (*RedriveItem) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{32}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *RedriveItem) GetPartition() int32 {
@@ -2749,7 +2872,7 @@ type RedriveOffset struct {
 
 func (x *RedriveOffset) Reset() {
 	*x = RedriveOffset{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2761,7 +2884,7 @@ func (x *RedriveOffset) String() string {
 func (*RedriveOffset) ProtoMessage() {}
 
 func (x *RedriveOffset) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[33]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2774,7 +2897,7 @@ func (x *RedriveOffset) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveOffset.ProtoReflect.Descriptor instead.
 func (*RedriveOffset) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{33}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *RedriveOffset) GetPartition() int32 {
@@ -2810,7 +2933,7 @@ type RedriveResponse struct {
 
 func (x *RedriveResponse) Reset() {
 	*x = RedriveResponse{}
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2822,7 +2945,7 @@ func (x *RedriveResponse) String() string {
 func (*RedriveResponse) ProtoMessage() {}
 
 func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_ksidecar_v1_consumer_proto_msgTypes[34]
+	mi := &file_ksidecar_v1_consumer_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2835,7 +2958,7 @@ func (x *RedriveResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RedriveResponse.ProtoReflect.Descriptor instead.
 func (*RedriveResponse) Descriptor() ([]byte, []int) {
-	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{34}
+	return file_ksidecar_v1_consumer_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *RedriveResponse) GetDeadLetterTopic() string {
@@ -2924,7 +3047,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\fR\x05value\x12\x1d\n" +
 	"\n" +
-	"value_null\x18\x03 \x01(\bR\tvalueNull\"\xe0\x02\n" +
+	"value_null\x18\x03 \x01(\bR\tvalueNull\"\xd2\x03\n" +
 	"\x06Record\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12\x16\n" +
@@ -2939,12 +3062,20 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\x06ack_id\x18\n" +
 	" \x01(\tR\x05ackId\x12\x18\n" +
 	"\aattempt\x18\v \x01(\x05R\aattempt\x12%\n" +
-	"\x0eordering_chain\x18\f \x01(\x04R\rorderingChain\"<\n" +
+	"\x0eordering_chain\x18\f \x01(\x04R\rorderingChain\x125\n" +
+	"\vkey_decoded\x18\r \x01(\v2\x14.ksidecar.v1.DecodedR\n" +
+	"keyDecoded\x129\n" +
+	"\rvalue_decoded\x18\x0e \x01(\v2\x14.ksidecar.v1.DecodedR\fvalueDecoded\"u\n" +
+	"\aDecoded\x12\x12\n" +
+	"\x04json\x18\x01 \x01(\tR\x04json\x12\x16\n" +
+	"\x06format\x18\x02 \x01(\tR\x06format\x12\x1b\n" +
+	"\tschema_id\x18\x03 \x01(\x05R\bschemaId\x12!\n" +
+	"\fdecode_error\x18\x04 \x01(\tR\vdecodeError\"<\n" +
 	"\vRecordBatch\x12-\n" +
 	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\"9\n" +
 	"\aCredits\x12\x18\n" +
 	"\arecords\x18\x01 \x01(\x03R\arecords\x12\x14\n" +
-	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\xce\x01\n" +
+	"\x05bytes\x18\x02 \x01(\x03R\x05bytes\"\x90\x02\n" +
 	"\x04Open\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12.\n" +
@@ -2954,7 +3085,10 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"subscriber\x18\x05 \x01(\tR\n" +
 	"subscriber\x12'\n" +
-	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\"\x9e\x01\n" +
+	"\x0fordered_batches\x18\x06 \x01(\bR\x0eorderedBatches\x12!\n" +
+	"\fvalue_format\x18\a \x01(\tR\vvalueFormat\x12\x1d\n" +
+	"\n" +
+	"key_format\x18\b \x01(\tR\tkeyFormat\"\x9e\x01\n" +
 	"\x06AckIds\x12\x17\n" +
 	"\aack_ids\x18\x01 \x03(\tR\x06ackIds\x12\x1f\n" +
 	"\vwait_commit\x18\x02 \x01(\bR\n" +
@@ -3011,7 +3145,7 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"revocation\x12:\n" +
 	"\vack_results\x18\x04 \x01(\v2\x17.ksidecar.v1.AckResultsH\x00R\n" +
 	"ackResultsB\x06\n" +
-	"\x04kind\"\xd1\x01\n" +
+	"\x04kind\"\x93\x02\n" +
 	"\fFetchRequest\x12\x14\n" +
 	"\x05group\x18\x01 \x01(\tR\x05group\x12\x16\n" +
 	"\x06topics\x18\x02 \x03(\tR\x06topics\x12\x10\n" +
@@ -3022,7 +3156,10 @@ const file_ksidecar_v1_consumer_proto_rawDesc = "" +
 	"\n" +
 	"subscriber\x18\x06 \x01(\tR\n" +
 	"subscriber\x12'\n" +
-	"\x0fordered_batches\x18\a \x01(\bR\x0eorderedBatches\">\n" +
+	"\x0fordered_batches\x18\a \x01(\bR\x0eorderedBatches\x12!\n" +
+	"\fvalue_format\x18\b \x01(\tR\vvalueFormat\x12\x1d\n" +
+	"\n" +
+	"key_format\x18\t \x01(\tR\tkeyFormat\">\n" +
 	"\rFetchResponse\x12-\n" +
 	"\arecords\x18\x01 \x03(\v2\x13.ksidecar.v1.RecordR\arecords\"\xb8\x01\n" +
 	"\n" +
@@ -3204,101 +3341,104 @@ func file_ksidecar_v1_consumer_proto_rawDescGZIP() []byte {
 }
 
 var file_ksidecar_v1_consumer_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 36)
+var file_ksidecar_v1_consumer_proto_msgTypes = make([]protoimpl.MessageInfo, 37)
 var file_ksidecar_v1_consumer_proto_goTypes = []any{
 	(AckStatus)(0),                   // 0: ksidecar.v1.AckStatus
 	(*Header)(nil),                   // 1: ksidecar.v1.Header
 	(*Record)(nil),                   // 2: ksidecar.v1.Record
-	(*RecordBatch)(nil),              // 3: ksidecar.v1.RecordBatch
-	(*Credits)(nil),                  // 4: ksidecar.v1.Credits
-	(*Open)(nil),                     // 5: ksidecar.v1.Open
-	(*AckIds)(nil),                   // 6: ksidecar.v1.AckIds
-	(*NackIds)(nil),                  // 7: ksidecar.v1.NackIds
-	(*ExtendIds)(nil),                // 8: ksidecar.v1.ExtendIds
-	(*SubscribeRequest)(nil),         // 9: ksidecar.v1.SubscribeRequest
-	(*TopicPartition)(nil),           // 10: ksidecar.v1.TopicPartition
-	(*Assignment)(nil),               // 11: ksidecar.v1.Assignment
-	(*Revocation)(nil),               // 12: ksidecar.v1.Revocation
-	(*AckResult)(nil),                // 13: ksidecar.v1.AckResult
-	(*AckResults)(nil),               // 14: ksidecar.v1.AckResults
-	(*SubscribeResponse)(nil),        // 15: ksidecar.v1.SubscribeResponse
-	(*FetchRequest)(nil),             // 16: ksidecar.v1.FetchRequest
-	(*FetchResponse)(nil),            // 17: ksidecar.v1.FetchResponse
-	(*AckRequest)(nil),               // 18: ksidecar.v1.AckRequest
-	(*NackRequest)(nil),              // 19: ksidecar.v1.NackRequest
-	(*ModifyAckDeadlineRequest)(nil), // 20: ksidecar.v1.ModifyAckDeadlineRequest
-	(*AckResponse)(nil),              // 21: ksidecar.v1.AckResponse
-	(*GetGroupRequest)(nil),          // 22: ksidecar.v1.GetGroupRequest
-	(*ListGroupsRequest)(nil),        // 23: ksidecar.v1.ListGroupsRequest
-	(*PartitionStatus)(nil),          // 24: ksidecar.v1.PartitionStatus
-	(*SubscriberStatus)(nil),         // 25: ksidecar.v1.SubscriberStatus
-	(*GroupStatus)(nil),              // 26: ksidecar.v1.GroupStatus
-	(*Histogram)(nil),                // 27: ksidecar.v1.Histogram
-	(*MemoryStatus)(nil),             // 28: ksidecar.v1.MemoryStatus
-	(*ListGroupsResponse)(nil),       // 29: ksidecar.v1.ListGroupsResponse
-	(*SeekRequest)(nil),              // 30: ksidecar.v1.SeekRequest
-	(*SeekResponse)(nil),             // 31: ksidecar.v1.SeekResponse
-	(*RedriveRequest)(nil),           // 32: ksidecar.v1.RedriveRequest
-	(*RedriveItem)(nil),              // 33: ksidecar.v1.RedriveItem
-	(*RedriveOffset)(nil),            // 34: ksidecar.v1.RedriveOffset
-	(*RedriveResponse)(nil),          // 35: ksidecar.v1.RedriveResponse
-	nil,                              // 36: ksidecar.v1.RedriveResponse.ByTopicEntry
+	(*Decoded)(nil),                  // 3: ksidecar.v1.Decoded
+	(*RecordBatch)(nil),              // 4: ksidecar.v1.RecordBatch
+	(*Credits)(nil),                  // 5: ksidecar.v1.Credits
+	(*Open)(nil),                     // 6: ksidecar.v1.Open
+	(*AckIds)(nil),                   // 7: ksidecar.v1.AckIds
+	(*NackIds)(nil),                  // 8: ksidecar.v1.NackIds
+	(*ExtendIds)(nil),                // 9: ksidecar.v1.ExtendIds
+	(*SubscribeRequest)(nil),         // 10: ksidecar.v1.SubscribeRequest
+	(*TopicPartition)(nil),           // 11: ksidecar.v1.TopicPartition
+	(*Assignment)(nil),               // 12: ksidecar.v1.Assignment
+	(*Revocation)(nil),               // 13: ksidecar.v1.Revocation
+	(*AckResult)(nil),                // 14: ksidecar.v1.AckResult
+	(*AckResults)(nil),               // 15: ksidecar.v1.AckResults
+	(*SubscribeResponse)(nil),        // 16: ksidecar.v1.SubscribeResponse
+	(*FetchRequest)(nil),             // 17: ksidecar.v1.FetchRequest
+	(*FetchResponse)(nil),            // 18: ksidecar.v1.FetchResponse
+	(*AckRequest)(nil),               // 19: ksidecar.v1.AckRequest
+	(*NackRequest)(nil),              // 20: ksidecar.v1.NackRequest
+	(*ModifyAckDeadlineRequest)(nil), // 21: ksidecar.v1.ModifyAckDeadlineRequest
+	(*AckResponse)(nil),              // 22: ksidecar.v1.AckResponse
+	(*GetGroupRequest)(nil),          // 23: ksidecar.v1.GetGroupRequest
+	(*ListGroupsRequest)(nil),        // 24: ksidecar.v1.ListGroupsRequest
+	(*PartitionStatus)(nil),          // 25: ksidecar.v1.PartitionStatus
+	(*SubscriberStatus)(nil),         // 26: ksidecar.v1.SubscriberStatus
+	(*GroupStatus)(nil),              // 27: ksidecar.v1.GroupStatus
+	(*Histogram)(nil),                // 28: ksidecar.v1.Histogram
+	(*MemoryStatus)(nil),             // 29: ksidecar.v1.MemoryStatus
+	(*ListGroupsResponse)(nil),       // 30: ksidecar.v1.ListGroupsResponse
+	(*SeekRequest)(nil),              // 31: ksidecar.v1.SeekRequest
+	(*SeekResponse)(nil),             // 32: ksidecar.v1.SeekResponse
+	(*RedriveRequest)(nil),           // 33: ksidecar.v1.RedriveRequest
+	(*RedriveItem)(nil),              // 34: ksidecar.v1.RedriveItem
+	(*RedriveOffset)(nil),            // 35: ksidecar.v1.RedriveOffset
+	(*RedriveResponse)(nil),          // 36: ksidecar.v1.RedriveResponse
+	nil,                              // 37: ksidecar.v1.RedriveResponse.ByTopicEntry
 }
 var file_ksidecar_v1_consumer_proto_depIdxs = []int32{
 	1,  // 0: ksidecar.v1.Record.headers:type_name -> ksidecar.v1.Header
-	2,  // 1: ksidecar.v1.RecordBatch.records:type_name -> ksidecar.v1.Record
-	4,  // 2: ksidecar.v1.Open.credits:type_name -> ksidecar.v1.Credits
-	5,  // 3: ksidecar.v1.SubscribeRequest.open:type_name -> ksidecar.v1.Open
-	6,  // 4: ksidecar.v1.SubscribeRequest.ack:type_name -> ksidecar.v1.AckIds
-	7,  // 5: ksidecar.v1.SubscribeRequest.nack:type_name -> ksidecar.v1.NackIds
-	8,  // 6: ksidecar.v1.SubscribeRequest.modify_deadline:type_name -> ksidecar.v1.ExtendIds
-	4,  // 7: ksidecar.v1.SubscribeRequest.credits:type_name -> ksidecar.v1.Credits
-	10, // 8: ksidecar.v1.Assignment.partitions:type_name -> ksidecar.v1.TopicPartition
-	10, // 9: ksidecar.v1.Revocation.partitions:type_name -> ksidecar.v1.TopicPartition
-	0,  // 10: ksidecar.v1.AckResult.status:type_name -> ksidecar.v1.AckStatus
-	13, // 11: ksidecar.v1.AckResults.results:type_name -> ksidecar.v1.AckResult
-	3,  // 12: ksidecar.v1.SubscribeResponse.batch:type_name -> ksidecar.v1.RecordBatch
-	11, // 13: ksidecar.v1.SubscribeResponse.assignment:type_name -> ksidecar.v1.Assignment
-	12, // 14: ksidecar.v1.SubscribeResponse.revocation:type_name -> ksidecar.v1.Revocation
-	14, // 15: ksidecar.v1.SubscribeResponse.ack_results:type_name -> ksidecar.v1.AckResults
-	2,  // 16: ksidecar.v1.FetchResponse.records:type_name -> ksidecar.v1.Record
-	13, // 17: ksidecar.v1.AckResponse.results:type_name -> ksidecar.v1.AckResult
-	4,  // 18: ksidecar.v1.SubscriberStatus.credits:type_name -> ksidecar.v1.Credits
-	4,  // 19: ksidecar.v1.SubscriberStatus.outstanding:type_name -> ksidecar.v1.Credits
-	24, // 20: ksidecar.v1.GroupStatus.partitions:type_name -> ksidecar.v1.PartitionStatus
-	25, // 21: ksidecar.v1.GroupStatus.subscribers:type_name -> ksidecar.v1.SubscriberStatus
-	28, // 22: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
-	27, // 23: ksidecar.v1.GroupStatus.delivery_to_ack_ms:type_name -> ksidecar.v1.Histogram
-	27, // 24: ksidecar.v1.GroupStatus.commit_round_trip_ms:type_name -> ksidecar.v1.Histogram
-	27, // 25: ksidecar.v1.GroupStatus.record_age_at_delivery_ms:type_name -> ksidecar.v1.Histogram
-	26, // 26: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
-	36, // 27: ksidecar.v1.RedriveResponse.by_topic:type_name -> ksidecar.v1.RedriveResponse.ByTopicEntry
-	33, // 28: ksidecar.v1.RedriveResponse.held:type_name -> ksidecar.v1.RedriveItem
-	33, // 29: ksidecar.v1.RedriveResponse.skipped:type_name -> ksidecar.v1.RedriveItem
-	34, // 30: ksidecar.v1.RedriveResponse.next_offsets:type_name -> ksidecar.v1.RedriveOffset
-	9,  // 31: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
-	16, // 32: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
-	18, // 33: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
-	19, // 34: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
-	20, // 35: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
-	22, // 36: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
-	23, // 37: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
-	30, // 38: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
-	32, // 39: ksidecar.v1.Consumer.Redrive:input_type -> ksidecar.v1.RedriveRequest
-	15, // 40: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
-	17, // 41: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
-	21, // 42: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
-	21, // 43: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
-	21, // 44: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
-	26, // 45: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
-	29, // 46: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
-	31, // 47: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
-	35, // 48: ksidecar.v1.Consumer.Redrive:output_type -> ksidecar.v1.RedriveResponse
-	40, // [40:49] is the sub-list for method output_type
-	31, // [31:40] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	3,  // 1: ksidecar.v1.Record.key_decoded:type_name -> ksidecar.v1.Decoded
+	3,  // 2: ksidecar.v1.Record.value_decoded:type_name -> ksidecar.v1.Decoded
+	2,  // 3: ksidecar.v1.RecordBatch.records:type_name -> ksidecar.v1.Record
+	5,  // 4: ksidecar.v1.Open.credits:type_name -> ksidecar.v1.Credits
+	6,  // 5: ksidecar.v1.SubscribeRequest.open:type_name -> ksidecar.v1.Open
+	7,  // 6: ksidecar.v1.SubscribeRequest.ack:type_name -> ksidecar.v1.AckIds
+	8,  // 7: ksidecar.v1.SubscribeRequest.nack:type_name -> ksidecar.v1.NackIds
+	9,  // 8: ksidecar.v1.SubscribeRequest.modify_deadline:type_name -> ksidecar.v1.ExtendIds
+	5,  // 9: ksidecar.v1.SubscribeRequest.credits:type_name -> ksidecar.v1.Credits
+	11, // 10: ksidecar.v1.Assignment.partitions:type_name -> ksidecar.v1.TopicPartition
+	11, // 11: ksidecar.v1.Revocation.partitions:type_name -> ksidecar.v1.TopicPartition
+	0,  // 12: ksidecar.v1.AckResult.status:type_name -> ksidecar.v1.AckStatus
+	14, // 13: ksidecar.v1.AckResults.results:type_name -> ksidecar.v1.AckResult
+	4,  // 14: ksidecar.v1.SubscribeResponse.batch:type_name -> ksidecar.v1.RecordBatch
+	12, // 15: ksidecar.v1.SubscribeResponse.assignment:type_name -> ksidecar.v1.Assignment
+	13, // 16: ksidecar.v1.SubscribeResponse.revocation:type_name -> ksidecar.v1.Revocation
+	15, // 17: ksidecar.v1.SubscribeResponse.ack_results:type_name -> ksidecar.v1.AckResults
+	2,  // 18: ksidecar.v1.FetchResponse.records:type_name -> ksidecar.v1.Record
+	14, // 19: ksidecar.v1.AckResponse.results:type_name -> ksidecar.v1.AckResult
+	5,  // 20: ksidecar.v1.SubscriberStatus.credits:type_name -> ksidecar.v1.Credits
+	5,  // 21: ksidecar.v1.SubscriberStatus.outstanding:type_name -> ksidecar.v1.Credits
+	25, // 22: ksidecar.v1.GroupStatus.partitions:type_name -> ksidecar.v1.PartitionStatus
+	26, // 23: ksidecar.v1.GroupStatus.subscribers:type_name -> ksidecar.v1.SubscriberStatus
+	29, // 24: ksidecar.v1.GroupStatus.memory:type_name -> ksidecar.v1.MemoryStatus
+	28, // 25: ksidecar.v1.GroupStatus.delivery_to_ack_ms:type_name -> ksidecar.v1.Histogram
+	28, // 26: ksidecar.v1.GroupStatus.commit_round_trip_ms:type_name -> ksidecar.v1.Histogram
+	28, // 27: ksidecar.v1.GroupStatus.record_age_at_delivery_ms:type_name -> ksidecar.v1.Histogram
+	27, // 28: ksidecar.v1.ListGroupsResponse.groups:type_name -> ksidecar.v1.GroupStatus
+	37, // 29: ksidecar.v1.RedriveResponse.by_topic:type_name -> ksidecar.v1.RedriveResponse.ByTopicEntry
+	34, // 30: ksidecar.v1.RedriveResponse.held:type_name -> ksidecar.v1.RedriveItem
+	34, // 31: ksidecar.v1.RedriveResponse.skipped:type_name -> ksidecar.v1.RedriveItem
+	35, // 32: ksidecar.v1.RedriveResponse.next_offsets:type_name -> ksidecar.v1.RedriveOffset
+	10, // 33: ksidecar.v1.Consumer.Subscribe:input_type -> ksidecar.v1.SubscribeRequest
+	17, // 34: ksidecar.v1.Consumer.Fetch:input_type -> ksidecar.v1.FetchRequest
+	19, // 35: ksidecar.v1.Consumer.Ack:input_type -> ksidecar.v1.AckRequest
+	20, // 36: ksidecar.v1.Consumer.Nack:input_type -> ksidecar.v1.NackRequest
+	21, // 37: ksidecar.v1.Consumer.ModifyAckDeadline:input_type -> ksidecar.v1.ModifyAckDeadlineRequest
+	23, // 38: ksidecar.v1.Consumer.GetGroup:input_type -> ksidecar.v1.GetGroupRequest
+	24, // 39: ksidecar.v1.Consumer.ListGroups:input_type -> ksidecar.v1.ListGroupsRequest
+	31, // 40: ksidecar.v1.Consumer.Seek:input_type -> ksidecar.v1.SeekRequest
+	33, // 41: ksidecar.v1.Consumer.Redrive:input_type -> ksidecar.v1.RedriveRequest
+	16, // 42: ksidecar.v1.Consumer.Subscribe:output_type -> ksidecar.v1.SubscribeResponse
+	18, // 43: ksidecar.v1.Consumer.Fetch:output_type -> ksidecar.v1.FetchResponse
+	22, // 44: ksidecar.v1.Consumer.Ack:output_type -> ksidecar.v1.AckResponse
+	22, // 45: ksidecar.v1.Consumer.Nack:output_type -> ksidecar.v1.AckResponse
+	22, // 46: ksidecar.v1.Consumer.ModifyAckDeadline:output_type -> ksidecar.v1.AckResponse
+	27, // 47: ksidecar.v1.Consumer.GetGroup:output_type -> ksidecar.v1.GroupStatus
+	30, // 48: ksidecar.v1.Consumer.ListGroups:output_type -> ksidecar.v1.ListGroupsResponse
+	32, // 49: ksidecar.v1.Consumer.Seek:output_type -> ksidecar.v1.SeekResponse
+	36, // 50: ksidecar.v1.Consumer.Redrive:output_type -> ksidecar.v1.RedriveResponse
+	42, // [42:51] is the sub-list for method output_type
+	33, // [33:42] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_ksidecar_v1_consumer_proto_init() }
@@ -3306,20 +3446,20 @@ func file_ksidecar_v1_consumer_proto_init() {
 	if File_ksidecar_v1_consumer_proto != nil {
 		return
 	}
-	file_ksidecar_v1_consumer_proto_msgTypes[8].OneofWrappers = []any{
+	file_ksidecar_v1_consumer_proto_msgTypes[9].OneofWrappers = []any{
 		(*SubscribeRequest_Open)(nil),
 		(*SubscribeRequest_Ack)(nil),
 		(*SubscribeRequest_Nack)(nil),
 		(*SubscribeRequest_ModifyDeadline)(nil),
 		(*SubscribeRequest_Credits)(nil),
 	}
-	file_ksidecar_v1_consumer_proto_msgTypes[14].OneofWrappers = []any{
+	file_ksidecar_v1_consumer_proto_msgTypes[15].OneofWrappers = []any{
 		(*SubscribeResponse_Batch)(nil),
 		(*SubscribeResponse_Assignment)(nil),
 		(*SubscribeResponse_Revocation)(nil),
 		(*SubscribeResponse_AckResults)(nil),
 	}
-	file_ksidecar_v1_consumer_proto_msgTypes[29].OneofWrappers = []any{
+	file_ksidecar_v1_consumer_proto_msgTypes[30].OneofWrappers = []any{
 		(*SeekRequest_Offset)(nil),
 		(*SeekRequest_TimestampMs)(nil),
 		(*SeekRequest_Earliest)(nil),
@@ -3331,7 +3471,7 @@ func file_ksidecar_v1_consumer_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_ksidecar_v1_consumer_proto_rawDesc), len(file_ksidecar_v1_consumer_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   36,
+			NumMessages:   37,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

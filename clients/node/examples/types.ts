@@ -2,8 +2,8 @@
 //   npm run typecheck   (tsc --noEmit -p tsconfig.json; tests/clients/node.sh runs it)
 import * as ksidecar from '..';
 import {
-  AckOptions, AckStatus, CommitResult, CommitStatus, ConnectionOptions, Header, KsidecarAuthError, KsidecarClosedError,
-  KsidecarConfigError, KsidecarConnectError, KsidecarError, KsidecarPermissionError,
+  AckOptions, AckStatus, CommitResult, CommitStatus, ConnectionOptions, Decoded, Header, KsidecarAuthError,
+  KsidecarClosedError, KsidecarConfigError, KsidecarDecodeError, KsidecarConnectError, KsidecarError, KsidecarPermissionError,
   KsidecarProduceError, KsidecarRequestError, KsidecarTimeoutError, Message, PublishOptions,
   Publisher, PublisherOptions, Subscriber, SubscriberOptions, SubscriberStats, TlsOptions,
   TopicPartition, protoDir, services,
@@ -14,8 +14,18 @@ import {
 const exported: { [K in keyof typeof ksidecar]: unknown } = {
   Subscriber, Message, Publisher, protoDir, services, KsidecarError, KsidecarConfigError,
   KsidecarConnectError, KsidecarAuthError, KsidecarPermissionError, KsidecarRequestError,
-  KsidecarTimeoutError, KsidecarClosedError, KsidecarProduceError,
+  KsidecarTimeoutError, KsidecarClosedError, KsidecarProduceError, KsidecarDecodeError,
 };
+
+// A value decoded with its schema: parsed JSON, or why it was not decoded.
+function decodedValue(m: Message): unknown {
+  const d: Decoded | null = m.valueDecoded;
+  try {
+    return m.valueJson();
+  } catch (e) {
+    return e instanceof KsidecarDecodeError ? `undecoded (schema ${d ? d.schemaId : 0}): ${e.message}` : null;
+  }
+}
 
 function describe(err: KsidecarError): string {
   if (err instanceof KsidecarAuthError) return `check the token (${err.code})`;
@@ -70,3 +80,4 @@ function unary(target: string): void {
 void consume;
 void produce;
 void unary;
+void decodedValue;

@@ -80,7 +80,8 @@ function encodeCredits(records, bytes) {
 }
 
 /** SubscribeRequest{open}. */
-function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber, orderedBatches }) {
+function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber, orderedBatches,
+  valueFormat, keyFormat }) {
   const open = encodeFields([
     [1, 's', group],
     ...topics.map((t) => [2, 's', t]),
@@ -88,6 +89,8 @@ function encodeOpen({ group, topics, records, bytes, deadlineMs, subscriber, ord
     [4, 'v', deadlineMs || 0],
     [5, 's', subscriber || ''],
     [6, 'v', orderedBatches ? 1 : 0],
+    [7, 's', valueFormat || ''],
+    [8, 's', keyFormat || ''],
   ]);
   return encodeFields([[1, 'm', open]]);
 }
@@ -561,6 +564,29 @@ function decodeHeader(r, end) {
 const EMPTY = Buffer.alloc(0);
 const NO_HEADERS = Object.freeze([]);
 
+// Decodes a Decoded (Record.key_decoded, value_decoded) into d: { json, format, schemaId,
+// error } (a second occurrence merges, as protobuf's).
+function decodeDecoded(r, end, d) {
+  const o = d || { json: '', format: '', schemaId: 0, error: '' };
+  const buf = r.buf;
+  while (r.pos < end) {
+    const tag = r.varint();
+    if (tag === 0x18) {
+      o.schemaId = r.varint() | 0;
+    } else if (tag === 0x0a || tag === 0x12 || tag === 0x22) {
+      const e = r.end(r.varint());
+      const s = buf.toString('utf8', r.pos, e);
+      r.pos = e;
+      if (tag === 0x0a) o.json = s;
+      else if (tag === 0x12) o.format = s;
+      else o.error = s;
+    } else {
+      r.skip(tag & 7);
+    }
+  }
+  return o;
+}
+
 // Decodes one Record into make(fields...): the caller's constructor.
 function decodeRecord(r, end, make) {
   let topic = '';
@@ -576,6 +602,8 @@ function decodeRecord(r, end, make) {
   let idEnd = 0;
   let attempt = 0;
   let chain = 0;
+  let keyDec = null;
+  let valueDec = null;
   const buf = r.buf;
   while (r.pos < end) {
     const tag = buf[r.pos] < 128 ? buf[r.pos++] : r.varint();
@@ -631,12 +659,24 @@ function decodeRecord(r, end, make) {
       case 0x60:
         chain = r.uvarint();
         break;
+      case 0x6a: {
+        const e = r.end(r.varint());
+        keyDec = decodeDecoded(r, e, keyDec);
+        r.pos = e;
+        break;
+      }
+      case 0x72: {
+        const e = r.end(r.varint());
+        valueDec = decodeDecoded(r, e, valueDec);
+        r.pos = e;
+        break;
+      }
       default:
         r.skip(tag & 7);
     }
   }
   return make(topic, partition, offset, ts, keyNull ? null : key, valueNull ? null : value,
-    headers || NO_HEADERS, idStart, idEnd, attempt, chain);
+    headers || NO_HEADERS, idStart, idEnd, attempt, chain, keyDec, valueDec);
 }
 
 function decodePartitions(r, end) {

@@ -26,6 +26,8 @@ class KsidecarTimeoutError extends KsidecarError {}
 class KsidecarClosedError extends KsidecarError {}
 /** Produce: ksidecar answered, and this record failed (error names why). */
 class KsidecarProduceError extends KsidecarError {}
+/** valueJson()/keyJson(): ksidecar could not decode the key or value (message names why). */
+class KsidecarDecodeError extends KsidecarError {}
 
 const codeName = (code) => {
   for (const [k, v] of Object.entries(grpc.status)) if (v === code) return k;
@@ -73,6 +75,7 @@ module.exports = {
   KsidecarTimeoutError,
   KsidecarClosedError,
   KsidecarProduceError,
+  KsidecarDecodeError,
   fromGrpc,
   codeName,
   tidy,

@@ -46,6 +46,8 @@ const DEFAULTS = {
   backoffMultiplier: 2,
   subscriber: '',
   ackRanges: true,
+  valueFormat: '', // "avro", "avro_plain", "json_schema", "auto", "binary"; "": the group's
+  keyFormat: '',
 };
 
 // Codes after which a new stream would fail the same way: reported, never retried.
@@ -63,9 +65,16 @@ const ACK = 1;
 const NACK = 2;
 const identity = (b) => b;
 
+function parseDecoded(d) {
+  if (!d) return undefined;
+  if (d.error) throw new E.KsidecarDecodeError(`not decoded: ${d.error}`);
+  return d.json ? JSON.parse(d.json) : undefined;
+}
+
 /** One delivered record. key/value are Buffers (views of the received message) or null. */
 class Message {
-  constructor(batch, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt, chain) {
+  constructor(batch, topic, partition, offset, ts, key, value, headers, idStart, idEnd, attempt, chain,
+    keyDecoded = null, valueDecoded = null) {
     this.topic = topic;
     this.partition = partition;
     this.offset = offset;
@@ -83,6 +92,21 @@ class Message {
     this._ch = null; // its chain in the dispatcher
     this._returned = false; // its handler returned (ordered, event form)
     this._dropped = false; // a copy ksidecar took back, never handed out
+    // Set when the key or value is shown in a schema format (options.valueFormat, keyFormat
+    // or the group's): { json, format, schemaId, error }; key and value keep the bytes.
+    this.keyDecoded = keyDecoded;
+    this.valueDecoded = valueDecoded;
+  }
+
+  /** The value decoded with its schema, parsed (JSON.parse); undefined when it was not shown
+   * in a schema format. Throws KsidecarDecodeError when ksidecar could not decode it. */
+  valueJson() {
+    return parseDecoded(this.valueDecoded);
+  }
+
+  /** The key, as valueJson() has the value. */
+  keyJson() {
+    return parseDecoded(this.keyDecoded);
   }
 
   get _buf() {
@@ -391,6 +415,7 @@ class Subscriber extends EventEmitter {
     call.write(codec.encodeOpen({
       group: o.group, topics: o.topics, records: o.maxMessages, bytes: o.maxBytes,
       deadlineMs: o.ackDeadlineMs, subscriber: o.subscriber, orderedBatches: true,
+      valueFormat: o.valueFormat, keyFormat: o.keyFormat,
     }));
     this.stats.writes++;
     if (this._gen > 0) this.stats.reconnects++;
@@ -500,8 +525,8 @@ class Subscriber extends EventEmitter {
     const b = { sub: this, gen: this._gen, buf, msgs: null, left: 0, receivedAt: this._now,
       deadlineAt: this._now + this._o.ackDeadlineMs };
     try {
-      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a, ch) =>
-        new Message(b, t, p, off, ts, k, v, h, is, ie, a, ch));
+      resp = codec.decodeResponse(buf, (t, p, off, ts, k, v, h, is, ie, a, ch, kd, vd) =>
+        new Message(b, t, p, off, ts, k, v, h, is, ie, a, ch, kd, vd));
     } catch (e) {
       this._warn(`a malformed SubscribeResponse (${e.message}); opening a new stream`);
       if (this._call) this._call.cancel();

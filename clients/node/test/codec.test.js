@@ -19,6 +19,8 @@ test('requests decode with protobufjs to what was encoded', () => {
   })), { open: { group: 'g', topics: ['a', 'b.c'], credits: { records: 7, bytes: 5000000000 }, deadlineMs: 2000,
     subscriber: 'me', orderedBatches: true } });
   assert.deepStrictEqual(plain(Req, codec.encodeOpen({ group: 'g', topics: ['a'] })).open.orderedBatches, undefined);
+  const fo = plain(Req, codec.encodeOpen({ group: 'g', topics: ['a'], valueFormat: 'avro', keyFormat: 'auto' })).open;
+  assert.deepStrictEqual([fo.valueFormat, fo.keyFormat], ['avro', 'auto']);
   const ids = Array.from({ length: 300 }, (_, i) => `a1676cdfec43ce1e18-3-2-${i}-1-demo`);
   assert.deepStrictEqual(plain(Req, codec.encodeAck(ids)), { ack: { ackIds: ids } });
   const raw = Buffer.from(`xx${ids.join('')}`); // ids given as received bytes
@@ -49,6 +51,12 @@ test('responses encoded by protobufjs decode to the same fields', () => {
   const got = codec.decodeResponse(b, (topic, partition, offset, ts, key, value, headers, s, e, attempt, chain) =>
     ({ topic, partition, offset, ts, key, value, headers, ackId: b.latin1Slice(s, e), attempt, chain }));
   const E = Buffer.alloc(0);
+  const dec = Buffer.from(Resp.encode(Resp.fromObject({ batch: { records: [
+    { topic: 't', ackId: 'id-6', valueDecoded: { json: '{"a":[1,"é"]}', format: 'avro', schemaId: 7 },
+      keyDecoded: { schemaId: 9, decodeError: 'unknown schema id 9' } }] } })).finish());
+  const [d] = codec.decodeResponse(dec, (...f) => ({ kd: f[11], vd: f[12] })).batch;
+  assert.deepStrictEqual(d, { kd: { json: '', format: '', schemaId: 9, error: 'unknown schema id 9' },
+    vd: { json: '{"a":[1,"é"]}', format: 'avro', schemaId: 7, error: '' } });
   assert.deepStrictEqual(got.batch, [
     { topic: 't', partition: 3, offset: 2 ** 40 + 5, ts: -1, key: Buffer.from('k'), value: Buffer.from('v'),
       headers: [{ key: 'h', value: Buffer.from('hv') }, { key: 'n', value: null }], ackId: 'id-1', attempt: 2, chain: 1 },

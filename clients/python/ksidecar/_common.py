@@ -5,6 +5,7 @@ import concurrent.futures
 import dataclasses
 import enum
 import itertools
+import json
 import logging
 import operator
 import pathlib
@@ -173,6 +174,8 @@ class Settings:
     reconnect_timeout_s: float = 300.0
     channel_options: tuple = ()
     ack_ranges: bool = True
+    value_format: str = ""
+    key_format: str = ""
 
     def check(self):
         if not self.group:
@@ -190,7 +193,8 @@ class Settings:
         return pb.SubscribeRequest(open=pb.Open(
             group=self.group, topics=list(self.topics), deadline_ms=self.deadline_ms,
             credits=pb.Credits(records=self.max_messages, bytes=self.max_bytes),
-            subscriber=self.subscriber_name, ordered_batches=True))
+            subscriber=self.subscriber_name, ordered_batches=True,
+            value_format=self.value_format, key_format=self.key_format))
 
     def backoff(self, attempt):
         """Seconds to wait before reconnect attempt number attempt (0-based): exponential,
@@ -347,6 +351,23 @@ class _PyMessageCore:
 MessageCore = _C.MessageCore if _C else _PyMessageCore
 
 
+def _decoded_of(rec, name):
+    """Record.key_decoded or value_decoded (a Decoded), or None: from the protobuf record, or
+    from the bytes the extension's record keeps of it."""
+    if hasattr(rec, "HasField"):
+        return getattr(rec, name) if rec.HasField(name) else None
+    raw = getattr(rec, name + "_raw")
+    return None if raw is None else pb.Decoded.FromString(raw)
+
+
+def _decoded(d):
+    if d is None:
+        return None
+    if d.decode_error:
+        raise errors.DecodeError(d.decode_error)
+    return json.loads(d.json) if d.json else None
+
+
 class Message(MessageCore):
     """One delivered record, leased to this subscriber until ack() or nack().
 
@@ -363,6 +384,23 @@ class Message(MessageCore):
     @property
     def headers(self):
         return [(h.key, None if h.value_null else h.value) for h in self._rec.headers]
+
+    def value_json(self):
+        """The value decoded with its schema (value_format, or the group's
+        group.value_format, a schema format) as Python objects; None when it was not decoded
+        (a binary format, a null value). A value that could not be decoded raises
+        ksidecar.DecodeError naming the cause (value still has its bytes)."""
+        return _decoded(_decoded_of(self._rec, "value_decoded"))
+
+    def key_json(self):
+        """The key as value_json() has the value."""
+        return _decoded(_decoded_of(self._rec, "key_decoded"))
+
+    @property
+    def value_schema_id(self):
+        """The value's schema id when it was shown in a schema format, else None."""
+        d = _decoded_of(self._rec, "value_decoded")
+        return d.schema_id if d is not None and d.schema_id else None
 
     def nack(self, delay_ms=0, reason="", dead_letter=False):
         """Puts the record back, to be delivered again after delay_ms. dead_letter=True

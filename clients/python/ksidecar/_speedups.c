@@ -132,6 +132,8 @@ typedef struct {
     PyObject *value;               /* bytes */
     PyObject *headers;             /* tuple of Header */
     PyObject *ack_id;              /* str */
+    PyObject *key_decoded;         /* Record.key_decoded's bytes (a Decoded), or None */
+    PyObject *value_decoded;       /* Record.value_decoded's, or None */
     long long offset;
     long long timestamp_ms;
     unsigned long long ordering_chain;
@@ -169,6 +171,8 @@ static PyMemberDef record_members[] = {
     {"ack_id", T_OBJECT, offsetof(RecordObject, ack_id), READONLY, NULL},
     {"attempt", T_INT, offsetof(RecordObject, attempt), READONLY, NULL},
     {"ordering_chain", T_ULONGLONG, offsetof(RecordObject, ordering_chain), READONLY, NULL},
+    {"key_decoded_raw", T_OBJECT, offsetof(RecordObject, key_decoded), READONLY, NULL},
+    {"value_decoded_raw", T_OBJECT, offsetof(RecordObject, value_decoded), READONLY, NULL},
     {NULL},
 };
 
@@ -278,6 +282,55 @@ static int put(PyObject **slot, PyObject *v)
     return 0;
 }
 
+/* Checks that f holds a Decoded as protobuf reads one (its strings UTF-8); returns its bytes,
+ * or NULL with ValueError. */
+static PyObject *rd_decoded(reader *f)
+{
+    reader r = *f, s;
+    while (r.p < r.end) {
+        uint64_t tag, v;
+        if (rd_tag(&r, &tag) < 0)
+            return NULL;
+        unsigned field = (unsigned)(tag >> 3), wt = (unsigned)(tag & 7);
+        if ((field == 1 || field == 2 || field == 4) && wt == 2) {
+            if (rd_delimited(&r, &s) < 0)
+                return NULL;
+            PyObject *str = rd_str(&s);
+            if (str == NULL)
+                return NULL;
+            Py_DECREF(str);
+        } else if (field == 3 && wt == 0) {
+            if (rd_varint(&r, &v) < 0)
+                return NULL;
+        } else if (rd_skip(&r, wt) < 0) {
+            return NULL;
+        }
+    }
+    return rd_bytes(f);
+}
+
+/* Keeps v, the bytes of a message field, in *slot: after the bytes already there (None:
+ * none), as protobuf merges a message field that comes twice. */
+static int put_merged(PyObject **slot, PyObject *v)
+{
+    if (v == NULL)
+        return -1;
+    if (*slot != Py_None) {
+        PyObject *both =
+            PyBytes_FromStringAndSize(NULL, PyBytes_GET_SIZE(*slot) + PyBytes_GET_SIZE(v));
+        if (both == NULL) {
+            Py_DECREF(v);
+            return -1;
+        }
+        memcpy(PyBytes_AS_STRING(both), PyBytes_AS_STRING(*slot), (size_t)PyBytes_GET_SIZE(*slot));
+        memcpy(PyBytes_AS_STRING(both) + PyBytes_GET_SIZE(*slot), PyBytes_AS_STRING(v),
+               (size_t)PyBytes_GET_SIZE(v));
+        Py_DECREF(v);
+        v = both;
+    }
+    return put(slot, v);
+}
+
 static PyObject *decode_header(reader *r)
 {
     HeaderObject *h = PyObject_New(HeaderObject, &HeaderType);
@@ -346,6 +399,8 @@ static PyObject *decode_record(reader *r, topic_cache *tc)
     rec->value = Py_NewRef(empty_bytes);
     rec->headers = Py_NewRef(empty_tuple);
     rec->ack_id = Py_NewRef(s_empty_str);
+    rec->key_decoded = Py_NewRef(Py_None);
+    rec->value_decoded = Py_NewRef(Py_None);
     rec->offset = rec->timestamp_ms = 0;
     rec->ordering_chain = 0;
     rec->partition = rec->attempt = 0;
@@ -359,7 +414,8 @@ static PyObject *decode_record(reader *r, topic_cache *tc)
         unsigned field = (unsigned)(tag >> 3), wt = (unsigned)(tag & 7);
         int varint = field == 2 || field == 3 || field == 4 || field == 6 || field == 8 ||
                      field == 11 || field == 12;
-        int delimited = field == 1 || field == 5 || field == 7 || field == 9 || field == 10;
+        int delimited = field == 1 || field == 5 || field == 7 || field == 9 || field == 10 ||
+                        field == 13 || field == 14;
         if (varint && wt == 0) {
             if (rd_varint(r, &v) < 0)
                 goto fail;
@@ -422,6 +478,14 @@ static PyObject *decode_record(reader *r, topic_cache *tc)
             break;
         case 12:
             rec->ordering_chain = v;
+            break;
+        case 13:
+            if (put_merged(&rec->key_decoded, rd_decoded(&f)) < 0)
+                goto fail;
+            break;
+        case 14:
+            if (put_merged(&rec->value_decoded, rd_decoded(&f)) < 0)
+                goto fail;
             break;
         }
     }

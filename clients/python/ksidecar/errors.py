@@ -57,6 +57,11 @@ class ClosedError(KsidecarError):
     """The Subscriber or Publisher was used after close()."""
 
 
+class DecodeError(KsidecarError):
+    """A key or value in a schema format that ksidecar could not decode (an unknown schema id,
+    corrupt bytes): the message says why; the message's key or value still has its bytes."""
+
+
 _BY_CODE = {
     grpc.StatusCode.UNAUTHENTICATED: AuthenticationError,
     grpc.StatusCode.PERMISSION_DENIED: PermissionDeniedError,

@@ -16,6 +16,7 @@ import threading
 import pytest
 
 from ksidecar import _common, _dispatch
+from ksidecar._common import _decoded_of
 from ksidecar._proto import pb
 
 try:
@@ -43,7 +44,9 @@ def sample_records():
                            pb.Header(key="", value=b"")]),
         pb.Record(topic="tøpic-ü", partition=-1, offset=-5, timestamp_ms=1700000000000,
                   key_null=True, value_null=True, ack_id="x", attempt=-3, ordering_chain=1),
-        pb.Record(topic="t", partition=2**31 - 1, offset=1, value=b"", key=b""),
+        pb.Record(topic="t", partition=2**31 - 1, offset=1, value=b"", key=b"",
+                  value_decoded=pb.Decoded(json='{"a":1}', format="avro", schema_id=7),
+                  key_decoded=pb.Decoded(schema_id=2**31 - 1, decode_error="unknown schema id")),
         pb.Record(),
     ]
 
@@ -52,9 +55,14 @@ def batch_bytes(recs):
     return pb.SubscribeResponse(batch=pb.RecordBatch(records=recs)).SerializeToString()
 
 
+DECODED = ("key_decoded", "value_decoded")
+
+
 def fields(rec):
-    out = {f: getattr(rec, f) for f in FIELDS if f != "headers"}
+    out = {f: getattr(rec, f) for f in FIELDS if f != "headers" and f not in DECODED}
     out["headers"] = [(h.key, h.value, h.value_null) for h in rec.headers]
+    for f in DECODED:
+        out[f] = _decoded_of(rec, f)
     return out
 
 

@@ -1,0 +1,130 @@
+/* fmt_schema.c: the schema formats: a key or value in the schema wire format (a 0 byte, the
+ * schema id, the encoded value) decoded to JSON with the schema the registry serves for its
+ * id. Runs on the edge's thread, at encode time, from the registry's cache: the group loop only
+ * made sure the schema was fetched before it delivered (group_deliver.c). A value that cannot
+ * be decoded is shown as bytes (the auto format) with <field>_decode_error saying why. */
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "avro_json.h"
+#include "codec.h"
+#include "registry.h"
+
+static _Atomic(ks_registry_t *) codec_registry;
+
+void ks_codec_set_registry(ks_registry_t *r)
+{
+    atomic_store(&codec_registry, r);
+}
+
+ks_registry_t *ks_codec_registry(void)
+{
+    return atomic_load_explicit(&codec_registry, memory_order_acquire);
+}
+
+/* The JSON of the JSON Schema value body[0..n), compact (one line, as the stream needs), or
+ * -1 with err when it does not parse. */
+static int json_schema_json(ks_jbuf_t *b, const void *body, size_t n, char *err, size_t errsize)
+{
+    json_error_t je;
+    json_t *j = json_loadb(body, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    if (!j) {
+        snprintf(err, errsize, "not JSON: %s (at byte %d)", je.text, je.position + KS_WIRE_HEADER);
+        return -1;
+    }
+    size_t len = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
+    char *o = ks_jbuf_reserve(b, len + 1);
+    json_dumpb(j, o, len, JSON_COMPACT | JSON_ENCODE_ANY);
+    b->len += len;
+    b->p[b->len] = '\0';
+    json_decref(j);
+    return 0;
+}
+
+int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_format_t want,
+                           int32_t *id, ks_schema_type_t *type, char *err, size_t errsize)
+{
+    const void *body;
+    size_t body_len;
+    *id = -1;
+    if (ks_wire_split(data, len, id, &body, &body_len, err, errsize) < 0) {
+        *id = -1;
+        return -1;
+    }
+    ks_registry_t *reg = ks_codec_registry();
+    if (!reg) {
+        snprintf(err, errsize, "no schema registry (schema_registry.url is not set)");
+        return -1;
+    }
+    ks_schema_t *s = NULL;
+    char why[256] = "";
+    switch (ks_registry_get(reg, *id, NULL, &s, why, sizeof(why))) {
+    case KS_REG_OK:
+        break;
+    case KS_REG_PENDING:
+        snprintf(err, errsize, "schema_registry: schema id %" PRId32 " is being fetched", *id);
+        return -1;
+    case KS_REG_UNAVAILABLE:
+        snprintf(err, errsize, "schema_registry: schema id %" PRId32 ": %s", *id, why);
+        return -1;
+    case KS_REG_UNKNOWN:
+        snprintf(err, errsize, "unknown schema id %" PRId32 ": %s", *id, why);
+        return -1;
+    }
+    int rc = -1;
+    *type = ks_schema_type(s);
+    bool avro = want == KS_FMT_AVRO || want == KS_FMT_AVRO_PLAIN;
+    if ((avro && *type != KS_SCHEMA_AVRO) ||
+        (want == KS_FMT_JSON_SCHEMA && *type != KS_SCHEMA_JSON))
+        snprintf(err, errsize, "schema id %" PRId32 " is %s, not %s", *id,
+                 ks_schema_type_str(*type), avro ? "AVRO" : "JSON");
+    else if (*type == KS_SCHEMA_AVRO)
+        rc = ks_avro_wire_json(s, data, len,
+                               want == KS_FMT_AVRO_PLAIN ? KS_AVRO_JSON_PLAIN : KS_AVRO_JSON_AVRO,
+                               b, err, errsize);
+    else if (*type == KS_SCHEMA_JSON)
+        rc = json_schema_json(b, body, body_len, err, errsize);
+    else
+        snprintf(err, errsize, "schema id %" PRId32 " is PROTOBUF, which is not decoded yet", *id);
+    ks_schema_unref(s);
+    return rc;
+}
+
+/* Writes `,"<field>_<name>":` */
+static void field_name(ks_jbuf_t *b, const char *field, const char *name)
+{
+    ks_jbuf_lit(b, ",\"");
+    ks_jbuf_lit(b, field);
+    ks_jbuf_lit(b, name);
+}
+
+void ks_codec_schema_json(ks_jbuf_t *b, const char *field, const void *data, size_t len,
+                          ks_rec_format_t want)
+{
+    char err[512];
+    int32_t id;
+    ks_schema_type_t type = KS_SCHEMA_AVRO;
+    if (ks_codec_schema_decode(b, data, len, want, &id, &type, err, sizeof(err)) == 0) {
+        field_name(b, field, "_encoding\":\"json\"");
+        field_name(b, field, "_format\":");
+        ks_jbuf_lit(b, type == KS_SCHEMA_AVRO ? "\"avro\"" : "\"json_schema\"");
+        field_name(b, field, "_schema_id\":");
+        ks_jbuf_int(b, id);
+        return;
+    }
+    char enc[64];
+    snprintf(enc, sizeof(enc), ",\"%s_encoding\":", field);
+    ks_codec_fmt_auto.json(b, enc, data, len);
+    if (want == KS_FMT_AUTO && id < 0)
+        return; /* not in the wire format: bytes, as auto takes them */
+    if (id >= 0) {
+        field_name(b, field, "_schema_id\":");
+        ks_jbuf_int(b, id);
+    }
+    field_name(b, field, "_decode_error\":");
+    ks_jbuf_str(b, err, strlen(err));
+}
