@@ -3,6 +3,7 @@
 #include "codec.h"
 
 #include "config.h" /* KS_NAME_MAX */
+#include "otel.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -146,23 +147,10 @@ void ks_codec_header_num(ks_codec_line_fn fn, void *ctx, const char *name, int64
 
 /* ---- W3C trace context ---- */
 
-/* n lower-case hex digits, not all zero when id. */
-static bool lower_hex(const char *s, size_t n, bool id)
-{
-    bool nonzero = false;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return false;
-        nonzero |= c != '0';
-    }
-    return nonzero || !id;
-}
-
 bool ks_codec_traceparent_ok(const char *v, size_t n)
 {
-    return v && n == 55 && !memcmp(v, "00-", 3) && v[35] == '-' && v[52] == '-' &&
-           lower_hex(v + 3, 32, true) && lower_hex(v + 36, 16, true) && lower_hex(v + 53, 2, false);
+    uint8_t trace[16], parent[8], flags;
+    return ks_otel_traceparent_parse(v, n, trace, parent, &flags);
 }
 
 /* A header value that travels as it is: 1..KS_CODEC_TRACE_VALUE_MAX bytes of printable ASCII,

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "dev_cluster.h"
 #include "engine.h"
+#include "otel.h"
 #include "auth.h"
 #include "edges.h"
 #include "file_watch.h"
@@ -254,6 +255,8 @@ int main(int argc, char **argv)
         goto out_fail;
     if (*cfg.tls_cert_file && !(tls = ks_tls_load(&cfg, err, sizeof(err))))
         goto out_fail;
+    if (ks_otel_start(&cfg, environ, err, sizeof(err)) < 0)
+        goto out_fail;
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
@@ -292,6 +295,7 @@ int main(int argc, char **argv)
      * acks, which the edges still take; 3. commit and leave; 4. close the edges. */
     ks_engine_stop_delivering(eng);
     rc = ks_engine_shutdown(eng, cfg.shutdown_grace_ms) == 0 ? 0 : 1;
+    ks_otel_stop(cfg.shutdown_grace_ms); /* the spans of the last acks are sent */
     stop_edges(edges);
     ks_subhub_free(hub);
     if (rc == 0)
