@@ -309,7 +309,8 @@ const key_t_ config_keys[] = {
     {.name = "otel.protocol",
      P(otel_protocol),
      STR(""),
-     .help = "http/json (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else http/json)"},
+     .help = "http/protobuf or http/json (empty: OTEL_EXPORTER_OTLP_PROTOCOL, else "
+             "http/protobuf)"},
     {.name = "otel.headers",
      P(otel_headers),
      STR(""),

@@ -1,4 +1,5 @@
-/* otel.c: ksidecar's spans, their queue and their exporter thread (OTLP/HTTP JSON on libcurl). */
+/* otel.c: ksidecar's spans, their queue and their exporter thread (OTLP/HTTP, protobuf or JSON,
+ * on libcurl). */
 #include "otel.h"
 
 #include <curl/curl.h>
@@ -13,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ksidecar/otlp/trace.pb-c.h"
 #include "log.h"
 #include "util.h"
 
@@ -25,7 +27,7 @@ typedef struct {
     struct curl_slist *headers;
     char service[256], resource[2048]; /* resource: extra attributes, k=v,... */
     int root, parent_on;               /* the root sampler; parentbased_* follow the parent */
-    bool parent_based;
+    bool parent_based, protobuf;
     double ratio;
     size_t queue_max, batch_max;
     int delay_ms, timeout_ms;
@@ -179,12 +181,14 @@ int ks_otel_start(const ks_config_t *cfg, char **envp, char *err, size_t errsize
         return -1;
     }
     const char *proto = pick(cfg->otel_protocol, envp, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL",
-                             pick(NULL, envp, "OTEL_EXPORTER_OTLP_PROTOCOL", "http/json"));
-    if (strcmp(proto, "http/json")) {
-        snprintf(err, errsize, "otel.protocol: \"%s\" is not supported (http/json)", proto);
+                             pick(NULL, envp, "OTEL_EXPORTER_OTLP_PROTOCOL", "http/protobuf"));
+    O.protobuf = !strcmp(proto, "http/protobuf");
+    if (!O.protobuf && strcmp(proto, "http/json")) {
+        snprintf(err, errsize, "otel.protocol: \"%s\" is not http/protobuf or http/json", proto);
         return -1;
     }
-    O.headers = curl_slist_append(NULL, "Content-Type: application/json");
+    O.headers = curl_slist_append(NULL, O.protobuf ? "Content-Type: application/x-protobuf"
+                                                   : "Content-Type: application/json");
     const char *hdrs = pick(cfg->otel_headers, envp, "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
                             pick(NULL, envp, "OTEL_EXPORTER_OTLP_HEADERS", ""));
     if (parse_headers(hdrs, err, errsize) < 0)
@@ -424,36 +428,33 @@ static void jstr(buf_t *b, const char *s)
     put(b, "\"", 1);
 }
 
-static void attr_str(buf_t *b, bool *first, const char *k, const char *v)
-{
-    puts_(b, *first ? "{\"key\":" : ",{\"key\":");
-    *first = false;
-    jstr(b, k);
-    puts_(b, ",\"value\":{\"stringValue\":");
-    jstr(b, v);
-    puts_(b, "}}");
-}
+/* ---- the payload: one attribute list, written as JSON or protobuf ---- */
 
-static void attr_int(buf_t *b, bool *first, const char *k, int64_t v)
-{
-    puts_(b, *first ? "{\"key\":" : ",{\"key\":");
-    *first = false;
-    jstr(b, k);
-    putf(b, ",\"value\":{\"intValue\":\"%" PRId64 "\"}}", v);
-}
+typedef struct {
+    const char *key, *str; /* str NULL: an int */
+    int64_t num;
+} attr_t;
 
-static void resource(buf_t *b)
+#define ATTRS_MAX 24
+
+/* The resource's attributes (into strings owned by res_buf). */
+static size_t resource_attrs(attr_t *a, char *res_buf, size_t res_size, char *host,
+                             size_t host_size, int64_t *pid)
 {
-    bool first = true;
-    puts_(b, "{\"attributes\":[");
-    attr_str(b, &first, "service.name", O.service);
-    attr_str(b, &first, "service.version", KSIDECAR_VERSION);
-    char host[256] = "";
-    if (!gethostname(host, sizeof(host) - 1))
-        attr_str(b, &first, "host.name", host);
-    attr_int(b, &first, "process.pid", (int64_t)getpid());
-    char *copy = ks_xstrdup(O.resource), *save = NULL;
-    for (char *it = strtok_r(copy, ",", &save); it; it = strtok_r(NULL, ",", &save)) {
+    size_t n = 0;
+    a[n++] = (attr_t){"service.name", O.service, 0};
+    a[n++] = (attr_t){"service.version", KSIDECAR_VERSION, 0};
+    a[n++] = (attr_t){"telemetry.sdk.name", "ksidecar", 0};
+    if (!gethostname(host, host_size - 1)) {
+        host[host_size - 1] = '\0';
+        a[n++] = (attr_t){"host.name", host, 0};
+    }
+    *pid = (int64_t)getpid();
+    a[n++] = (attr_t){"process.pid", NULL, *pid};
+    snprintf(res_buf, res_size, "%s", O.resource);
+    char *save = NULL;
+    for (char *it = strtok_r(res_buf, ",", &save); it && n < ATTRS_MAX;
+         it = strtok_r(NULL, ",", &save)) {
         char *eq = strchr(it, '=');
         if (!eq)
             continue;
@@ -463,56 +464,208 @@ static void resource(buf_t *b)
         trim(&v);
         unescape(v);
         if (*k && strcmp(k, "service.name"))
-            attr_str(b, &first, k, v);
+            a[n++] = (attr_t){k, v, 0};
     }
-    free(copy);
-    puts_(b, "]}");
+    return n;
 }
 
-static void span_json(buf_t *b, const ks_otel_span_t *s, bool first_span)
+/* A span's attributes; part: room for the partition id's text. */
+static size_t span_attrs(const ks_otel_span_t *s, attr_t *a, char part[16])
 {
-    char t[33], id[17], par[17];
-    hex(t, s->trace_id, 16);
-    hex(id, s->span_id, 8);
-    putf(b, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\"", first_span ? "" : ",", t, id);
-    if (s->has_parent) {
-        hex(par, s->parent_id, 8);
-        putf(b, ",\"parentSpanId\":\"%s\"", par);
-    }
-    puts_(b, ",\"name\":");
-    jstr(b, s->name);
-    putf(b,
-         ",\"kind\":5,\"startTimeUnixNano\":\"%" PRId64 "\",\"endTimeUnixNano\":\"%" PRId64
-         "\",\"attributes\":[",
-         s->start_ns, s->end_ns);
-    bool first = true;
-    attr_str(b, &first, "messaging.system", "kafka");
-    attr_str(b, &first, "messaging.operation.type", "process");
-    attr_str(b, &first, "messaging.operation.name", "process");
-    attr_str(b, &first, "messaging.destination.name", s->topic);
-    char part[16];
-    snprintf(part, sizeof(part), "%d", (int)s->partition);
-    attr_str(b, &first, "messaging.destination.partition.id", part);
-    attr_int(b, &first, "messaging.kafka.offset", s->offset);
-    attr_str(b, &first, "messaging.consumer.group.name", s->group);
+    size_t n = 0;
+    snprintf(part, 16, "%d", (int)s->partition);
+    a[n++] = (attr_t){"messaging.system", "kafka", 0};
+    a[n++] = (attr_t){"messaging.operation.type", "process", 0};
+    a[n++] = (attr_t){"messaging.operation.name", "process", 0};
+    a[n++] = (attr_t){"messaging.destination.name", s->topic, 0};
+    a[n++] = (attr_t){"messaging.destination.partition.id", part, 0};
+    a[n++] = (attr_t){"messaging.kafka.offset", NULL, s->offset};
+    a[n++] = (attr_t){"messaging.consumer.group.name", s->group, 0};
     if (s->has_key)
-        attr_str(b, &first, "messaging.kafka.message.key", s->key);
-    attr_int(b, &first, "ksidecar.attempt", s->attempt);
+        a[n++] = (attr_t){"messaging.kafka.message.key", s->key, 0};
+    a[n++] = (attr_t){"ksidecar.attempt", NULL, s->attempt};
     if (*s->subscriber)
-        attr_str(b, &first, "ksidecar.subscriber", s->subscriber);
-    puts_(b, "],\"events\":[");
-    for (size_t i = 0; i < s->event_cnt; i++) {
-        const ks_otel_event_t *e = &s->events[i];
-        putf(b, "%s{\"timeUnixNano\":\"%" PRId64 "\",\"name\":", i ? "," : "", e->time_ns);
-        jstr(b, e->name);
-        puts_(b, ",\"attributes\":[");
-        bool f = true;
-        attr_int(b, &f, "ksidecar.attempt", s->attempt);
-        if (*e->reason)
-            attr_str(b, &f, "ksidecar.reason", e->reason);
+        a[n++] = (attr_t){"ksidecar.subscriber", s->subscriber, 0};
+    return n;
+}
+
+static size_t event_attrs(const ks_otel_span_t *s, const ks_otel_event_t *e, attr_t *a)
+{
+    size_t n = 0;
+    a[n++] = (attr_t){"ksidecar.attempt", NULL, s->attempt};
+    if (*e->reason)
+        a[n++] = (attr_t){"ksidecar.reason", e->reason, 0};
+    return n;
+}
+
+/* JSON (OTLP's JSON mapping: ids in hex, 64-bit numbers as strings). */
+static void json_attrs(buf_t *b, const attr_t *a, size_t n)
+{
+    puts_(b, "[");
+    for (size_t i = 0; i < n; i++) {
+        puts_(b, i ? ",{\"key\":" : "{\"key\":");
+        jstr(b, a[i].key);
+        if (a[i].str) {
+            puts_(b, ",\"value\":{\"stringValue\":");
+            jstr(b, a[i].str);
+            puts_(b, "}}");
+        } else {
+            putf(b, ",\"value\":{\"intValue\":\"%" PRId64 "\"}}", a[i].num);
+        }
+    }
+    puts_(b, "]");
+}
+
+static void json_body(buf_t *b, const ks_otel_span_t *spans, size_t cnt)
+{
+    attr_t a[ATTRS_MAX];
+    char res[2048], host[256], part[16], t[33], id[17], par[17];
+    int64_t pid;
+    puts_(b, "{\"resourceSpans\":[{\"resource\":{\"attributes\":");
+    json_attrs(b, a, resource_attrs(a, res, sizeof(res), host, sizeof(host), &pid));
+    puts_(b, "},\"scopeSpans\":[{\"scope\":{\"name\":\"ksidecar\",\"version\":\"" KSIDECAR_VERSION
+             "\"},\"spans\":[");
+    for (size_t k = 0; k < cnt; k++) {
+        const ks_otel_span_t *s = &spans[k];
+        hex(t, s->trace_id, 16);
+        hex(id, s->span_id, 8);
+        putf(b, "%s{\"traceId\":\"%s\",\"spanId\":\"%s\"", k ? "," : "", t, id);
+        if (s->has_parent) {
+            hex(par, s->parent_id, 8);
+            putf(b, ",\"parentSpanId\":\"%s\"", par);
+        }
+        puts_(b, ",\"name\":");
+        jstr(b, s->name);
+        putf(b,
+             ",\"kind\":5,\"startTimeUnixNano\":\"%" PRId64 "\",\"endTimeUnixNano\":\"%" PRId64
+             "\",\"attributes\":",
+             s->start_ns, s->end_ns);
+        json_attrs(b, a, span_attrs(s, a, part));
+        puts_(b, ",\"events\":[");
+        for (size_t i = 0; i < s->event_cnt; i++) {
+            const ks_otel_event_t *e = &s->events[i];
+            putf(b, "%s{\"timeUnixNano\":\"%" PRId64 "\",\"name\":", i ? "," : "", e->time_ns);
+            jstr(b, e->name);
+            puts_(b, ",\"attributes\":");
+            json_attrs(b, a, event_attrs(s, e, a));
+            puts_(b, "}");
+        }
         puts_(b, "]}");
     }
-    puts_(b, "]}");
+    puts_(b, "]}]}]}");
+}
+
+/* Protobuf (proto/ksidecar/otlp/trace.proto). kv and av: room for every attribute. */
+typedef struct {
+    Ksidecar__Otlp__KeyValue *kv, **kvp;
+    Ksidecar__Otlp__AnyValue *av;
+    size_t used, cap;
+} pb_pool_t;
+
+static Ksidecar__Otlp__KeyValue **pb_attrs(pb_pool_t *p, const attr_t *a, size_t n)
+{
+    if (p->used + n > p->cap)
+        abort(); /* sized by the caller */
+    Ksidecar__Otlp__KeyValue **out = &p->kvp[p->used];
+    for (size_t i = 0; i < n; i++, p->used++) {
+        Ksidecar__Otlp__AnyValue *v = &p->av[p->used];
+        ksidecar__otlp__any_value__init(v);
+        if (a[i].str) {
+            v->value_case = KSIDECAR__OTLP__ANY_VALUE__VALUE_STRING_VALUE;
+            v->string_value = (char *)(uintptr_t)a[i].str;
+        } else {
+            v->value_case = KSIDECAR__OTLP__ANY_VALUE__VALUE_INT_VALUE;
+            v->int_value = a[i].num;
+        }
+        Ksidecar__Otlp__KeyValue *kv = &p->kv[p->used];
+        ksidecar__otlp__key_value__init(kv);
+        kv->key = (char *)(uintptr_t)a[i].key;
+        kv->value = v;
+        p->kvp[p->used] = kv;
+    }
+    return out;
+}
+
+static void pb_body(buf_t *b, ks_otel_span_t *spans, size_t cnt)
+{
+    attr_t a[ATTRS_MAX];
+    char res[2048], host[256];
+    int64_t pid;
+    /* spans' attributes: at most ATTRS_MAX each, and each event's */
+    size_t cap = ATTRS_MAX * (1 + cnt * (1 + KS_OTEL_EVENTS_MAX));
+    pb_pool_t pool = {.kv = calloc(cap, sizeof(*pool.kv)),
+                      .kvp = calloc(cap, sizeof(*pool.kvp)),
+                      .av = calloc(cap, sizeof(*pool.av)),
+                      .cap = cap};
+    Ksidecar__Otlp__Span *sp = calloc(cnt, sizeof(*sp));
+    Ksidecar__Otlp__Span **spp = calloc(cnt, sizeof(*spp));
+    Ksidecar__Otlp__Span__Event *ev = calloc(cnt * KS_OTEL_EVENTS_MAX, sizeof(*ev));
+    Ksidecar__Otlp__Span__Event **evp = calloc(cnt * KS_OTEL_EVENTS_MAX, sizeof(*evp));
+    char(*parts)[16] = calloc(cnt, 16);
+    if (!pool.kv || !pool.kvp || !pool.av || !sp || !spp || !ev || !evp || !parts)
+        abort();
+    Ksidecar__Otlp__Resource r = KSIDECAR__OTLP__RESOURCE__INIT;
+    r.n_attributes = resource_attrs(a, res, sizeof(res), host, sizeof(host), &pid);
+    r.attributes = pb_attrs(&pool, a, r.n_attributes);
+    for (size_t k = 0; k < cnt; k++) {
+        ks_otel_span_t *s = &spans[k];
+        Ksidecar__Otlp__Span *x = &sp[k];
+        ksidecar__otlp__span__init(x);
+        x->trace_id = (ProtobufCBinaryData){16, s->trace_id};
+        x->span_id = (ProtobufCBinaryData){8, s->span_id};
+        if (s->has_parent)
+            x->parent_span_id = (ProtobufCBinaryData){8, s->parent_id};
+        x->name = s->name;
+        x->kind = 5;
+        x->start_time_unix_nano = (uint64_t)s->start_ns;
+        x->end_time_unix_nano = (uint64_t)s->end_ns;
+        x->n_attributes = span_attrs(s, a, parts[k]);
+        x->attributes = pb_attrs(&pool, a, x->n_attributes);
+        x->n_events = s->event_cnt;
+        x->events = &evp[k * KS_OTEL_EVENTS_MAX];
+        for (size_t i = 0; i < s->event_cnt; i++) {
+            Ksidecar__Otlp__Span__Event *e = &ev[k * KS_OTEL_EVENTS_MAX + i];
+            ksidecar__otlp__span__event__init(e);
+            e->time_unix_nano = (uint64_t)s->events[i].time_ns;
+            e->name = (char *)(uintptr_t)s->events[i].name;
+            e->n_attributes = event_attrs(s, &s->events[i], a);
+            e->attributes = pb_attrs(&pool, a, e->n_attributes);
+            x->events[i] = e;
+        }
+        spp[k] = x;
+    }
+    Ksidecar__Otlp__InstrumentationScope scope = KSIDECAR__OTLP__INSTRUMENTATION_SCOPE__INIT;
+    static char scope_name[] = "ksidecar", scope_version[] = KSIDECAR_VERSION;
+    scope.name = scope_name;
+    scope.version = scope_version;
+    Ksidecar__Otlp__ScopeSpans ss = KSIDECAR__OTLP__SCOPE_SPANS__INIT, *ssp = &ss;
+    ss.scope = &scope;
+    ss.n_spans = cnt;
+    ss.spans = spp;
+    Ksidecar__Otlp__ResourceSpans rs = KSIDECAR__OTLP__RESOURCE_SPANS__INIT, *rsp = &rs;
+    rs.resource = &r;
+    rs.n_scope_spans = 1;
+    rs.scope_spans = &ssp;
+    Ksidecar__Otlp__ExportTraceServiceRequest req =
+        KSIDECAR__OTLP__EXPORT_TRACE_SERVICE_REQUEST__INIT;
+    req.n_resource_spans = 1;
+    req.resource_spans = &rsp;
+    size_t need = ksidecar__otlp__export_trace_service_request__get_packed_size(&req);
+    if (b->cap < need + 1) {
+        b->cap = need + 1;
+        b->p = realloc(b->p, b->cap);
+        if (!b->p)
+            abort();
+    }
+    b->len = ksidecar__otlp__export_trace_service_request__pack(&req, (uint8_t *)b->p);
+    free(parts);
+    free(evp);
+    free(ev);
+    free(spp);
+    free(sp);
+    free(pool.av);
+    free(pool.kvp);
+    free(pool.kv);
 }
 
 static size_t discard(char *p, size_t size, size_t n, void *ud)
@@ -588,15 +741,10 @@ static void *exporter(void *arg)
         pthread_mutex_unlock(&O.mu);
         if (n) {
             body.len = 0;
-            puts_(&body, "{\"resourceSpans\":[{\"resource\":");
-            resource(&body);
-            puts_(
-                &body,
-                ",\"scopeSpans\":[{\"scope\":{\"name\":\"ksidecar\",\"version\":\"" KSIDECAR_VERSION
-                "\"},\"spans\":[");
-            for (size_t i = 0; i < n; i++)
-                span_json(&body, &batch[i], i == 0);
-            puts_(&body, "]}]}]}");
+            if (O.protobuf)
+                pb_body(&body, batch, n);
+            else
+                json_body(&body, batch, n);
             bool ok = post(c, &body);
             pthread_mutex_lock(&O.mu);
             if (ok)

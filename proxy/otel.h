@@ -1,8 +1,8 @@
 /* otel.h: ksidecar's own OpenTelemetry spans. A span is made on the thread where its event
  * happens and handed to a bounded queue (one lock, held for a copy); an exporter thread of its
- * own sends the queue in batches over OTLP/HTTP (JSON), with retries on 429 and 503, and drops
- * and counts what the queue cannot hold. Set up from the standard OTEL_* environment and the
- * otel.* config keys; with tracing off, ks_otel_on is false and nothing else runs. */
+ * own sends the queue in batches over OTLP/HTTP (protobuf or JSON), with retries on 429 and 503,
+ * and drops and counts what the queue cannot hold. Set up from the standard OTEL_* environment and
+ * the otel.* config keys; with tracing off, ks_otel_on is false and nothing else runs. */
 #ifndef KS_OTEL_H
 #define KS_OTEL_H
 

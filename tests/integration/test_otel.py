@@ -1,11 +1,17 @@
-"""ksidecar's own spans over OTLP/HTTP JSON, against a real broker, the real binary and an
+"""ksidecar's own spans over OTLP/HTTP (protobuf, parsed with the opentelemetry-proto package,
+and JSON), against a real broker, the real binary and an
 OTLP receiver this test runs (http.server): a lease's span continues the record's trace
 (parent: its traceparent), carries the messaging attributes and an event for how it ended; a
 record whose context says not sampled gets none; a dead letter's traceparent names the lease's
 span; with the endpoint down, records still flow and the spans are dropped and counted."""
+import base64
 import http.server
 import json
 import threading
+
+import pytest
+from google.protobuf.json_format import MessageToDict
+from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
 from conftest import create_topic, free_port, unique, wait_for
 from test_metrics import scrape, val
@@ -48,8 +54,21 @@ class Receiver:
         with self.lock:
             bodies = list(self.bodies)
         for path, hdrs, body in bodies:
-            assert path == "/v1/traces" and hdrs["Content-Type"] == "application/json"
-            for rs in json.loads(body)["resourceSpans"]:
+            assert path == "/v1/traces"
+            if hdrs["Content-Type"] == "application/x-protobuf":
+                req = ExportTraceServiceRequest()
+                req.ParseFromString(body)
+                doc = MessageToDict(req, use_integers_for_enums=True)
+                for rs in doc["resourceSpans"]:  # ids: base64 in protobuf's JSON, hex in OTLP's
+                    for ss in rs["scopeSpans"]:
+                        for sp in ss["spans"]:
+                            for k in ("traceId", "spanId", "parentSpanId"):
+                                if k in sp:
+                                    sp[k] = base64.b64decode(sp[k]).hex()
+            else:
+                assert hdrs["Content-Type"] == "application/json"
+                doc = json.loads(body)
+            for rs in doc["resourceSpans"]:
                 res = {a["key"]: a["value"] for a in rs["resource"]["attributes"]}
                 for ss in rs["scopeSpans"]:
                     for s in ss["spans"]:
@@ -70,14 +89,17 @@ def otel_env(url, **more):
             "OTEL_RESOURCE_ATTRIBUTES": "deployment.environment=test", **more}
 
 
+@pytest.mark.parametrize("protocol", ["http/protobuf", "http/json"])
 def test_lease_spans_continue_the_records_trace_and_the_dead_letter_names_them(bootstrap,
-                                                                                sidecars):
+                                                                                sidecars,
+                                                                                protocol):
     topic, dlt, group = unique("otel"), unique("otel-dlt"), unique("g-otel")
     create_topic(bootstrap, topic, 1)
     create_topic(bootstrap, dlt, 1)
     rcv = Receiver()
     try:
-        sc = sidecars([f"--group.dead_letter_topic={dlt}"], env=otel_env(rcv.url))
+        sc = sidecars([f"--group.dead_letter_topic={dlt}"],
+                      env=otel_env(rcv.url, OTEL_EXPORTER_OTLP_PROTOCOL=protocol))
         recs = [{"key": "order-1", "value": "sampled",
                  "headers": [{"key": "traceparent", "value": f"00-{TRACE}-{PARENT}-01"}]},
                 {"key": "order-2", "value": "unsampled",
@@ -120,6 +142,8 @@ def test_lease_spans_continue_the_records_trace_and_the_dead_letter_names_them(b
         assert ev[0][1]["ksidecar.reason"] == "poison pill"
         with rcv.lock:
             assert all(h.get("x-tenant") == "t 1" for _, h, _ in rcv.bodies)
+            want = "application/x-protobuf" if protocol == "http/protobuf" else "application/json"
+            assert {h["Content-Type"] for _, h, _ in rcv.bodies} == {want}
         # The dead letter's traceparent names the lease's span, in its trace.
         dl = []
         wait_for(lambda: dl.extend(sc.fetch(unique("g-otel-dl"), dlt, max=10, wait_ms=1000))
