@@ -15,7 +15,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTrace
 
 from conftest import create_topic, free_port, unique, wait_for
 from test_metrics import scrape, val
-from test_redrive import headers
+from test_redrive import headers, redrive
 
 TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 PARENT = "00f067aa0ba902b7"
@@ -149,6 +149,20 @@ def test_lease_spans_continue_the_records_trace_and_the_dead_letter_names_them(b
         wait_for(lambda: dl.extend(sc.fetch(unique("g-otel-dl"), dlt, max=10, wait_ms=1000))
                  or dl, 60, 0.1, "the dead letter")
         assert headers(dl[0])["traceparent"] == f"00-{c['traceId']}-{c['spanId']}-01"
+        # Redriven, it keeps that parent: the trace goes on from ksidecar's span.
+        assert redrive(sc, group)["moved"] == 1
+        back = []
+        reader = unique("g-otel-back")
+
+        def read_back():  # acking each: the redriven record's key waits for the one before
+            recs = sc.fetch(reader, topic, max=10, wait_ms=1000)
+            if recs:
+                sc.ack(reader, [r["ack_id"] for r in recs])
+            back.extend(r for r in recs if "ksidecar.redriven" in headers(r))
+            return back
+
+        wait_for(read_back, 60, 0.1, "the redriven record")
+        assert headers(back[0])["traceparent"] == headers(dl[0])["traceparent"]
         text = scrape(sc)
         assert val(text, "ksidecar_otel_spans_exported_total") >= 2
         assert val(text, "ksidecar_otel_spans_dropped_total") == 0
