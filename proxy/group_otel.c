@@ -34,6 +34,16 @@ static bool delivery_ids(const ks_group_t *g, const part_t *p, const ks_win_entr
     return on;
 }
 
+/* Copies s into out (size bytes, cut to fit) with each byte outside printable ASCII as '?', so
+ * that the exported string is valid UTF-8 whatever a client sent. */
+static void ascii_copy(char *out, size_t size, const char *s)
+{
+    size_t i = 0;
+    for (; s && s[i] && i + 1 < size; i++)
+        out[i] = s[i] >= 0x20 && s[i] < 0x7f ? s[i] : '?';
+    out[i] = '\0';
+}
+
 void otel_lease_end(ks_group_t *g, part_t *p, ks_win_entry_t *e, const char *event,
                     const char *reason, bool dead)
 {
@@ -51,7 +61,7 @@ void otel_lease_end(ks_group_t *g, part_t *p, ks_win_entry_t *e, const char *eve
     snprintf(s.topic, sizeof(s.topic), "%s", p->topic);
     snprintf(s.group, sizeof(s.group), "%s", g->name);
     const sub_t *sub = sub_by_id(g, e->sub_id);
-    snprintf(s.subscriber, sizeof(s.subscriber), "%s", sub ? sub->name : "");
+    ascii_copy(s.subscriber, sizeof(s.subscriber), sub ? sub->name : "");
     s.partition = p->partition;
     s.offset = e->offset;
     s.attempt = e->attempts;
@@ -65,7 +75,7 @@ void otel_lease_end(ks_group_t *g, part_t *p, ks_win_entry_t *e, const char *eve
     }
     s.event_cnt = 0;
     s.events[s.event_cnt++] = (ks_otel_event_t){.name = event, .time_ns = now_ns};
-    snprintf(s.events[0].reason, sizeof(s.events[0].reason), "%s", reason ? reason : "");
+    ascii_copy(s.events[0].reason, sizeof(s.events[0].reason), reason);
     if (dead)
         s.events[s.event_cnt++] = (ks_otel_event_t){.name = "dead_letter", .time_ns = now_ns};
     (void)ks_otel_push(&s);
