@@ -55,6 +55,10 @@
       "push requests waiting for the app's answer now")                                            \
     X(PUSH_DURATION, "ksidecar_push_request_duration_seconds", HISTOGRAM, PUSH, ("group"),         \
       "from a push request's start to the app's answer (or the request's failure)")                \
+    X(OTEL_SPANS_EXPORTED, "ksidecar_otel_spans_exported_total", COUNTER, PROCESS, (NULL),         \
+      "spans the OTLP endpoint took")                                                              \
+    X(OTEL_SPANS_DROPPED, "ksidecar_otel_spans_dropped_total", COUNTER, PROCESS, (NULL),           \
+      "spans dropped: the export queue was full, or the endpoint refused or did not answer")       \
     X(START_TIME, "ksidecar_process_start_time_seconds", GAUGE, PROCESS, (NULL),                   \
       "when the process started, in seconds since the epoch")                                      \
     X(SERIES_DROPPED, "ksidecar_metrics_series_dropped_total", COUNTER, PROCESS, (NULL),           \

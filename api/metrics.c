@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/time.h>
 
+#include "otel.h"
 #include "status_fields.h"
 
 /* ---- the edges' request counters: fixed arrays, so counting never allocates or locks ---- */
@@ -636,6 +637,12 @@ static void collect_process(void *ctx, ks_metric_id_t id, out_t *o)
         return;
     case KS_METRIC_BUILD_INFO:
         ks_metrics_put(o, (const char *const[]){KSIDECAR_VERSION}, 1);
+        return;
+    case KS_METRIC_OTEL_SPANS_EXPORTED:
+        sample(o, NULL, (int64_t)ks_otel_exported());
+        return;
+    case KS_METRIC_OTEL_SPANS_DROPPED:
+        sample(o, NULL, (int64_t)ks_otel_dropped());
         return;
     /* The last two are written whatever the cap, so what it dropped always shows. */
     case KS_METRIC_START_TIME:

@@ -3,11 +3,13 @@
 #include "codec.h"
 
 #include "config.h" /* KS_NAME_MAX */
+#include "otel.h"
 
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h> /* strcasecmp */
 #include <time.h>
 
 /* ---- JSON ---- */
@@ -113,7 +115,16 @@ static bool name_byte(unsigned char c)
            c == '_' || c == '.';
 }
 
-void ks_codec_header(ks_codec_line_fn fn, void *ctx, const char *name, const void *value, size_t n)
+/* Any byte: a line written as it is (its bytes checked by the caller). */
+static bool any_byte(unsigned char c)
+{
+    (void)c;
+    return true;
+}
+
+/* Writes the line "name: value" with the bytes keep() refuses as %XX. */
+static void header_line(ks_codec_line_fn fn, void *ctx, const char *name, const void *value,
+                        size_t n, bool (*keep)(unsigned char))
 {
     size_t nl = strlen(name);
     char stack[512], *line = nl + 3 + 3 * n <= sizeof(stack) ? stack : malloc(nl + 3 + 3 * n);
@@ -122,11 +133,16 @@ void ks_codec_header(ks_codec_line_fn fn, void *ctx, const char *name, const voi
     memcpy(line, name, nl);
     line[nl] = ':';
     line[nl + 1] = ' ';
-    char *end = escape_to(line + nl + 2, value, n, value_byte);
+    char *end = escape_to(line + nl + 2, value, n, keep);
     *end = '\0';
     fn(ctx, line, (size_t)(end - line));
     if (line != stack)
         free(line);
+}
+
+void ks_codec_header(ks_codec_line_fn fn, void *ctx, const char *name, const void *value, size_t n)
+{
+    header_line(fn, ctx, name, value, n, value_byte);
 }
 
 void ks_codec_header_num(ks_codec_line_fn fn, void *ctx, const char *name, int64_t v)
@@ -140,6 +156,68 @@ void ks_codec_header_num(ks_codec_line_fn fn, void *ctx, const char *name, int64
     if (v < 0)
         *--o = '-';
     ks_codec_header(fn, ctx, name, o, (size_t)(num + sizeof(num) - o));
+}
+
+/* ---- W3C trace context ---- */
+
+bool ks_codec_traceparent_ok(const char *v, size_t n)
+{
+    uint8_t trace[16], parent[8], flags;
+    return ks_otel_traceparent_parse(v, n, trace, parent, &flags);
+}
+
+/* A header value that travels as it is: 1..KS_CODEC_TRACE_VALUE_MAX bytes of printable ASCII,
+ * space or tab (no line break, no control byte). */
+static bool plain_value(const char *v, size_t n)
+{
+    if (!v || !n || n > KS_CODEC_TRACE_VALUE_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)v[i];
+        if ((c < 0x20 && c != '\t') || c > 0x7e)
+            return false;
+    }
+    return true;
+}
+
+/* The record's header named name when it has exactly one, else NULL. */
+static const ks_header_t *only_header(const ks_record_t *r, const char *name)
+{
+    const ks_header_t *found = NULL;
+    for (size_t i = 0; i < r->header_cnt; i++) {
+        if (strcasecmp(r->headers[i].name, name))
+            continue;
+        if (found)
+            return NULL;
+        found = &r->headers[i];
+    }
+    return found;
+}
+
+/* traceparent, tracestate and baggage as the same-named lines, their values as they are: a
+ * traceparent only when the record has one and it is valid (version 00), tracestate only with
+ * it, baggage on its own. Anything else stays only as ksidecar-header-NAME. */
+static void trace_context_headers(ks_codec_line_fn fn, void *ctx, const ks_record_t *r)
+{
+    bool any = false;
+    for (size_t i = 0; i < r->header_cnt && !any; i++) {
+        char c = (char)(r->headers[i].name[0] | 0x20);
+        any = c == 't' || c == 'b';
+    }
+    if (!any)
+        return;
+    const ks_header_t *tp = only_header(r, "traceparent");
+    bool parent = tp && ks_codec_traceparent_ok(tp->value, tp->value_len);
+    if (parent)
+        header_line(fn, ctx, "traceparent", tp->value, tp->value_len, any_byte);
+    for (size_t i = 0; i < r->header_cnt; i++) {
+        const ks_header_t *h = &r->headers[i];
+        const char *name = parent && !strcasecmp(h->name, "tracestate") ? "tracestate"
+                           : !strcasecmp(h->name, "baggage")            ? "baggage"
+                                                                        : NULL;
+        if (name && plain_value(h->value, h->value_len))
+            header_line(fn, ctx, name, h->value, h->value_len, any_byte);
+    }
 }
 
 void ks_codec_push_headers(ks_codec_line_fn fn, void *ctx, const ks_record_t *r, const char *ack_id)
@@ -166,6 +244,7 @@ void ks_codec_push_headers(ks_codec_line_fn fn, void *ctx, const ks_record_t *r,
         *o = '\0';
         ks_codec_header(fn, ctx, name, h->value ? h->value : "", h->value ? h->value_len : 0);
     }
+    trace_context_headers(fn, ctx, r);
 }
 
 void ks_codec_cloudevent_headers(ks_codec_line_fn fn, void *ctx, const ks_record_t *r,

@@ -134,8 +134,18 @@ void ks_codec_header(ks_codec_line_fn fn, void *ctx, const char *name, const voi
 /* The same for a decimal number. */
 void ks_codec_header_num(ks_codec_line_fn fn, void *ctx, const char *name, int64_t v);
 
+/* The longest tracestate or baggage value written as its own line (W3C baggage's limit). */
+#define KS_CODEC_TRACE_VALUE_MAX 8192
+
+/* v[0..n) is a W3C traceparent of version 00: "00-" 32 hex trace id "-" 16 hex parent id "-"
+ * 2 hex flags, lower-case, neither id all zero. */
+bool ks_codec_traceparent_ok(const char *v, size_t n);
+
 /* The header lines of a one-record push: where the record came from, its attempt and ack id,
- * its key and its own headers (ksidecar-header-NAME, the name escaped as the values are). */
+ * its key and its own headers (ksidecar-header-NAME, the name escaped as the values are), and
+ * its W3C trace context as the same-named lines, as they are: traceparent when the record has
+ * exactly one and it is valid, tracestate with it, baggage (printable values up to
+ * KS_CODEC_TRACE_VALUE_MAX bytes; others stay only as ksidecar-header-NAME). */
 void ks_codec_push_headers(ks_codec_line_fn fn, void *ctx, const ks_record_t *r,
                            const char *ack_id);
 

@@ -12,6 +12,7 @@
 #include "config.h"
 #include "dev_cluster.h"
 #include "engine.h"
+#include "otel.h"
 #include "auth.h"
 #include "edges.h"
 #include "codec.h"
@@ -317,6 +318,8 @@ int main(int argc, char **argv)
         ks_codec_set_registry(reg);
         ks_schema_gate_set(registry_gate, registry_gate_cancel, reg);
     }
+    if (ks_otel_start(&cfg, environ, err, sizeof(err)) < 0)
+        goto out_fail;
     eng = ks_engine_new(&cfg, err, sizeof(err));
     if (!eng)
         goto out_fail;
@@ -355,6 +358,7 @@ int main(int argc, char **argv)
      * acks, which the edges still take; 3. commit and leave; 4. close the edges. */
     ks_engine_stop_delivering(eng);
     rc = ks_engine_shutdown(eng, cfg.shutdown_grace_ms) == 0 ? 0 : 1;
+    ks_otel_stop(cfg.shutdown_grace_ms); /* the spans of the last acks are sent */
     stop_edges(edges);
     ks_subhub_free(hub);
     if (rc == 0)

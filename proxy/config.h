@@ -97,7 +97,11 @@ typedef struct ks_config {
     int64_t sub_max_bytes;
     char *tls_cert_file, *tls_key_file, *tls_client_ca_file; /* empty: plaintext */
     char *push_allowed_urls; /* comma-separated url prefixes a push set by API call may use */
-    char *auth_tokens_file;  /* empty: no auth */
+    /* OpenTelemetry (proxy/otel.h): each empty (or 0) takes the OTEL_* environment's */
+    char *otel_endpoint, *otel_protocol, *otel_headers, *otel_service_name, *otel_sampler,
+        *otel_sampler_arg;
+    int otel_queue_size, otel_batch_size, otel_delay_ms;
+    char *auth_tokens_file; /* empty: no auth */
     int64_t grpc_max_message_bytes;
     int grpc_max_streams_per_client;
     int grpc_stream_queue_messages;  /* record messages a stream may have queued or in flight */

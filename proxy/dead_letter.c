@@ -2,6 +2,9 @@
  * topic. */
 #include "group_int.h"
 #include "kconf.h"
+#include "otel.h"
+
+#include <strings.h>
 
 #define DLQ_RETRY_MS 1000
 
@@ -65,10 +68,16 @@ void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e)
         ks_key_sched_requeue(&p->sched, &p->win, e);
         return;
     }
-    rd_kafka_headers_t *hdrs = rd_kafka_headers_new((m ? m->header_cnt : 0) + 6);
+    rd_kafka_headers_t *hdrs = rd_kafka_headers_new((m ? m->header_cnt : 0) + 7);
+    /* With tracing on, its traceparent names the lease's span; else it is copied as it is. */
+    char tp[56];
+    bool own_tp = __builtin_expect(ks_otel_on, 0) && otel_dead_letter_parent(g, p, e, tp);
     for (size_t h = 0; m && h < m->header_cnt; h++)
-        rd_kafka_header_add(hdrs, rec_headers(m)[h].name, -1, rec_headers(m)[h].value,
-                            (ssize_t)rec_headers(m)[h].value_len);
+        if (!own_tp || strcasecmp(rec_headers(m)[h].name, "traceparent"))
+            rd_kafka_header_add(hdrs, rec_headers(m)[h].name, -1, rec_headers(m)[h].value,
+                                (ssize_t)rec_headers(m)[h].value_len);
+    if (own_tp)
+        rd_kafka_header_add(hdrs, "traceparent", -1, tp, 55);
     char part[16], off[32], att[16];
     snprintf(part, sizeof(part), "%d", p->partition);
     snprintf(off, sizeof(off), "%lld", (long long)e->offset);

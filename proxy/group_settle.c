@@ -1,5 +1,6 @@
 /* group_settle.c: settling leased records (ack, nack, extend), lease expiry, and seek. */
 #include "group_int.h"
+#include "otel.h"
 
 #define STR_(x) #x
 #define STR(x)  STR_(x) /* a macro's value as a string literal */
@@ -83,6 +84,10 @@ void lease_event(void *owner, ks_win_entry_t *e, ks_lease_event_t ev, void *opaq
             return;
         }
         g->st_expired++;
+        if (__builtin_expect(ks_otel_on, 0))
+            otel_lease_end(g, p, e, "expiry", "lease deadline expired",
+                           *g->gconf->dead_letter_topic &&
+                               ks_win_attempts_counted(e) >= g->gconf->max_attempts);
         unlease(g, p, e);
         chain_back(g, p, e, now);
         ks_key_sched_narrow(&p->sched, e);
@@ -158,6 +163,8 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
         if (e->state == KS_REC_DEAD_LETTERING)
             return (ks_ack_result_t){.status = KS_E_STALE, "the record is being dead-lettered"};
         if (e->state == KS_REC_LEASED) {
+            if (__builtin_expect(ks_otel_on, 0))
+                otel_lease_end(g, p, e, "ack", NULL, false);
             ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             unlease(g, p, e);
         }
@@ -172,6 +179,11 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
             return (ks_ack_result_t){.status = KS_E_STALE,
                                      "not leased: the lease already ended (expired "
                                      "or nacked) and the record will be redelivered"};
+        if (__builtin_expect(ks_otel_on, 0))
+            otel_lease_end(g, p, e, "nack", c->req.u.settle.reason,
+                           *g->gconf->dead_letter_topic &&
+                               (c->req.u.settle.dead_letter ||
+                                ks_win_attempts_counted(e) >= g->gconf->max_attempts));
         unlease(g, p, e);
         chain_back(g, p, e, now);
         ks_key_sched_narrow(&p->sched, e);

@@ -128,3 +128,18 @@ if [ ! -x "$CACHE/bin/promtool" ] && ! command -v promtool >/dev/null 2>&1 && co
   GOBIN="$CACHE/bin" timeout 1200 go install github.com/prometheus/prometheus/cmd/promtool@v0.316.0 ||
     echo "install-deps: promtool did not build; test_metrics.py skips its promtool check" >&2
 fi
+# Jaeger (tests/integration/test_otel_jaeger.py reads a trace back from it), built once into the
+# cache from the Go module proxy by tests/tracing/jaeger.sh: bounded, and on failure that test
+# skips with a message.
+if command -v go >/dev/null 2>&1; then
+  "$(dirname "${BASH_SOURCE[0]}")/../tests/tracing/jaeger.sh" build ||
+    echo "install-deps: Jaeger did not build; test_otel_jaeger.py skips" >&2
+fi
+# The tracing tests' SDK and the OTLP messages their receiver parses, pinned.
+OTEL_PY_VERSION=1.45.2
+if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("opentelemetry-sdk"))' 2>/dev/null)" \
+  != "$OTEL_PY_VERSION" ]; then
+  echo "install-deps: installing opentelemetry-sdk $OTEL_PY_VERSION from PyPI" >&2
+  python3 -m pip install -q "opentelemetry-sdk==$OTEL_PY_VERSION" \
+    "opentelemetry-exporter-otlp-proto-http==$OTEL_PY_VERSION" "opentelemetry-proto==$OTEL_PY_VERSION"
+fi

@@ -379,6 +379,14 @@ int64_t cwait_next_due(const ks_group_t *g);
 
 /* dead_letter.c */
 void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
+/* group_otel.c, only while ks_otel_on: e's lease ended with event ("ack", "nack", "expiry";
+ * reason may be NULL; dead: it goes to the dead-letter topic): its span, when sampled. */
+void otel_lease_end(ks_group_t *g, part_t *p, ks_win_entry_t *e, const char *event,
+                    const char *reason, bool dead);
+/* The traceparent a dead letter of e carries (its lease's span as parent); false: none (not
+ * sampled). */
+bool otel_dead_letter_parent(const ks_group_t *g, const part_t *p, const ks_win_entry_t *e,
+                             char out[56]);
 void drain_dlq(ks_group_t *g);
 
 /* group_rebalance.c */

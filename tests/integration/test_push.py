@@ -48,7 +48,8 @@ class App:
                                    if k.lower().startswith("ksidecar-header-")},
                        "ce": {k.lower(): v for k, v in h.items() if k.lower().startswith("ce-")},
                        "value": body, "batch": h.get("ksidecar-batch"), "t0": t0,
-                       "authorization": h.get("Authorization")}
+                       "authorization": h.get("Authorization"),
+                       "http": [(k.lower(), v) for k, v in h.items()]}
                 status, hdrs, out = app.decide(rec)
                 self.send_response(status)
                 for k, v in hdrs.items():

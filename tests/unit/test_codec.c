@@ -219,6 +219,61 @@ static void test_push_headers(void **state)
     free(out);
 }
 
+static void test_trace_context(void **state)
+{
+    (void)state;
+    static const char tp[] = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    assert_true(ks_codec_traceparent_ok(tp, strlen(tp)));
+    const char *bad[] = {
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0",    /* short */
+        "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",   /* another version */
+        "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",   /* upper case */
+        "00-00000000000000000000000000000000-00f067aa0ba902b7-01",   /* zero trace id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",   /* zero parent id */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7-01",   /* separator */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",   /* flags */
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01\r", /* a byte more */
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
+        assert_false(ks_codec_traceparent_ok(bad[i], strlen(bad[i])));
+    ks_record_t r = record();
+    ks_header_t hs[] = {{.name = "baggage", .value = "user=a%20b, k=v", .value_len = 15},
+                        {.name = "traceparent", .value = tp, .value_len = sizeof(tp) - 1},
+                        {.name = "tracestate", .value = "congo=t61rcWkgMzE", .value_len = 17}};
+    r.headers = hs;
+    r.header_cnt = 3;
+    char lines[4096] = "";
+    ks_codec_push_headers(collect, lines, &r, "i");
+    const char *own = strstr(lines, "|traceparent");
+    assert_non_null(own);
+    assert_string_equal(own, "|traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"
+                             "|baggage: user=a%20b, k=v|tracestate: congo=t61rcWkgMzE");
+    assert_non_null(strstr(lines, "|ksidecar-header-baggage: user=a%2520b,%20k=v|"));
+    /* a bad traceparent, and tracestate with it, stay only as ksidecar-header-NAME */
+    hs[1].value = bad[2];
+    hs[1].value_len = strlen(bad[2]);
+    lines[0] = '\0';
+    ks_codec_push_headers(collect, lines, &r, "i");
+    assert_null(strstr(lines, "|traceparent"));
+    assert_null(strstr(lines, "|tracestate"));
+    assert_non_null(strstr(lines, "|baggage: user=a%20b, k=v"));
+    /* two traceparents are none; a baggage with a line break stays escaped */
+    hs[1] = (ks_header_t){.name = "Traceparent", .value = tp, .value_len = sizeof(tp) - 1};
+    hs[2] = hs[1];
+    hs[0].value = "a=1\r\nx: y";
+    hs[0].value_len = 10;
+    lines[0] = '\0';
+    ks_codec_push_headers(collect, lines, &r, "i");
+    assert_null(strstr(lines, "|traceparent"));
+    assert_null(strstr(lines, "|baggage"));
+    assert_non_null(strstr(lines, "|ksidecar-header-baggage: a=1%0D%0Ax:%20y"));
+    /* one, named in another case, is written lower-case */
+    r.header_cnt = 2;
+    lines[0] = '\0';
+    ks_codec_push_headers(collect, lines, &r, "i");
+    assert_non_null(strstr(lines, "|traceparent: 00-4bf92f3577b34da6a3ce929d0e0e4736-"));
+}
+
 static void test_cloudevents(void **state)
 {
     (void)state;
@@ -242,9 +297,10 @@ static void test_cloudevents(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_json_auto),    cmocka_unit_test(test_json_formats),
-        cmocka_unit_test(test_fmt_table),    cmocka_unit_test(test_view),
-        cmocka_unit_test(test_push_headers), cmocka_unit_test(test_cloudevents),
+        cmocka_unit_test(test_json_auto),     cmocka_unit_test(test_json_formats),
+        cmocka_unit_test(test_fmt_table),     cmocka_unit_test(test_view),
+        cmocka_unit_test(test_push_headers),  cmocka_unit_test(test_cloudevents),
+        cmocka_unit_test(test_trace_context),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
