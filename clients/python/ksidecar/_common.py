@@ -634,6 +634,11 @@ class Book(_C.BookCore if _C else object):
         self.send = None
         self.live = set()   # Batches of this stream with a message not settled
         self.acks = collections.deque()  # ack ids waiting for the next flush
+        # Whether self.acks may hold an id twice (see _flush_locked): the pure-Python ack()
+        # checks and marks a message in two steps, so two threads may both queue its id; the
+        # extension's ack() does both under the GIL, and an id queued twice needs settle()
+        # (ack_with_result) besides, which sets this.
+        self.acks_dup = _C is None
         self.nacks = {}      # (delay_ms, reason, dead_letter) -> [ack ids] for the next flush
         self.waiters = {}    # ack_id -> Future of its ack or nack result
         # (kind, first id, records, ids of a ranged ack) of each message sent on this stream
@@ -711,6 +716,7 @@ class Book(_C.BookCore if _C else object):
                 if fut is not None:
                     self.waiters[m.ack_id] = fut
                 if nack is None:
+                    self.acks_dup = True
                     self.acks.append(m.ack_id)
                     n = len(self.acks)
                 elif nack is WAIT_COMMIT:
@@ -766,8 +772,15 @@ class Book(_C.BookCore if _C else object):
         if acks:
             pop = acks.popleft
             # An id queued twice (ack() racing ack_with_result() on one message) goes once: in
-            # a by-position answer only the second copy's refusal would name it.
-            ids = list(dict.fromkeys(itertools.islice(iter(pop, None), len(acks))))
+            # a by-position answer only the second copy's refusal would name it. Without
+            # acks_dup no id can be there twice, and the de-duplication (hashing each id) is
+            # skipped.
+            ids = itertools.islice(iter(pop, None), len(acks))
+            if self.acks_dup:
+                self.acks_dup = _C is None
+                ids = list(dict.fromkeys(ids))
+            else:
+                ids = list(ids)
             self.unanswered += len(ids)
             if self.s.ack_ranges:
                 for lo in range(0, len(ids), ACK_RANGE_MAX):

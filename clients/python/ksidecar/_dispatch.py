@@ -86,9 +86,10 @@ class _PyDispatcher:
 
     def _forget(self, c):
         """Deletes c when nothing of it is left, so that the map does not grow with every
-        key ever seen."""
+        key ever seen. Only c: once forgotten, a newer chain may hold its key."""
         if c.out is None and not c.sched and not c.q and c.fence is None:
-            self.chains.pop(c.key, None)
+            if self.chains.get(c.key) is c:
+                del self.chains[c.key]
 
     def _unfence(self, c):
         self.fenced.pop(c.fence._rec.ack_id, None)

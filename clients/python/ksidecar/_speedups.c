@@ -1359,7 +1359,8 @@ static int dict_discard(PyObject *dict, PyObject *key)
     return in <= 0 ? in : PyDict_DelItem(dict, key);
 }
 
-/* _forget: deletes c from d->chains when nothing of it is left. 0 or -1. */
+/* _forget: deletes c from d->chains when nothing of it is left; only c (once forgotten, a
+ * newer chain may hold its key). 0 or -1. */
 static int d_forget(DispatcherObject *d, ChainObject *c)
 {
     if (c->out != Py_None || c->sched || c->fence != Py_None)
@@ -1367,7 +1368,10 @@ static int d_forget(DispatcherObject *d, ChainObject *c)
     Py_ssize_t n = PyObject_Size(c->q);
     if (n != 0)
         return n < 0 ? -1 : 0;
-    return dict_discard(d->chains, c->key);
+    PyObject *held = PyDict_GetItemWithError(d->chains, c->key); /* borrowed */
+    if (held != (PyObject *)c)
+        return held == NULL && PyErr_Occurred() ? -1 : 0;
+    return PyDict_DelItem(d->chains, c->key);
 }
 
 /* _unfence: lifts c's fence. 0 or -1. */

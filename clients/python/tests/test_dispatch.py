@@ -144,6 +144,26 @@ def test_the_iterator_skips_what_a_nack_dropped():
     assert d.chains.keys() == {("t", 0, 1)}  # held by its fence only
 
 
+def test_settling_a_forgotten_chains_message_leaves_the_newer_chain_of_its_key():
+    # The iterator forgets a chain once its messages are handed out; a later batch makes a
+    # new chain for the key. Settling the old chain's message must not delete the new one,
+    # which knows the key's last offset (so that a record sent again drops its copies).
+    book, gen, _ = new_book()
+    d = book.disp
+    b = batch(book, gen, (1, 0))
+    m0 = b.msgs[0]
+    assert d.hand(m0) and not d.chains  # handed out: its chain forgotten
+    b2 = batch(book, gen, (1, 1), (1, 2))
+    c2 = b2.msgs[0]._ch
+    assert c2 is not m0._ch and d.chains[("t", 0, 1)] is c2
+    m0.ack()
+    assert d.chains.get(("t", 0, 1)) is c2
+    # 1's lease ran out: ksidecar sends 1.. again; the queued copies are dropped.
+    again = batch(book, gen, (1, 1), (1, 2), attempt=2)
+    assert [state(m) for m in b2.msgs] == [DROPPED] * 2
+    assert [m.offset for m in again.msgs if d.hand(m)] == [1, 2]
+
+
 def test_a_settled_chained_batch_is_freed_without_the_garbage_collector():
     """A chained batch's messages refer to it and it to them (msgs): once every record is
     settled, the next delivery lets it go and reference counting frees them all, without
