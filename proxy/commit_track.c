@@ -24,15 +24,19 @@ void ks_commit_track_sent(ks_commit_track_t *t, int64_t offset, const void *meta
     t->acks_sent = t->acks;
 }
 
-void ks_commit_track_confirmed(ks_commit_track_t *t, int64_t offset, const void *meta, size_t len)
+bool ks_commit_track_confirmed(ks_commit_track_t *t, int64_t offset, const void *meta, size_t len)
 {
-    if (offset > t->confirmed)
-        t->confirmed = offset;
+    /* Kafka keeps the last commit it wrote: an older one answered after a newer one (a
+     * commit retried by librdkafka past a later one, across a broker's restart) is what the
+     * group holds now, below what was confirmed. */
+    bool behind = offset < t->confirmed;
+    t->confirmed = offset;
     if (offset == t->sent && meta_hash(meta, len) == t->sent_meta) {
         if (t->acks_sent > t->acks_confirmed)
             t->acks_confirmed = t->acks_sent;
         t->sent = -1;
     }
+    return behind;
 }
 
 void ks_commit_track_failed(ks_commit_track_t *t)

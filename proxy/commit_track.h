@@ -2,6 +2,7 @@
 #ifndef KS_COMMIT_TRACK_H
 #define KS_COMMIT_TRACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -26,8 +27,10 @@ void ks_commit_track_sent(ks_commit_track_t *t, int64_t offset, const void *meta
 
 /* The broker confirmed a commit of offset with metadata meta. When it is the last one
  * sent (same offset and metadata), every ack that commit covered is confirmed; an older
- * one only moves the confirmed offset. */
-void ks_commit_track_confirmed(ks_commit_track_t *t, int64_t offset, const void *meta, size_t len);
+ * one only moves the confirmed offset. Returns true when offset is below the offset
+ * confirmed before it: the broker wrote this older commit last, so the group now holds
+ * it, and the caller must commit its commit point again. */
+bool ks_commit_track_confirmed(ks_commit_track_t *t, int64_t offset, const void *meta, size_t len);
 
 /* The last commit sent failed: nothing is in flight. */
 void ks_commit_track_failed(ks_commit_track_t *t);

@@ -168,7 +168,14 @@ static void commit_answered_failed(ks_group_t *g, part_t *p)
 static void commit_confirmed(ks_group_t *g, part_t *p, const rd_kafka_topic_partition_t *tp)
 {
     int64_t now = ks_now_ms();
-    ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size);
+    if (ks_commit_track_confirmed(&p->ct, tp->offset, tp->metadata, tp->metadata_size)) {
+        ks_warn(g->log_name,
+                "%s[%d]: the broker confirmed commit %lld after a later one, so the group "
+                "holds it now; committing the commit point again",
+                p->topic, p->partition, (long long)tp->offset);
+        p->committed = -1;
+        p->meta_dirty = true;
+    }
     cp_note(p, now);
     p->commit_err[0] = '\0'; /* a stall's kafka reason ends with a confirmed commit */
     /* One answer per commit sent: commits that overlap are each counted when their answer
