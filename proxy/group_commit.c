@@ -6,9 +6,11 @@
 
 /* Warns about a partition held back for HELD_WARN_MS, then every HELD_REWARN_MS while it
  * stays so, with what its commit point waits for. @locality group loop */
-#define HELD_WARN_MS 5000
-
+#define HELD_WARN_MS   5000
 #define HELD_REWARN_MS 30000
+
+/* A commit unanswered this long is sent again (commit_moved). */
+#define COMMIT_OVERDUE_MS 10000
 
 static void part_warn_held(ks_group_t *g, part_t *p, int64_t now)
 {
@@ -218,7 +220,11 @@ rd_kafka_resp_err_t commit_moved(ks_group_t *g, bool sync, part_t *only)
         part_warn_held(g, p, now);
         int64_t cp = ks_ack_window_commit_point(&p->win);
         bool unconfirmed = only && sync && ks_commit_track_unconfirmed(&p->ct) > 0;
-        if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed))
+        /* A commit with no answer after COMMIT_OVERDUE_MS is sent again: one that got
+         * neither a result nor an error would hold the partition's commit where it is. */
+        bool overdue =
+            ks_commit_track_in_flight(&p->ct) >= 0 && now - p->commit_sent_ms > COMMIT_OVERDUE_MS;
+        if (cp < 0 || (cp == p->committed && !p->meta_dirty && !unconfirmed && !overdue))
             continue;
         rd_kafka_topic_partition_t *tp =
             rd_kafka_topic_partition_list_add(l, p->topic, p->partition);

@@ -297,6 +297,11 @@ class Run:
             st, body = self.sc.get(f"/v1/groups/{self.g}")
             ps = {p["partition"]: p for p in body.get("partitions", [])} if st == 200 else {}
             ok = len(ps) == PARTS and all(ps[p]["committed_offset"] == e for p, e in ends.items())
+            if not ok:
+                print(f"not committed to the end {ends}: " + str({
+                    p: {k: v.get(k) for k in ("committed_offset", "commit_in_flight", "state",
+                                              "in_flight", "held_back", "stall_reason")}
+                    for p, v in ps.items()}))
             return ps if ok else None
         ps = wait_for(committed, 90, 0.5, "the group committed to the end")
         for p in ps.values():
