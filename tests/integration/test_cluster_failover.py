@@ -264,7 +264,7 @@ class Run:
     def until_consumed(self, n, timeout=120):
         wait_for(lambda: self.counter.distinct() >= n, timeout, 0.2, f"{n} records consumed")
 
-    def finish(self, t_fault, what):
+    def finish(self, t_fault, what, bound=RECOVERY_BOUND_S):
         self.producer.join(240)
         assert not self.producer.is_alive(), "the producer did not finish"
         acked = self.producer.acked
@@ -278,11 +278,25 @@ class Run:
         self.counter.stop.set()
         for t in self.threads:
             t.join(30)
+        gap = self.counter.gap_after(t_fault)
+        # What a client had leased but not read when it stopped goes back to the window, and
+        # a produce retried across a broker's restart may have written a record twice, at an
+        # offset its producer never heard of: take and ack the rest, counted like the others.
+        quiet, drain_end = 0, time.time() + 60
+        while quiet < 3 and time.time() < drain_end:
+            recs = self.sc.fetch(self.g, self.topic, max=500, wait_ms=1000)
+            if recs:
+                self.counter.add([(r["partition"], r["offset"]) for r in recs])
+                st, _ = self.sc.ack(self.g, [r["ack_id"] for r in recs])
+                assert st == 200
+                quiet = 0
+            else:
+                quiet += 1
         lost = len(missing)
         ends = {}
         for p, off in acked:
             ends[p] = max(ends.get(p, 0), off + 1)
-        dups, gap = self.counter.duplicates(), self.counter.gap_after(t_fault)
+        dups = self.counter.duplicates()
         st, body = self.sc.get(f"/v1/groups/{self.g}")
         print(f"\n{what}: {len(acked)} records acknowledged by the broker "
               f"({self.producer.failed} produce errors), {self.counter.distinct()} delivered, "
@@ -291,7 +305,7 @@ class Run:
               f"{body['counters']['acks_lost_to_move'] if st == 200 else '?'}")
         assert lost == 0, f"{lost} acknowledged records never delivered: {sorted(missing)[:10]}"
         assert dups <= dup_bound(len(self.threads)), dups
-        assert gap < RECOVERY_BOUND_S, f"no delivery for {gap:.1f} s after the fault"
+        assert gap < bound, f"no delivery for {gap:.1f} s after the fault (bound {bound} s)"
 
         def committed():
             st, body = self.sc.get(f"/v1/groups/{self.g}")
@@ -363,5 +377,8 @@ def test_coordinator_broker_paused_longer_than_the_session_timeout(cluster, side
     print(f"paused node {victim}, the group's coordinator, for 35 s (session timeout 30 s)")
     time.sleep(35)
     kafka("node", "resume", str(victim))
-    run.finish(t0, f"coordinator {victim} paused 35 s")
+    # The pause outlasts the session, so the assignment is lost; the gap holds the pause
+    # itself and the rejoin after it (49.6-54.5 s in five runs, 15-20 s past the resume):
+    # the pause plus 40 s.
+    run.finish(t0, f"coordinator {victim} paused 35 s", bound=35 + 40)
     assert sc.stop() == 0
