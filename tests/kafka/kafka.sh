@@ -51,6 +51,19 @@ free_port() {
   python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1]); s.close()'
 }
 
+# The broker's log4j2 file: warnings and worse, into DIR/broker.log.
+write_log4j() {
+  cat > "$1/log4j2.properties" <<PROPS
+rootLogger.level=WARN
+rootLogger.appenderRef.f.ref=F
+appender.f.type=File
+appender.f.name=F
+appender.f.fileName=$1/broker.log
+appender.f.layout.type=PatternLayout
+appender.f.layout.pattern=[%d] %p %m (%c)%n
+PROPS
+}
+
 start() {
   local dir="$1"
   fetch
@@ -78,15 +91,7 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.retention.hours=24
 PROPS
-  cat > "$dir/log4j2.properties" <<PROPS
-rootLogger.level=WARN
-rootLogger.appenderRef.f.ref=F
-appender.f.type=File
-appender.f.name=F
-appender.f.fileName=$dir/broker.log
-appender.f.layout.type=PatternLayout
-appender.f.layout.pattern=[%d] %p %m (%c)%n
-PROPS
+  write_log4j "$dir"
   local cp="$LIBS/*"
   local jopts=(-Xms512m -Xmx1g -XX:+UseG1GC -Dlog4j2.configurationFile="$dir/log4j2.properties")
   local uuid
@@ -168,15 +173,7 @@ group.initial.rebalance.delay.ms=0
 auto.create.topics.enable=true
 log.retention.hours=24
 PROPS
-  cat > "$dir/log4j2.properties" <<PROPS
-rootLogger.level=WARN
-rootLogger.appenderRef.f.ref=F
-appender.f.type=File
-appender.f.name=F
-appender.f.fileName=$dir/broker.log
-appender.f.layout.type=PatternLayout
-appender.f.layout.pattern=[%d] %p %m (%c)%n
-PROPS
+  write_log4j "$dir"
 }
 
 NODE_JOPTS=(-Xms256m -Xmx768m -XX:+UseG1GC -XX:TieredStopAtLevel=1)
