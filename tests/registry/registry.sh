@@ -104,16 +104,35 @@ stop() {
   rm -rf "$dir"
 }
 
+# What the registry was doing when a run failed or was stopped from outside: its log's end and,
+# from a thread dump (SIGQUIT to the JVM), the threads that were serving a request.
+report() {
+  local dir="$1" pid
+  [ -f "$dir/registry.log" ] || return 0
+  pid="$(cat "$dir/pid" 2>/dev/null || true)"
+  if [ -n "$pid" ] && kill -0 "$pid" 2>/dev/null; then
+    kill -QUIT "$pid" 2>/dev/null || true
+    sleep 1
+  fi
+  echo "registry.sh: the registry's log (last 30 lines before any thread dump):" >&2
+  sed '/^Full thread dump/,$d' "$dir/registry.log" | tail -n 30 >&2 || true
+  echo "registry.sh: its threads inside the registry's own code or blocked:" >&2
+  awk 'function flush() { if (blk ~ /io\.apicurio|State: BLOCKED/) printf "%s", blk; blk = "" }
+       /^"/ { flush() } /^"/, /^$/ { blk = blk $0 "\n" } END { flush() }' "$dir/registry.log" |
+    head -n 150 >&2 || true
+}
+
 run() {
   RUN_DIR="$(mktemp -d /tmp/ksidecar-registry.XXXXXX)"
   trap 'stop "$RUN_DIR"' EXIT
-  trap 'exit 130' INT TERM
+  trap 'report "$RUN_DIR"; exit 130' INT TERM
   local t0=$SECONDS
   KSIDECAR_TEST_REGISTRY="$(start "$RUN_DIR")"
   export KSIDECAR_TEST_REGISTRY KSIDECAR_TEST_REGISTRY_DIR="$RUN_DIR"
   echo "registry.sh: registry up at $KSIDECAR_TEST_REGISTRY in $((SECONDS - t0)) s" >&2
   local rc=0
   "$@" || rc=$?
+  [ "$rc" -eq 0 ] || report "$RUN_DIR"
   return $rc
 }
 

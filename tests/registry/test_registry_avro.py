@@ -98,7 +98,7 @@ def as_json_value(v):
 
 @pytest.fixture(scope="module")
 def client():
-    return SchemaRegistryClient({"url": REGISTRY})
+    return SchemaRegistryClient({"url": REGISTRY, "timeout": 20})
 
 
 def test_registered_over_http_is_fetched_by_id():

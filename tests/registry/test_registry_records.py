@@ -37,7 +37,7 @@ STALL_MS = 1500
 
 @pytest.fixture(scope="module")
 def client():
-    return SchemaRegistryClient({"url": REGISTRY})
+    return SchemaRegistryClient({"url": REGISTRY, "timeout": 20})
 
 
 def write(bootstrap, topic, values, key=None):
