@@ -48,19 +48,37 @@ void ks_ack_window_destroy(ks_ack_window_t *w)
     ks_ack_window_init(w, fn);
 }
 
-/* Doubles the ring (capacity stays a power of two so indexing is a mask). */
-static void grow(ks_ack_window_t *w)
+/* Moves the entries into a ring of ncap (a power of two so indexing is a mask), head first;
+ * false when there is no memory for it (the ring stays as it was). */
+static bool move_to(ks_ack_window_t *w, size_t ncap)
 {
-    size_t ncap = w->cap ? w->cap * 2 : 64;
     ks_win_entry_t *n = malloc(ncap * sizeof(*n));
     if (!n)
-        abort();
+        return false;
     for (size_t i = 0; i < w->count; i++)
         n[i] = *at(w, i);
     free(w->ring);
     w->ring = n;
     w->cap = ncap;
     w->head = 0;
+    return true;
+}
+
+/* Doubles the ring. */
+static void grow(ks_ack_window_t *w)
+{
+    if (!move_to(w, w->cap ? w->cap * 2 : 64))
+        abort();
+}
+
+bool ks_ack_window_compact(ks_ack_window_t *w)
+{
+    if (w->cap <= KS_WIN_RING_KEEP || w->count >= w->cap / 8)
+        return false;
+    size_t ncap = KS_WIN_RING_KEEP;
+    while (ncap < 2 * w->count)
+        ncap *= 2;
+    return move_to(w, ncap);
 }
 
 int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void *msg)

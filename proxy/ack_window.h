@@ -131,6 +131,17 @@ void ks_ack_window_init(ks_ack_window_t *w, ks_win_free_fn *free_msg);
 /* Frees every entry's msg and the ring. w may be initialised again. */
 void ks_ack_window_destroy(ks_ack_window_t *w);
 
+/* The ring's capacity kept however few entries it holds. */
+#define KS_WIN_RING_KEEP 1024
+
+/* Gives back what the ring outgrew: once it holds under an eighth of its capacity (and the
+ * capacity is above KS_WIN_RING_KEEP), it moves into one of twice its entries (a power of
+ * two, at least KS_WIN_RING_KEEP). A ring only doubles as records come, so without this a
+ * partition kept the capacity of its largest backlog (72 bytes an entry) for as long as it
+ * was assigned: at 32 groups of 8 partitions about 200 MB with no record held. Entry
+ * pointers taken before the call are stale after it; returns whether it moved. */
+bool ks_ack_window_compact(ks_ack_window_t *w);
+
 /* Appends a fetched record in READY state. Returns 0, or -1 (window unchanged)
  * when offset is not above the last pushed offset. */
 int ks_ack_window_push(ks_ack_window_t *w, int64_t offset, uint32_t bytes, void *msg);

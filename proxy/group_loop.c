@@ -245,6 +245,8 @@ void *loop_main(void *arg)
         serve_waiting(g, now);
         if (now >= g->next_commit_ms) {
             commit_moved(g, false, NULL);
+            for (size_t i = 0; i < g->part_cnt; i++)
+                ks_ack_window_compact(&g->parts[i]->win);
             subs_reap(g, now);
             g->next_commit_ms = now + g->cfg->commit_interval_ms;
         }

@@ -398,6 +398,62 @@ static void test_ring_growth_and_wrap(void **state)
     ks_ack_window_destroy(&w);
 }
 
+/* A ring that held a large backlog gives its capacity back once few entries are left, keeping
+ * their order, states and the next ready entry, with the head wrapped mid-ring. */
+static void test_compact_gives_back(void **state)
+{
+    (void)state;
+    ks_ack_window_t w;
+    ks_ack_window_init(&w, NULL);
+    /* Not worth moving: a small ring, or one still an eighth full. */
+    for (int i = 0; i < 100; i++)
+        assert_int_equal(ks_ack_window_push(&w, i, 1, NULL), 0);
+    assert_false(ks_ack_window_compact(&w));
+    int64_t next = 100;
+    for (; next < 20000; next++)
+        assert_int_equal(ks_ack_window_push(&w, next, 1, NULL), 0);
+    assert_int_equal(w.cap, 32768);
+    assert_int_equal(lease_all(&w), 20000);
+    /* Ack all but the last 3,000: an eighth of 32,768 is 4,096, so it moves. */
+    for (int64_t o = 0; o < 17000; o++)
+        assert_int_equal(ks_ack_window_ack(&w, o), KS_ACK_OK);
+    assert_false(w.head == 0); /* the head sits mid-ring */
+    /* Three more records arrive unleased; one of the leased is acked out of order. */
+    for (int i = 0; i < 3; i++, next++)
+        assert_int_equal(ks_ack_window_push(&w, next, 1, NULL), 0);
+    assert_int_equal(ks_ack_window_ack(&w, 18000), KS_ACK_OK);
+    size_t held = ks_ack_window_count(&w);
+    assert_int_equal(held, 3003);
+    assert_true(ks_ack_window_compact(&w));
+    assert_int_equal(w.cap, 8192); /* the power of two at or above twice 3,003 */
+    assert_int_equal(w.head, 0);
+    assert_int_equal(ks_ack_window_count(&w), held);
+    for (size_t i = 0; i < held; i++) {
+        ks_win_entry_t *e = ks_ack_window_at(&w, i);
+        assert_int_equal(e->offset, 17000 + (int64_t)i);
+        assert_int_equal(e->state, e->offset == 18000 ? KS_REC_ACKED
+                                   : e->offset >= 20000 ? KS_REC_READY
+                                                        : KS_REC_LEASED);
+    }
+    assert_int_equal(ks_ack_window_find(&w, 18500), 1500);
+    assert_int_equal(ks_ack_window_commit_point(&w), 17000);
+    ks_win_entry_t *e = ks_ack_window_lease_next(&w);
+    assert_non_null(e);
+    assert_int_equal(e->offset, 20000);
+    /* Empty: down to the kept capacity, and it grows again as records come. */
+    for (int64_t o = 17000; o < 20001; o++)
+        if (o != 18000)
+            assert_int_equal(ks_ack_window_ack(&w, o), KS_ACK_OK);
+    assert_int_equal(ks_ack_window_count(&w), 2);
+    assert_true(ks_ack_window_compact(&w));
+    assert_int_equal(w.cap, KS_WIN_RING_KEEP);
+    assert_false(ks_ack_window_compact(&w));
+    for (int i = 0; i < 5000; i++, next++)
+        assert_int_equal(ks_ack_window_push(&w, next, 1, NULL), 0);
+    check_run(&w, 20001, next - 1);
+    ks_ack_window_destroy(&w);
+}
+
 static void test_leased_count(void **state)
 {
     ks_ack_window_t w;
@@ -779,6 +835,7 @@ int main(void)
         cmocka_unit_test(test_bytes_accounting),
         cmocka_unit_test(test_free_msg_exactly_once),
         cmocka_unit_test(test_ring_growth_and_wrap),
+        cmocka_unit_test(test_compact_gives_back),
         cmocka_unit_test(test_leased_count),
         cmocka_unit_test(test_push_done_and_get),
         cmocka_unit_test(test_meta_end_follows_attempts),
