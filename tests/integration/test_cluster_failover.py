@@ -12,7 +12,9 @@ Every record the broker acknowledged is counted from its produce to its commit:
 - consumption moves again after the broker's death: the target is 15 s; asserted with a
   generous margin (RECOVERY_BOUND_S) on this shared machine, the time printed;
 - after it, /readyz is 200 and the group's status shows every partition committed to the
-  end, nothing stalled or held back."""
+  end, nothing stalled or held back;
+- the dead-letter producer (acks=all) keeps every record it was given through the death of
+  its topic's leader."""
 import http.client
 import json
 import os
@@ -381,4 +383,75 @@ def test_coordinator_broker_paused_longer_than_the_session_timeout(cluster, side
     # itself and the rejoin after it (49.6-54.5 s in five runs, 15-20 s past the resume):
     # the pause plus 40 s.
     run.finish(t0, f"coordinator {victim} paused 35 s", bound=35 + 40)
+    assert sc.stop() == 0
+
+
+def test_dead_letters_through_a_killed_leader(cluster, sidecar):
+    """Every tenth record is rejected to the dead-letter topic (acks=all) while the leader of
+    its partition 0 is killed and restarted: each record rejected with an OK answer is in the
+    dead-letter topic, the rest are acked, and the source commits to the end."""
+    dlq = unique("tdlq")
+    create_topic_rf3(cluster, dlq)
+    sc = sidecar(["--group.dead_letter_topic=" + dlq])
+    run = Run(cluster, sc, kinds=())
+    rejected = set()
+
+    def consume():
+        while not run.counter.stop.is_set():
+            try:
+                recs = sc.fetch(run.g, run.topic, max=HELD, wait_ms=1000)
+            except (OSError, AssertionError):
+                time.sleep(0.5)
+                continue
+            run.counter.add([(r["partition"], r["offset"]) for r in recs])
+            poison = [r for r in recs if r["offset"] % 10 == 0]
+            rest = [r["ack_id"] for r in recs if r["offset"] % 10 != 0]
+            try:
+                if poison:
+                    st, body = sc.post(f"/v1/groups/{run.g}/nacks", {
+                        "ack_ids": [r["ack_id"] for r in poison], "dead_letter": True,
+                        "reason": "poison"})
+                    assert st == 200, (st, body)
+                    for r, res in zip(poison, body["results"]):
+                        if res["status"] == "OK":
+                            rejected.add((r["partition"], r["offset"]))
+                if rest:
+                    random.shuffle(rest)
+                    sc.ack(run.g, rest)
+            except OSError:
+                time.sleep(0.5)
+
+    t = threading.Thread(target=consume, daemon=True)
+    run.threads.append(t)
+    t.start()
+    run.until_consumed(RECORDS // 4)
+    victim = leaders(cluster, dlq)[0]
+    t0 = time.time()
+    kafka("node", "kill", str(victim))
+    print(f"killed node {victim}, the leader of the dead-letter topic's partition 0")
+    run.until_consumed(RECORDS // 2, timeout=RECOVERY_BOUND_S * 2)
+    kafka("node", "start", str(victim))
+    run.finish(t0, f"dead-letter leader (node {victim}) killed")
+
+    from confluent_kafka import Consumer, TopicPartition
+    c = Consumer({"bootstrap.servers": cluster, "group.id": unique("dlqread"),
+                  "enable.auto.commit": False, "auto.offset.reset": "earliest"})
+    c.assign([TopicPartition(dlq, p, 0) for p in range(PARTS)])
+    found, copies = set(), 0
+    deadline = time.time() + 60
+    while time.time() < deadline and not rejected <= found:
+        for m in c.consume(500, timeout=1.0):
+            if m.error():
+                continue
+            h = {k: v.decode() for k, v in (m.headers() or [])}
+            assert h["ksidecar.original.topic"] == run.topic, h
+            assert h["ksidecar.last_error"] == "poison", h
+            found.add((int(h["ksidecar.original.partition"]), int(h["ksidecar.original.offset"])))
+            copies += 1
+    c.close()
+    missing = rejected - found
+    print(f"dead letters: {len(rejected)} rejected, {len(found)} in the topic "
+          f"({copies - len(found)} written twice), {len(missing)} missing")
+    assert len(rejected) >= RECORDS // 20, len(rejected)
+    assert not missing, sorted(missing)[:10]
     assert sc.stop() == 0
