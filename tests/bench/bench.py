@@ -1,7 +1,8 @@
 """ksidecar benchmarks against a real broker, each beside a native librdkafka consumer
 measured in the same run. Prints a table and rewrites the headline block of RESULTS.md (the
-rest of the file is left alone). Asserts no timing; it does check that every run delivered
-everything and committed every partition to its end."""
+rest of the file is left alone; with KSIDECAR_BENCH_NO_RESULTS=1, a trial run, not even
+that). Asserts no timing; it does check that every run delivered everything and committed
+every partition to its end."""
 import argparse
 import os
 import pathlib
@@ -455,8 +456,11 @@ def write_results(rows, smoke, only, a):
              "| --- | --- | --- | --- | --- | --- |", *table, "",
              "<details><summary>The exact commands of the last run</summary>", "", "```",
              *COMMANDS, "```", "", "</details>"]
-    results_md.write_block("headline", lines, dest)
     print("\n".join(["| Benchmark | Run | Result | Ratio / target | Notes | Measured |", *new]))
+    if not smoke and os.environ.get("KSIDECAR_BENCH_NO_RESULTS"):
+        print(f"KSIDECAR_BENCH_NO_RESULTS is set: {dest} left as it is")
+        return
+    results_md.write_block("headline", lines, dest)
     print(f"written to {dest}")
 
 
