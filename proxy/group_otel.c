@@ -7,10 +7,7 @@
 /* The seed of a delivery's ids: where it is, and which attempt. */
 static uint64_t delivery_seed(const ks_group_t *g, const part_t *p, const ks_win_entry_t *e)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a over the topic */
-    for (const char *c = p->topic; *c; c++)
-        h = (h ^ (unsigned char)*c) * 1099511628211ULL;
-    return h ^ ((uint64_t)g->group_hash << 32 | g->instance) ^
+    return p->topic_hash ^ ((uint64_t)g->group_hash << 32 | g->instance) ^
            ((uint64_t)(uint32_t)p->partition << 48) ^ (uint64_t)e->offset * 0x9e3779b97f4a7c15ULL ^
            ((uint64_t)e->attempts << 40);
 }

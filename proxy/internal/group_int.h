@@ -75,6 +75,7 @@ static inline int64_t cmd_wait_until(const cmd_t *c)
 /* One assigned partition. @locality group loop */
 typedef struct part {
     char *topic;
+    uint64_t topic_hash; /* FNV-1a of topic: seeds its deliveries' span ids (group_otel.c) */
     int32_t partition;
     uint32_t epoch; /* this assignment's epoch; ack ids carry it */
     ks_pstate_t state;
