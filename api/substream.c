@@ -71,6 +71,7 @@ static ks_cmd_req_t fetch_cmd_locked(ks_substream_t *ss, int wait_ms)
                                                .notify = 1,
                                                .confirm = 1,
                                                .hold_stalled = 1,
+                                               .transport = ss->ops->name,
                                                .ordered_batches = ss->ordered_batches,
                                                .key_format = ss->key_format,
                                                .value_format = ss->value_format},

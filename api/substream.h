@@ -75,6 +75,8 @@ typedef struct ks_substream_ops {
     /* The client took nothing for the stall time: cut the connection now. Its leases were
      * given back already. @locality the hub's sweep thread */
     void (*cut)(void *t, const char *msg);
+    /* The transport's name for the records' receive spans: "grpc", "http", "push". */
+    const char *name;
 } ks_substream_ops_t;
 
 /* What a stream asks for when it opens, all borrowed. */

@@ -73,6 +73,10 @@ static inline bool ks_rec_move(ks_win_entry_t *e, ks_rec_state_t to)
  * again, under a new attempt number. */
 #define KS_WIN_F_TAKEN_BACK 0x40
 
+/* flags, tracing on: its last delivery held it alone, so its lease's process span links that
+ * delivery's receive span (a batch's receive span has ids of its own). */
+#define KS_WIN_F_ALONE 0x20
+
 /* The attempts that count (toward max_attempts, and in the commit metadata): deliveries
  * less those taken back unprocessed. */
 static inline uint16_t ks_win_attempts_counted(const ks_win_entry_t *e)

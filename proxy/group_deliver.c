@@ -1,6 +1,7 @@
 /* group_deliver.c: leasing records to subscribers: parked fetches, credits, batches, confirmed
  * deliveries and released subscribers. */
 #include "group_int.h"
+#include "otel.h"
 #include "schema_gate.h"
 
 #include <unistd.h>
@@ -226,6 +227,7 @@ typedef struct take {
     int64_t bytes; /* key+value bytes taken */
     ks_win_entry_t **ents;
     part_t **eparts;
+    int64_t *since;   /* tracing on: where each record's receive span starts */
     size_t pcur;      /* round-robin cursor over partitions */
     uint32_t run;     /* records taken in a row from the partition at pcur */
     size_t next_same; /* serve_waiting: its subscriber's next parked fetch, or SIZE_MAX */
@@ -304,6 +306,15 @@ static schema_step_t schema_ready(ks_group_t *g, part_t *p, ks_win_entry_t *e, k
     return SCHEMA_GO;
 }
 
+/* Tracing on: keeps when e became ready (fetched, or its last lease ended) for the receive span,
+ * before its lease overwrites leased_at_ms. */
+static void take_since(take_t *t, const ks_win_entry_t *e)
+{
+    if (!t->since && !(t->since = malloc(t->cap * sizeof(*t->since))))
+        abort();
+    t->since[t->n] = e->leased_at_ms;
+}
+
 /* How many records in a row take_one takes from one partition before the next one's turn. */
 #define TAKE_RUN 64
 
@@ -352,6 +363,8 @@ static void take_one(ks_group_t *g, take_t *t, int64_t now)
             return;
         }
         e->flags &= (uint8_t)~KS_WIN_F_TAKEN_BACK;
+        if (__builtin_expect(ks_otel_on, 0))
+            take_since(t, e);
         if (t->c->req.u.fetch.opts.confirm) {
             /* Counted as delivered, and its lease started, once the transport took it. */
             ks_lease_hold(&p->win, e, s->id, now);
@@ -554,6 +567,9 @@ void serve_waiting(ks_group_t *g, int64_t now)
             b->bytes = ts[i].bytes;
             if (c->req.u.fetch.opts.confirm)
                 dlv_add(g, &ts[i], b);
+            if (__builtin_expect(ks_otel_on, 0) && ts[i].since)
+                otel_receive(g, ts[i].sub, c->req.u.fetch.opts.transport, ts[i].eparts, ts[i].ents,
+                             ts[i].since, ts[i].n);
         } else if ((notify || now >= cmd_wait_until(c)) && g->assign_ver == 0 && *g->down)
             b = batch_error(KS_E_UNAVAILABLE, g->down); /* never joined: not just "no records" */
         else if (notify || now >= cmd_wait_until(c))
@@ -562,6 +578,7 @@ void serve_waiting(ks_group_t *g, int64_t now)
             attach_assignment(g, c, ts[i].sub, b);
         free(ts[i].ents);
         free(ts[i].eparts);
+        free(ts[i].since);
         if (!b) {
             prev = c;
             continue;

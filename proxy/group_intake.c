@@ -1,6 +1,7 @@
 /* group_intake.c: records in from librdkafka: each partition's queue into its window, within the
  * window's bounds and the memory budget. */
 #include "group_int.h"
+#include "otel.h"
 
 static uint64_t fnv64(const void *data, size_t len)
 {
@@ -143,6 +144,8 @@ static void handle_message(ks_group_t *g, part_t *p, rd_kafka_message_t *m)
         e->attempts = (uint16_t)(a > UINT16_MAX ? UINT16_MAX : a);
         ks_ack_window_touched(&p->win, off);
     }
+    if (__builtin_expect(ks_otel_on, 0))
+        otel_ready_since(e); /* its first receive span starts here */
     ks_key_sched_add(&p->sched, &p->win, e, has_key, kh);
 }
 

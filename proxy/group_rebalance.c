@@ -8,6 +8,9 @@ part_t *part_new(ks_group_t *g, const char *topic, int32_t partition)
     if (!p)
         abort();
     p->topic = ks_xstrdup(topic);
+    p->topic_hash = 1469598103934665603ULL;
+    for (const char *c = topic; *c; c++)
+        p->topic_hash = (p->topic_hash ^ (unsigned char)*c) * 1099511628211ULL;
     p->partition = partition;
     p->epoch = ++g->next_epoch;
     p->state = KS_PS_INITIALIZING;

@@ -163,9 +163,9 @@ static ks_ack_result_t settle_one(ks_group_t *g, const cmd_t *c, size_t i, int64
         if (e->state == KS_REC_DEAD_LETTERING)
             return (ks_ack_result_t){.status = KS_E_STALE, "the record is being dead-lettered"};
         if (e->state == KS_REC_LEASED) {
+            ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             if (__builtin_expect(ks_otel_on, 0))
                 otel_lease_end(g, p, e, "ack", NULL, false);
-            ks_hist_add(&g->st_delivery_to_ack, ks_now_ms() - e->leased_at_ms);
             unlease(g, p, e);
         }
         mark_done(g, p, e);

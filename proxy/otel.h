@@ -17,6 +17,9 @@
 extern bool ks_otel_on;
 
 #define KS_OTEL_EVENTS_MAX 2
+/* A batch's receive span links at most this many records' contexts; the rest are counted in
+ * the span's dropped links. */
+#define KS_OTEL_LINKS_MAX 32
 
 typedef struct ks_otel_event {
     const char *name; /* "ack", "nack", "expiry", "dead_letter" (static) */
@@ -24,19 +27,32 @@ typedef struct ks_otel_event {
     char reason[200]; /* empty: none */
 } ks_otel_event_t;
 
+/* A link to another span's context: a record's creation context, or a delivery's receive
+ * span. */
+typedef struct ks_otel_link {
+    uint8_t trace_id[16], span_id[8];
+    uint8_t flags;
+} ks_otel_link_t;
+
 /* One finished span (copied into the queue). */
 typedef struct ks_otel_span {
     uint8_t trace_id[16], span_id[8], parent_id[8];
     bool has_parent;
-    char name[280]; /* "process <topic>" */
+    const char *op; /* messaging.operation.type: "receive" or "process" (static) */
+    char name[280]; /* "<op> <topic>" */
     int64_t start_ns, end_ns;
     char topic[256], group[256], subscriber[288], key[128];
-    int32_t partition;
+    const char *transport; /* "grpc", "http", "push" (static); NULL: not known */
+    int32_t partition;     /* < 0: a batch's span, no one record's */
     int64_t offset;
     int attempt;
-    bool has_key; /* key is text (UTF-8 printable, short enough) */
+    bool has_key;   /* key is text (UTF-8 printable, short enough) */
+    uint32_t batch; /* > 1: a receive span for a batch of this many records */
     size_t event_cnt;
     ks_otel_event_t events[KS_OTEL_EVENTS_MAX];
+    size_t link_cnt;
+    uint32_t links_dropped;
+    ks_otel_link_t links[KS_OTEL_LINKS_MAX];
 } ks_otel_span_t;
 
 /* Reads the OTEL_* environment (envp) over cfg's otel.* keys; starts the exporter thread when

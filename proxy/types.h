@@ -142,6 +142,8 @@ typedef struct ks_fetch_opts {
     uint8_t key_format;     /* 1 + ks_rec_format_t the request shows keys in; 0: the group's */
     uint8_t value_format;   /* the same for values: a schema format's records wait for their
                              * schema in the registry's cache before they are taken */
+    const char *transport;  /* "grpc", "http" or "push" (static), for the receive span; NULL:
+                             * not named */
 } ks_fetch_opts_t;
 
 /* What to do with a batch of ack ids. */

@@ -473,6 +473,7 @@ static void decode_fetch(call_t *c, ProtobufCMessage *m)
                                                  .subscriber = r->subscriber,
                                                  .max_bytes = msg_max_record_bytes(s->cfg),
                                                  .confirm = 1,
+                                                 .transport = "grpc",
                                                  .ordered_batches = r->ordered_batches,
                                                  .key_format = c->fmt.key_schema,
                                                  .value_format = c->fmt.value_schema},

@@ -56,6 +56,7 @@ static http_ret_t handle_fetch(ks_http_t *h, req_t *r, const char *group, bool h
                                     .topic_cnt = a.name_cnt,
                                     .opts = {.subscriber = a.subscriber,
                                              .confirm = 1,
+                                             .transport = "http",
                                              .ordered_batches = a.ordered,
                                              .key_format = r->fmt.key_schema,
                                              .value_format = r->fmt.value_schema},

@@ -257,6 +257,7 @@ static void op_cut(void *t, const char *msg)
 }
 
 static const ks_substream_ops_t stream_ops = {
+    .name = "http",
     .ref = op_ref,
     .unref = op_unref,
     .wake = op_wake,

@@ -106,6 +106,7 @@ static void op_cut(void *t, const char *msg)
 }
 
 static const ks_substream_ops_t push_ops = {
+    .name = "push",
     .ref = op_ref,
     .unref = op_unref,
     .wake = op_wake,

@@ -75,6 +75,7 @@ static inline int64_t cmd_wait_until(const cmd_t *c)
 /* One assigned partition. @locality group loop */
 typedef struct part {
     char *topic;
+    uint64_t topic_hash; /* FNV-1a of topic: seeds its deliveries' span ids (group_otel.c) */
     int32_t partition;
     uint32_t epoch; /* this assignment's epoch; ack ids carry it */
     ks_pstate_t state;
@@ -383,6 +384,17 @@ void dead_letter(ks_group_t *g, part_t *p, ks_win_entry_t *e);
  * reason may be NULL; dead: it goes to the dead-letter topic): its span, when sampled. */
 void otel_lease_end(ks_group_t *g, part_t *p, ks_win_entry_t *e, const char *event,
                     const char *reason, bool dead);
+/* Tracing on: where a delivery's receive span starts (the record fetched, or its last lease
+ * ended), kept in leased_at_ms while the record is not leased. */
+static inline void otel_ready_since(ks_win_entry_t *e)
+{
+    e->leased_at_ms = ks_now_ms();
+}
+/* The receive span of a delivery of n records (ents[i] of eparts[i], leased to sub through
+ * transport; since[i]: when each was fetched from Kafka or its last lease ended): one record's
+ * continues its trace (parent: its traceparent), a batch's links each record's context. */
+void otel_receive(ks_group_t *g, const sub_t *sub, const char *transport, part_t *const *eparts,
+                  ks_win_entry_t *const *ents, const int64_t *since, size_t n);
 /* The traceparent a dead letter of e carries (its lease's span as parent); false: none (not
  * sampled). */
 bool otel_dead_letter_parent(const ks_group_t *g, const part_t *p, const ks_win_entry_t *e,

@@ -3,9 +3,9 @@
 span made with the opentelemetry-sdk for Python injects its context into the record's headers;
 ksidecar delivers the record over push, HTTP and gRPC to an app that continues the trace from
 what it got (the push request's traceparent header, or the record's headers) and exports its
-own span; ksidecar exports its lease span. Jaeger's query API then has the producer's span,
-ksidecar's and the app's in one trace, ksidecar's and the app's children of the producer's,
-with the messaging attributes. The Jaeger build is bounded; only when it cannot finish does
+own span; ksidecar exports its receive span and its lease's process span. Jaeger's query API
+then has the producer's span, ksidecar's two and the app's in one trace, each a child of the
+producer's, the process span linking the receive span, with the messaging attributes. The Jaeger build is bounded; only when it cannot finish does
 the test skip, saying so."""
 import json
 import os
@@ -82,7 +82,7 @@ def app_span(tracer, carrier, name):
         pass
 
 
-def check_trace(query, producer_ctx, group, topic, app_name):
+def check_trace(query, producer_ctx, group, topic, app_name, transport):
     tid = format(producer_ctx.trace_id, "032x")
     pid = format(producer_ctx.span_id, "016x")
     got = {}
@@ -93,17 +93,28 @@ def check_trace(query, producer_ctx, group, topic, app_name):
             return False
         services = {k: v["serviceName"] for k, v in t["processes"].items()}
         got["spans"] = {(services[s["processID"]], s["operationName"]): s for s in t["spans"]}
-        return {"shop", "ksidecar-under-test", "app"} <= {k[0] for k in got["spans"]}
+        return {("shop", f"send {topic}"), ("ksidecar-under-test", f"receive {topic}"),
+                ("ksidecar-under-test", f"process {topic}"), ("app", app_name)} <= set(got["spans"])
 
     wait_for(complete, 60, 0.5, f"the trace {tid} with three services in Jaeger")
     spans = got["spans"]
     prod = spans[("shop", f"send {topic}")]
     ks = spans[("ksidecar-under-test", f"process {topic}")]
+    rcv = spans[("ksidecar-under-test", f"receive {topic}")]
     app = spans[("app", app_name)]
     assert prod["spanID"] == pid
-    for s in (ks, app):  # both continue the producer's span
+    for s in (rcv, ks, app):  # each continues the producer's span
         assert s["traceID"] == tid
-        assert [(r["refType"], r["spanID"]) for r in s["references"]] == [("CHILD_OF", pid)], s
+        assert [(r["refType"], r["spanID"]) for r in s["references"]
+                if r["refType"] == "CHILD_OF"] == [("CHILD_OF", pid)], s
+    # The lease's span links its delivery's receive span (a link: FOLLOWS_FROM in Jaeger).
+    assert ("FOLLOWS_FROM", rcv["spanID"]) in [(r["refType"], r["spanID"])
+                                               for r in ks["references"]], ks["references"]
+    rtags = {t["key"]: t["value"] for t in rcv["tags"]}
+    assert rtags["ksidecar.transport"] == transport and rtags["span.kind"] == "consumer", rtags
+    assert rtags["messaging.operation.type"] == "receive"
+    assert rtags["messaging.kafka.message.key"] == "order-7"
+    assert rcv["startTime"] + rcv["duration"] <= ks["startTime"] + 2000  # microseconds
     tags = {t["key"]: t["value"] for t in ks["tags"]}
     assert tags["messaging.system"] == "kafka" and tags["messaging.destination.name"] == topic
     assert tags["messaging.consumer.group.name"] == group
@@ -137,7 +148,7 @@ def test_one_trace_from_the_producer_through_ksidecar_into_the_app(bootstrap, si
             sc = start_grpc(sidecars, push_args(group, topic, app.url, concurrency=1), env=env)
             ctx = produce_in_trace(sc, topic, tracer, "pushed")
             wait_for(lambda: app.entries(), 60, 0.1, "the push")
-            check_trace(query, ctx, group, topic, "handle pushed")
+            check_trace(query, ctx, group, topic, "handle pushed", "push")
         finally:
             app.close()
         # HTTP fetch: from the record's headers.
@@ -149,7 +160,7 @@ def test_one_trace_from_the_producer_through_ksidecar_into_the_app(bootstrap, si
                  0.1, "the HTTP fetch")
         app_span(app_tracer, {h["key"]: h["value"] for h in recs[0]["headers"]}, "handle fetched")
         assert sc.ack(group, [recs[0]["ack_id"]])[0] == 200
-        check_trace(query, ctx, group, topic, "handle fetched")
+        check_trace(query, ctx, group, topic, "handle fetched", "http")
         # gRPC fetch: from the record's headers.
         topic, group = unique("jg-grpc"), unique("g-jg-grpc")
         create_topic(bootstrap, topic, 1)
@@ -165,7 +176,7 @@ def test_one_trace_from_the_producer_through_ksidecar_into_the_app(bootstrap, si
         app_span(app_tracer, {h.key: h.value.decode() for h in grecs[0].headers}, "handle grpc")
         sc.consumer.Ack(consumer_pb2.AckRequest(group=group, ack_ids=[grecs[0].ack_id]),
                         timeout=30)
-        check_trace(query, ctx, group, topic, "handle grpc")
+        check_trace(query, ctx, group, topic, "handle grpc", "grpc")
         assert sc.stop() == 0
     finally:
         shop.shutdown()

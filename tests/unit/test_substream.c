@@ -165,7 +165,7 @@ static void f_cut(void *t, const char *msg)
 }
 
 static const ks_substream_ops_t fake_ops = {
-    f_ref, f_unref, f_wake, f_send_records, f_send_assignment, f_finish, f_cut};
+    f_ref, f_unref, f_wake, f_send_records, f_send_assignment, f_finish, f_cut, "test"};
 
 /* ---- fixture ---- */
 
