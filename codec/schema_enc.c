@@ -5,6 +5,7 @@
 
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "avro_enc.h"
@@ -65,6 +66,33 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
                  id, what);
         return KS_E_INVALID;
     }
+}
+
+int ks_schema_pick_check(const ks_schema_pick_t *pick, const char *what, char *err, size_t errsize)
+{
+    if (pick->id < 0 || (pick->id > 0 && pick->subject)) {
+        snprintf(err, errsize,
+                 "%s_schema_id must be an integer from 1 to %d, and %s_subject goes without it",
+                 what, INT32_MAX, what);
+        return -1;
+    }
+    if (pick->id > 0)
+        return 0;
+    if (!pick->subject || !*pick->subject) {
+        snprintf(err, errsize, "%s_subject must be a subject's name (a string, not empty)", what);
+        return -1;
+    }
+    const char *v = pick->version;
+    char *end;
+    long n = v && strcmp(v, "latest") ? strtol(v, &end, 10) : 1;
+    if (!v || (strcmp(v, "latest") && (*end || end == v || n < 1 || n > INT32_MAX))) {
+        snprintf(err, errsize,
+                 "%s_schema_version must be \"latest\" or a version from 1 to %d (absent: "
+                 "latest)",
+                 what, INT32_MAX);
+        return -1;
+    }
+    return 0;
 }
 
 ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *pick, json_t *v,

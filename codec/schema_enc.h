@@ -22,6 +22,12 @@ typedef struct ks_schema_pick {
     const char *version; /* "latest" or a version number, as text */
 } ks_schema_pick_t;
 
+/* Checks a pick as an edge read it: an id from 1 to INT32_MAX, or a subject (not empty) with
+ * a version that is "latest" or a number from 1 to INT32_MAX; not both, and a version only
+ * with a subject. what: how the edge names the fields ("records[2].value"). Returns 0, or -1
+ * with err. */
+int ks_schema_pick_check(const ks_schema_pick_t *pick, const char *what, char *err, size_t errsize);
+
 /* What an encode came to. */
 typedef enum ks_schema_enc_res {
     KS_SENC_DONE,    /* *st says: KS_OK with the bytes appended to b, or the error in err */
