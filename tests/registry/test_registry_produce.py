@@ -175,3 +175,54 @@ def test_registry_down(bootstrap, sidecars):
     sc2 = sidecars()
     res = produce_http(sc2, topic, [{"value": {"a": 1}, "value_schema_id": 5}])
     assert "no schema registry is set (schema_registry.url)" in res[0]["error"]["message"]
+
+
+def test_grpc_avro_and_refusals(bootstrap, sidecars, client):
+    from grpc_support import producer_pb2 as P, start_grpc  # noqa: E402
+    topic = unique("pgrpc")
+    create_topic(bootstrap, topic, 1)
+    sid = register(client, f"{topic}-value", ORDER_V1)
+    sc = start_grpc(sidecars, args=(f"--schema_registry.url={REGISTRY}",))
+    bad = copy.deepcopy(as_json(ORDERS[1]))
+    bad["customer"]["tier"] = "PLATINUM"
+    recs = [P.ProduceRecord(topic=topic, partition=0, has_partition=True,
+                            value_json=json.dumps(as_json(o)), value_schema_id=sid)
+            for o in ORDERS]
+    recs.append(P.ProduceRecord(topic=topic, partition=0, has_partition=True,
+                                value_json=json.dumps(bad), value_schema_id=sid))
+    recs.append(P.ProduceRecord(topic=topic, partition=0, has_partition=True,
+                                value_json=json.dumps(as_json(ORDERS[0])),
+                                value_subject=f"{topic}-value", value_schema_version="latest",
+                                key=b"last"))
+    recs.append(P.ProduceRecord(topic=topic, partition=0, has_partition=True,
+                                value_json="{}", value_schema_id=999998))
+    resp = sc.producer.Produce(P.ProduceRequest(records=recs), timeout=60)
+    res = list(resp.results)
+    assert len(res) == len(recs)
+    n = len(ORDERS)
+    assert all(r.error == "" and r.code == "" for r in res[:n]), res
+    assert res[n].code == "INVALID_ARGUMENT"
+    assert ('field "customer.tier": "PLATINUM" is not a symbol of enum com.acme.Tier'
+            in res[n].error), res[n]
+    assert res[n + 1].error == ""
+    assert res[n + 2].code == "NOT_FOUND" and "schema id 999998" in res[n + 2].error
+    # Written in order, the refused one left out; read back with confluent-kafka.
+    msgs = read_back(bootstrap, topic, n + 1)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    de = AvroDeserializer(client)
+    for m, want in zip(msgs, ORDERS + [ORDERS[0]]):
+        want = dict(want)
+        want["ratio"] = struct.unpack("<f", struct.pack("<f", want["ratio"]))[0]
+        assert as_json_value(de(m.value(), ctx)) == as_json_value(want)
+    assert msgs[-1].key() == b"last"
+    # A pick that is not well formed, or JSON that is not, fails the call.
+    import grpc  # noqa: E402
+    for rec, words in ((P.ProduceRecord(topic=topic, value_json="{", value_schema_id=sid),
+                        "records[0].value_json is not JSON"),
+                       (P.ProduceRecord(topic=topic, value_json="{}", value_subject="s",
+                                        value_schema_version="v2"),
+                        "must be \"latest\" or a version")):
+        with pytest.raises(grpc.RpcError) as e:
+            sc.producer.Produce(P.ProduceRequest(records=[rec]), timeout=30)
+        assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+        assert words in e.value.details()
