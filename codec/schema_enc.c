@@ -51,7 +51,8 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
         return KS_OK;
     }
     case KS_SCHEMA_JSON: {
-        /* The JSON text itself; the schema's rules are not checked (see docs/schemas.md). */
+        /* The JSON text itself; the schema's rules are not checked (docs/http.md, "Produce with a
+         * schema"). */
         size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
         put_header(b, id);
         char *o = ks_jbuf_reserve(b, n);
