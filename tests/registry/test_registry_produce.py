@@ -70,6 +70,11 @@ def read_back(bootstrap, topic, n, field=MessageField.VALUE):
     return got
 
 
+def stopped_clean(sc):
+    """Stops sc and checks it exits 0 (an ASan binary's leak report fails it)."""
+    assert sc.stop() == 0, sc.logs()
+
+
 def produce_http(sc, topic, records):
     st, body = sc.post(f"/v1/topics/{topic}/records", {"records": records})
     assert st == 200, (st, body)
@@ -97,6 +102,7 @@ def test_avro_by_id_and_by_subject_latest(bootstrap, sidecars, client):
         want["ratio"] = struct.unpack("<f", struct.pack("<f", want["ratio"]))[0]  # a float
         assert as_json_value(de(m.value(), ctx)) == as_json_value(want)
     assert msgs[-1].key() == b"k"
+    stopped_clean(sc)
 
 
 def test_avro_refusals_name_the_field(bootstrap, sidecars, client):
@@ -139,6 +145,7 @@ def test_avro_refusals_name_the_field(bootstrap, sidecars, client):
                         "value_encoding goes without a schema")):
         st, body = sc.post(f"/v1/topics/{topic}/records", {"records": [{"value": good, **bad}]})
         assert st == 400 and words in body["error"]["message"], (bad, body)
+    stopped_clean(sc)
 
 
 def test_json_schema_and_key(bootstrap, sidecars, client):
@@ -159,6 +166,7 @@ def test_json_schema_and_key(bootstrap, sidecars, client):
         assert int.from_bytes(m.value()[1:5], "big") == vid
         assert de(m.value(), SerializationContext(topic, MessageField.VALUE)) == v
         assert kde(m.key(), SerializationContext(topic, MessageField.KEY)) == f"k{i}"
+    stopped_clean(sc)
 
 
 def test_registry_down(bootstrap, sidecars):
@@ -175,6 +183,8 @@ def test_registry_down(bootstrap, sidecars):
     sc2 = sidecars()
     res = produce_http(sc2, topic, [{"value": {"a": 1}, "value_schema_id": 5}])
     assert "no schema registry is set (schema_registry.url)" in res[0]["error"]["message"]
+    stopped_clean(sc)
+    stopped_clean(sc2)
 
 
 def test_grpc_avro_and_refusals(bootstrap, sidecars, client):
@@ -226,3 +236,4 @@ def test_grpc_avro_and_refusals(bootstrap, sidecars, client):
             sc.producer.Produce(P.ProduceRequest(records=[rec]), timeout=30)
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert words in e.value.details()
+    stopped_clean(sc)
