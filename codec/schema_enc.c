@@ -22,7 +22,9 @@ static void put_header(ks_jbuf_t *b, int32_t id)
 /* "schema 7" or "subject orders-value version latest", for messages. */
 static void pick_name(const ks_schema_pick_t *p, char *out, size_t size)
 {
-    if (p->id > 0)
+    if (p->schema)
+        snprintf(out, size, "the schema given for subject \"%s\"", p->subject);
+    else if (p->id > 0)
         snprintf(out, size, "schema id %" PRId32, p->id);
     else
         snprintf(out, size, "subject \"%s\" version %s", p->subject, p->version);
@@ -71,6 +73,11 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
 
 int ks_schema_pick_check(const ks_schema_pick_t *pick, const char *what, char *err, size_t errsize)
 {
+    if (pick->schema && (pick->id || !pick->subject)) {
+        snprintf(err, errsize, "%s_schema goes with %s_subject, without %s_schema_id", what, what,
+                 what);
+        return -1;
+    }
     if (pick->id < 0 || (pick->id > 0 && pick->subject)) {
         snprintf(err, errsize,
                  "%s_schema_id must be an integer from 1 to %d, and %s_subject goes without it",
@@ -110,10 +117,23 @@ ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *p
         return KS_SENC_DONE;
     }
     ks_schema_t *s = NULL;
-    ks_registry_status_t rs = pick->id > 0
-                                  ? ks_registry_get(reg, pick->id, wake, &s, why, sizeof(why))
-                                  : ks_registry_get_version(reg, pick->subject, pick->version, wake,
-                                                            &s, why, sizeof(why));
+    if (pick->schema && !ks_registry_auto_register(reg)) {
+        snprintf(err, errsize,
+                 "%s gives a schema to register under subject \"%s\", but registering schemas "
+                 "is off (schema_registry.auto_register); register it first, or name a schema "
+                 "the registry has",
+                 what, pick->subject);
+        *st = KS_E_INVALID;
+        return KS_SENC_DONE;
+    }
+    ks_registry_status_t rs;
+    if (pick->schema)
+        rs = ks_registry_register(reg, pick->subject, pick->type, pick->schema, wake, &s, why,
+                                  sizeof(why));
+    else if (pick->id > 0)
+        rs = ks_registry_get(reg, pick->id, wake, &s, why, sizeof(why));
+    else
+        rs = ks_registry_get_version(reg, pick->subject, pick->version, wake, &s, why, sizeof(why));
     switch (rs) {
     case KS_REG_PENDING:
         return KS_SENC_PENDING;
@@ -122,6 +142,11 @@ ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *p
         *st = KS_E_UNAVAILABLE;
         return KS_SENC_DONE;
     case KS_REG_UNKNOWN:
+        if (pick->schema) { /* refused: invalid, or incompatible with the subject's */
+            snprintf(err, errsize, "the schema registry did not register %s: %s", name, why);
+            *st = KS_E_INVALID;
+            return KS_SENC_DONE;
+        }
         snprintf(err, errsize, "the schema registry has no %s: %s", name, why);
         *st = KS_E_NOT_FOUND;
         return KS_SENC_DONE;

@@ -81,8 +81,8 @@ static void disarm(call_t *c)
  * added to bufs), or refuses the record in g, or counts it pending. Returns false after
  * finishing c for a request that is not well formed. */
 static bool encode_field(call_t *c, gprod_t *g, size_t i, const char *field, const char *json,
-                         ks_schema_pick_t *pick, const void **data, size_t *len, void **bufs,
-                         size_t *nb, size_t *pending)
+                         const char *type, ks_schema_pick_t *pick, const void **data, size_t *len,
+                         void **bufs, size_t *nb, size_t *pending)
 {
     char what[64], err[512];
     snprintf(what, sizeof(what), "records[%zu].%s", i, field);
@@ -90,6 +90,16 @@ static bool encode_field(call_t *c, gprod_t *g, size_t i, const char *field, con
         pick->version = "latest";
     if (!*pick->subject)
         pick->subject = NULL;
+    if (!*pick->schema)
+        pick->schema = NULL;
+    int t = *type ? ks_schema_type_from_str(type) : KS_SCHEMA_AVRO;
+    if (t < 0 || (*type && !pick->schema)) {
+        call_finish(c, GRPC_STATUS_INVALID_ARGUMENT,
+                    "%s_schema_type must be \"AVRO\", \"JSON\" or \"PROTOBUF\", with %s_schema",
+                    what, what);
+        return false;
+    }
+    pick->type = (ks_schema_type_t)t;
     if (ks_schema_pick_check(pick, what, err, sizeof(err))) {
         call_finish(c, GRPC_STATUS_INVALID_ARGUMENT, "%s", err);
         return false;
@@ -121,8 +131,8 @@ static bool encode_field(call_t *c, gprod_t *g, size_t i, const char *field, con
 /* Whether record p gives its key (key: true) or value as JSON with a schema. */
 static bool has_pick(const Ksidecar__V1__ProduceRecord *p, bool key)
 {
-    return key ? p->key_schema_id || *p->key_subject || *p->key_json
-               : p->value_schema_id || *p->value_subject || *p->value_json;
+    return key ? p->key_schema_id || *p->key_subject || *p->key_json || *p->key_schema
+               : p->value_schema_id || *p->value_subject || *p->value_json || *p->value_schema;
 }
 
 static void answer(call_t *c, gprod_t *g, ks_produce_result_t *res, size_t n);
@@ -204,14 +214,16 @@ static void produce_pass(call_t *c, Ksidecar__V1__ProduceRequest *r)
             hs[h].value = p->headers[k]->value.data ? p->headers[k]->value.data : (const void *)"";
             hs[h].value_len = p->headers[k]->value.len;
         }
-        ks_schema_pick_t kp = {p->key_schema_id, p->key_subject, p->key_schema_version};
-        ks_schema_pick_t vp = {p->value_schema_id, p->value_subject, p->value_schema_version};
+        ks_schema_pick_t kp = {p->key_schema_id, p->key_subject, p->key_schema_version,
+                               p->key_schema, KS_SCHEMA_AVRO};
+        ks_schema_pick_t vp = {p->value_schema_id, p->value_subject, p->value_schema_version,
+                               p->value_schema, KS_SCHEMA_AVRO};
         if (has_pick(p, true))
-            ok = encode_field(c, g, i, "key", p->key_json, &kp, &recs[i].key, &recs[i].key_len,
-                              bufs, &nb, &pending);
+            ok = encode_field(c, g, i, "key", p->key_json, p->key_schema_type, &kp, &recs[i].key,
+                              &recs[i].key_len, bufs, &nb, &pending);
         if (ok && has_pick(p, false))
-            ok = encode_field(c, g, i, "value", p->value_json, &vp, &recs[i].value,
-                              &recs[i].value_len, bufs, &nb, &pending);
+            ok = encode_field(c, g, i, "value", p->value_json, p->value_schema_type, &vp,
+                              &recs[i].value, &recs[i].value_len, bufs, &nb, &pending);
     }
     if (g && (!ok || !pending))
         disarm(c);

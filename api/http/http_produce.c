@@ -78,7 +78,11 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     return true;
 }
 
-static const char *const rec_fields[] = {"key",
+static const char *const rec_fields[] = {"key_schema",
+                                         "key_schema_type",
+                                         "value_schema",
+                                         "value_schema_type",
+                                         "key",
                                          "key_encoding",
                                          "key_schema_id",
                                          "key_subject",
@@ -94,7 +98,8 @@ static const char *const rec_fields[] = {"key",
                                          NULL};
 #define REC_FIELDS                                                                                 \
     "key, key_encoding, key_schema_id, key_subject, key_schema_version, value, value_encoding, "   \
-    "value_schema_id, value_subject, value_schema_version, headers, partition, topic"
+    "value_schema_id, value_subject, value_schema_version, key_schema, key_schema_type, "          \
+    "value_schema, value_schema_type, headers, partition, topic"
 
 /* The registry's answer for a record of r is in (the registry's thread): wakes r once if its
  * decode waits for it; a later one, or one for a pass that did not wait, is dropped. */
@@ -111,7 +116,7 @@ static void on_schema(void *ctx)
 
 /* Reads o's <field>_schema_id, <field>_subject and <field>_schema_version into pick. Returns
  * 1 when there is none, 0 with pick, or -1 after queueing a 400. */
-static int read_pick(req_t *r, json_t *o, const char *what, const char *field,
+static int read_pick(req_t *r, decode_t *d, json_t *o, const char *what, const char *field,
                      ks_schema_pick_t *pick, char *ver, size_t versize, http_ret_t *ret)
 {
     char k[32], name[96], err[256];
@@ -121,9 +126,20 @@ static int read_pick(req_t *r, json_t *o, const char *what, const char *field,
     json_t *subj = json_object_get(o, k);
     snprintf(k, sizeof(k), "%s_schema_version", field);
     json_t *v = json_object_get(o, k);
-    if (!id && !subj && !v)
+    snprintf(k, sizeof(k), "%s_schema", field);
+    json_t *sch = json_object_get(o, k);
+    snprintf(k, sizeof(k), "%s_schema_type", field);
+    json_t *sty = json_object_get(o, k);
+    if (!id && !subj && !v && !sch && !sty)
         return 1;
     *pick = (ks_schema_pick_t){.version = "latest"};
+    const char *tname = sty ? json_string_value(sty) : "AVRO";
+    int type = tname ? ks_schema_type_from_str(tname) : -1;
+    pick->type = type < 0 ? KS_SCHEMA_AVRO : (ks_schema_type_t)type;
+    if (json_is_string(sch))
+        pick->schema = json_string_value(sch);
+    else if (json_is_object(sch) || json_is_array(sch))
+        pick->schema = d->bufs[d->buf_cnt++] = json_dumps(sch, JSON_COMPACT);
     if (id)
         pick->id =
             json_is_integer(id) && json_integer_value(id) > 0 && json_integer_value(id) <= INT32_MAX
@@ -139,6 +155,12 @@ static int read_pick(req_t *r, json_t *o, const char *what, const char *field,
     snprintf(name, sizeof(name), "%s.%s", what, field);
     if (v && !subj)
         snprintf(err, sizeof(err), "%s_schema_version goes with %s_subject only", name, name);
+    else if (sch && !pick->schema)
+        snprintf(err, sizeof(err), "%s_schema must be the schema: a string, or its JSON", name);
+    else if (sty && (type < 0 || !sch))
+        snprintf(err, sizeof(err),
+                 "%s_schema_type must be \"AVRO\", \"JSON\" or \"PROTOBUF\", with %s_schema", name,
+                 name);
     else if (json_object_get(o, (snprintf(k, sizeof(k), "%s_encoding", field), k)))
         snprintf(err, sizeof(err),
                  "%s_encoding goes without a schema: the %s is JSON, written with the schema", name,
@@ -159,7 +181,7 @@ static bool read_schema_value(req_t *r, decode_t *d, json_t *o, const char *what
 {
     ks_schema_pick_t pick;
     char ver[32];
-    int rc = read_pick(r, o, what, field, &pick, ver, sizeof(ver), ret);
+    int rc = read_pick(r, d, o, what, field, &pick, ver, sizeof(ver), ret);
     *has = rc == 0;
     if (rc)
         return rc > 0;
@@ -355,7 +377,7 @@ static http_ret_t decode_pass(ks_http_t *h, req_t *r, bool *wait)
         json_t *hs = json_object_get(json_array_get(recs, i), "headers");
         nh += json_array_size(hs);
     }
-    nb = 2 * n + nh; /* at most a key and a value per record, a value per header */
+    nb = 4 * n + nh; /* at most a key, a value and their schemas per record, a value per header */
     d.recs = calloc(n, sizeof(*d.recs));
     d.hdrs = calloc(nh + 1, sizeof(*d.hdrs));
     d.bufs = calloc(nb, sizeof(*d.bufs));

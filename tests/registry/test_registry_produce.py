@@ -237,3 +237,44 @@ def test_grpc_avro_and_refusals(bootstrap, sidecars, client):
         assert e.value.code() == grpc.StatusCode.INVALID_ARGUMENT
         assert words in e.value.details()
     stopped_clean(sc)
+
+
+def test_auto_register(bootstrap, sidecars, client):
+    """A record given with its schema registers it under its subject only with
+    schema_registry.auto_register; the id it gets is the one written, over HTTP and gRPC."""
+    from grpc_support import producer_pb2 as P, start_grpc  # noqa: E402
+    topic = unique("preg")
+    create_topic(bootstrap, topic, 1)
+    subject = f"{topic}-value"
+    order = as_json(ORDERS[2])
+    rec = {"value": order, "value_subject": subject, "value_schema": ORDER_V1, "partition": 0}
+    # Off (the default): refused, saying which key turns it on; nothing registered.
+    sc = sidecars(args=(f"--schema_registry.url={REGISTRY}",))
+    res = produce_http(sc, topic, [rec])
+    assert res[0]["error"]["code"] == "INVALID_ARGUMENT"
+    assert "registering schemas is off (schema_registry.auto_register)" in \
+        res[0]["error"]["message"]
+    assert subject not in client.get_subjects()
+    stopped_clean(sc)
+    sc = start_grpc(sidecars, args=(f"--schema_registry.url={REGISTRY}",
+                                    "--schema_registry.auto_register=true"))
+    res = produce_http(sc, topic, [rec, dict(rec, value_schema=json.dumps(ORDER_V1))])
+    assert all("error" not in r for r in res), res
+    sid = client.get_latest_version(subject).schema_id
+    resp = sc.producer.Produce(P.ProduceRequest(records=[P.ProduceRecord(
+        topic=topic, partition=0, has_partition=True, value_json=json.dumps(order),
+        value_subject=subject, value_schema=json.dumps(ORDER_V1))]), timeout=60)
+    assert resp.results[0].error == "", resp
+    # A schema the registry refuses (not Avro) is the record's error.
+    res = produce_http(sc, topic, [dict(rec, value_schema={"type": "nonsense"})])
+    assert res[0]["error"]["code"] == "INVALID_ARGUMENT", res
+    assert "did not register the schema given for subject" in res[0]["error"]["message"]
+    msgs = read_back(bootstrap, topic, 3)
+    de = AvroDeserializer(client)
+    want = dict(ORDERS[2])
+    want["ratio"] = struct.unpack("<f", struct.pack("<f", want["ratio"]))[0]
+    for m in msgs:
+        assert int.from_bytes(m.value()[1:5], "big") == sid
+        assert as_json_value(de(m.value(), SerializationContext(topic, MessageField.VALUE))) == \
+            as_json_value(want)
+    stopped_clean(sc)

@@ -98,8 +98,15 @@ type ProduceRecord struct {
 	KeySchemaId      int32  `protobuf:"varint,14,opt,name=key_schema_id,json=keySchemaId,proto3" json:"key_schema_id,omitempty"`
 	KeySubject       string `protobuf:"bytes,15,opt,name=key_subject,json=keySubject,proto3" json:"key_subject,omitempty"`
 	KeySchemaVersion string `protobuf:"bytes,16,opt,name=key_schema_version,json=keySchemaVersion,proto3" json:"key_schema_version,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// With value_subject and schema_registry.auto_register set: the schema (its text) to
+	// register under the subject, or whose id there is found; its type "AVRO" (when empty),
+	// "JSON" or "PROTOBUF". The key's the same.
+	ValueSchema     string `protobuf:"bytes,17,opt,name=value_schema,json=valueSchema,proto3" json:"value_schema,omitempty"`
+	ValueSchemaType string `protobuf:"bytes,18,opt,name=value_schema_type,json=valueSchemaType,proto3" json:"value_schema_type,omitempty"`
+	KeySchema       string `protobuf:"bytes,19,opt,name=key_schema,json=keySchema,proto3" json:"key_schema,omitempty"`
+	KeySchemaType   string `protobuf:"bytes,20,opt,name=key_schema_type,json=keySchemaType,proto3" json:"key_schema_type,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRecord) Reset() {
@@ -240,6 +247,34 @@ func (x *ProduceRecord) GetKeySubject() string {
 func (x *ProduceRecord) GetKeySchemaVersion() string {
 	if x != nil {
 		return x.KeySchemaVersion
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchema() string {
+	if x != nil {
+		return x.ValueSchema
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchemaType() string {
+	if x != nil {
+		return x.ValueSchemaType
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchema() string {
+	if x != nil {
+		return x.KeySchema
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchemaType() string {
+	if x != nil {
+		return x.KeySchemaType
 	}
 	return ""
 }
@@ -422,7 +457,7 @@ const file_ksidecar_v1_producer_proto_rawDesc = "" +
 	"\x1aksidecar/v1/producer.proto\x12\vksidecar.v1\"7\n" +
 	"\rProduceHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\xac\x04\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xc2\x05\n" +
 	"\rProduceRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -443,7 +478,12 @@ const file_ksidecar_v1_producer_proto_rawDesc = "" +
 	"\rkey_schema_id\x18\x0e \x01(\x05R\vkeySchemaId\x12\x1f\n" +
 	"\vkey_subject\x18\x0f \x01(\tR\n" +
 	"keySubject\x12,\n" +
-	"\x12key_schema_version\x18\x10 \x01(\tR\x10keySchemaVersion\"e\n" +
+	"\x12key_schema_version\x18\x10 \x01(\tR\x10keySchemaVersion\x12!\n" +
+	"\fvalue_schema\x18\x11 \x01(\tR\vvalueSchema\x12*\n" +
+	"\x11value_schema_type\x18\x12 \x01(\tR\x0fvalueSchemaType\x12\x1d\n" +
+	"\n" +
+	"key_schema\x18\x13 \x01(\tR\tkeySchema\x12&\n" +
+	"\x0fkey_schema_type\x18\x14 \x01(\tR\rkeySchemaType\"e\n" +
 	"\x0eProduceRequest\x124\n" +
 	"\arecords\x18\x01 \x03(\v2\x1a.ksidecar.v1.ProduceRecordR\arecords\x12\x1d\n" +
 	"\n" +
