@@ -44,6 +44,7 @@ struct ks_avro {
     uint32_t nlabs, clabs;
     ks_jbuf_t pool;
     uint32_t root;
+    avro_schema_t schema; /* avro-c's parse, kept for the encoder (avro_enc.c); read-only */
 };
 
 /* ---- compiling a schema ---- */
@@ -249,7 +250,7 @@ ks_avro_t *ks_avro_new(const char *text, size_t len, char *err, size_t errsize)
     comp_t c = {.a = a, .err = err, .errsize = errsize};
     a->root = compile(&c, s, 0);
     free(c.named);
-    avro_schema_decref(s);
+    a->schema = s;
     if (a->root == BAD) {
         ks_avro_free(a);
         return NULL;
@@ -265,7 +266,14 @@ void ks_avro_free(ks_avro_t *a)
     free(a->kids);
     free(a->labs);
     ks_jbuf_free(&a->pool);
+    if (a->schema)
+        avro_schema_decref(a->schema);
     free(a);
+}
+
+struct avro_obj_t *ks_avro_schema(const ks_avro_t *a)
+{
+    return a->schema;
 }
 
 /* ---- decoding ---- */

@@ -38,6 +38,11 @@ typedef enum ks_avro_form {
 int ks_avro_decode(const ks_avro_t *a, const void *data, size_t len, ks_avro_form_t form,
                    ks_jbuf_t *b, char *err, size_t errsize);
 
+/* avro-c's parse of a's schema (an avro_schema_t), for the encoder (avro_enc.h): read-only,
+ * valid while a is. */
+struct avro_obj_t;
+struct avro_obj_t *ks_avro_schema(const ks_avro_t *a);
+
 /* How a registry's schema object keeps its compiled Avro schema (ks_schema_parsed). */
 extern const ks_schema_parser_t ks_avro_parser;
 

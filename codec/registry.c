@@ -87,6 +87,7 @@ struct ks_registry {
     size_t url_cnt;
     char *basic_auth, *token_file, *ca_file, *cert_file, *key_file;
     int timeout_ms, cache_max, backoff_ms, backoff_max_ms, unknown_ms, latest_ms;
+    bool auto_register;
 
     pthread_t thread;
     CURLM *multi;
@@ -465,6 +466,11 @@ void ks_registry_cancel(ks_registry_t *r, void *ctx)
     while (r->calling == ctx && !pthread_equal(pthread_self(), r->thread))
         pthread_cond_wait(&r->called, &r->lock);
     pthread_mutex_unlock(&r->lock);
+}
+
+bool ks_registry_auto_register(const ks_registry_t *r)
+{
+    return r->auto_register;
 }
 
 void ks_registry_stats(ks_registry_t *r, ks_registry_stats_t *st)
@@ -979,6 +985,7 @@ void ks_registry_conf_from(ks_registry_conf_t *conf, const ks_config_t *cfg)
     conf->key_file = cfg->schema_registry_key_file;
     conf->timeout_ms = cfg->schema_registry_timeout_ms;
     conf->cache_max = cfg->schema_registry_cache_max;
+    conf->auto_register = cfg->schema_registry_auto_register;
 }
 
 static char *dup_or_empty(const char *s)
@@ -1037,6 +1044,7 @@ int ks_registry_new(const ks_registry_conf_t *c, ks_registry_t **out, char *err,
     r->key_file = dup_or_empty(c->key_file);
     r->timeout_ms = c->timeout_ms > 0 ? c->timeout_ms : 5000;
     r->cache_max = c->cache_max > 0 ? c->cache_max : 1000;
+    r->auto_register = c->auto_register;
     r->backoff_ms = c->backoff_ms > 0 ? c->backoff_ms : DEF_BACKOFF;
     r->backoff_max_ms = c->backoff_max_ms > 0 ? c->backoff_max_ms : DEF_BACKOFF_MAX;
     r->unknown_ms = c->unknown_ms > 0 ? c->unknown_ms : DEF_UNKNOWN;

@@ -35,8 +35,9 @@ typedef struct ks_registry_conf {
     const char *ca_file;           /* PEM CA for https; NULL/"": the system's */
     const char *cert_file;         /* PEM client certificate (mTLS), with key_file */
     const char *key_file;
-    int timeout_ms; /* one request to one URL, connecting included */
-    int cache_max;  /* entries kept: schemas and remembered failures */
+    int timeout_ms;     /* one request to one URL, connecting included */
+    int cache_max;      /* entries kept: schemas and remembered failures */
+    bool auto_register; /* produce may register schemas (ks_registry_register's callers' rule) */
     /* Not config keys; 0 takes the default. Tests shorten them. */
     int backoff_ms;     /* after a failed fetch, the next waits this long, doubling (1000) */
     int backoff_max_ms; /* up to this (60000) */
@@ -105,6 +106,9 @@ ks_registry_status_t ks_registry_register(ks_registry_t *r, const char *subject,
                                           ks_schema_type_t type, const char *text,
                                           const ks_registry_wake_t *wake, ks_schema_t **out,
                                           char *err, size_t errsize);
+
+/* conf.auto_register: whether produce may register schemas. */
+bool ks_registry_auto_register(const ks_registry_t *r);
 
 /* Forgets every wake registered with ctx. When it returns, fn(ctx) is not running and will
  * not run for them. Not from a wake function. */

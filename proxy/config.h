@@ -117,8 +117,9 @@ typedef struct ks_config {
     char *schema_registry_basic_auth;        /* "user:password"; empty: none */
     char *schema_registry_bearer_token_file; /* re-read when it changes; empty: none */
     char *schema_registry_ca_file, *schema_registry_cert_file, *schema_registry_key_file;
-    int schema_registry_timeout_ms; /* one request to one URL */
-    int schema_registry_cache_max;  /* schemas (and remembered failures) kept */
+    int schema_registry_timeout_ms;     /* one request to one URL */
+    int schema_registry_cache_max;      /* schemas (and remembered failures) kept */
+    bool schema_registry_auto_register; /* produce may register a schema it is given */
     ks_group_conf_t group_defaults;
     ks_group_conf_t *static_groups;
     size_t static_group_cnt;

@@ -542,6 +542,12 @@ const key_t_ config_keys[] = {
      INT(1, 10000000, 1000),
      .help = "schemas kept (and ids the registry lacks or failed on, remembered for a backoff); "
              "the least recently used go first"},
+    {.name = "schema_registry.auto_register",
+     P(schema_registry_auto_register),
+     .type = T_BOOL,
+     .help = "a produced key or value given with its schema (value_schema, key_schema) registers "
+             "that schema under its subject, or finds the id it has there (off: such records are "
+             "refused, and only schemas the registry has are used)"},
     {.name = "dev.topic",
      P(dev_topic),
      STR("demo"),

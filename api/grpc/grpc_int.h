@@ -83,6 +83,7 @@ typedef struct send_item {
 } send_item_t;
 
 typedef struct call call_t;
+typedef struct gprod gprod_t;
 
 /* An engine command's result, stored with the call by its callback (call_reply) for the
  * method's reply encoder: the result (the encoder takes it), its count, and a context. */
@@ -199,6 +200,9 @@ struct call {
     /* The schema formats the Fetch or the Open named (key_schema, value_schema; 0: the
      * group's), set before its first batch. */
     ks_codec_opts_t fmt;
+    /* A Produce that names schemas: its refusals and, while the registry fetches, its
+     * request (grpc_produce.c; set and cleared under lock). */
+    gprod_t *prod;
 };
 
 /* What an engine settle answers: the ids it was asked about, kept with the call. */
@@ -289,6 +293,13 @@ bool grpc_settle_owned(call_t *c, const char *group, ks_settle_op_t op, int64_t 
 /* grpc_settle_owned for ids the caller keeps. */
 bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, const char *reason,
                  bool dead_letter, char **ids, size_t n, bool stream);
+
+/* ---- grpc_produce.c: Producer/Produce ---- */
+
+/* The Produce row's decoder and encoder (the engine's answer, or a schema the registry
+ * fetched: the request again). @locality a completion-queue thread */
+void grpc_produce_decode(call_t *c, ProtobufCMessage *m);
+void grpc_produce_encode(call_t *c, const reply_t *r);
 
 /* ---- grpc_wire.c: encoders and decoders by hand ---- */
 

@@ -159,11 +159,6 @@ static bool redrive_allow(const char *topic, void *opaque)
     return ok;
 }
 
-static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
-{
-    call_reply(opaque, res, n, NULL);
-}
-
 /* ---- reply encoders ----
  * Each takes the result call_reply stored (r), answers, frees the result and drops the
  * command's reference on c. @locality a completion-queue thread */
@@ -393,43 +388,6 @@ static void encode_redrive(call_t *c, const reply_t *rp)
     call_unref(c);
 }
 
-static void encode_produced(call_t *c, const reply_t *r)
-{
-    ks_produce_result_t *res = r->res;
-    size_t n = r->n, late = ks_produce_timed_out(res, n);
-    if (late) {
-        call_finish(c, GRPC_STATUS_DEADLINE_EXCEEDED,
-                    "%zu of %zu records had no delivery report within the produce's timeout_ms; "
-                    "they may still be written to Kafka (it retries them up to "
-                    "kafka.message.timeout.ms): produce them again only if duplicates are "
-                    "acceptable",
-                    late, n);
-        free(res);
-        call_unref(c);
-        return;
-    }
-    Ksidecar__V1__ProduceResult *rs = calloc(n + 1, sizeof(*rs));
-    Ksidecar__V1__ProduceResult **rp = calloc(n + 1, sizeof(*rp));
-    if (!rs || !rp)
-        abort();
-    for (size_t i = 0; i < n; i++) {
-        ksidecar__v1__produce_result__init(&rs[i]);
-        rs[i].partition = res[i].partition;
-        rs[i].offset = res[i].offset;
-        rs[i].error = res[i].error;
-        rp[i] = &rs[i];
-    }
-    Ksidecar__V1__ProduceResponse pr = KSIDECAR__V1__PRODUCE_RESPONSE__INIT;
-    pr.n_results = n;
-    pr.results = rp;
-    call_send(c, &pr.base);
-    call_finish(c, GRPC_STATUS_OK, "%s", "");
-    free(rs);
-    free(rp);
-    free(res);
-    call_unref(c);
-}
-
 /* ---- request decoders ----
  * Each takes one request message (borrowed: the router decoded it and checked the caller
  * against the group it names), checks the rest, and sends its command to the engine (or
@@ -578,51 +536,6 @@ static void decode_redrive(call_t *c, ProtobufCMessage *m)
     (void)grpc_submit(c, &cmd);
 }
 
-static void decode_produce(call_t *c, ProtobufCMessage *m)
-{
-    Ksidecar__V1__ProduceRequest *r = (Ksidecar__V1__ProduceRequest *)m;
-    bool ok = true;
-    for (size_t i = 0; ok && i < r->n_records; i++)
-        ok = grpc_scoped(c, KS_SCOPE_PRODUCE, "produce to",
-                         (const char *const *)&r->records[i]->topic, 1);
-    if (ok) {
-        size_t nh = 0;
-        for (size_t i = 0; i < r->n_records; i++)
-            nh += r->records[i]->n_headers;
-        ks_produce_rec_t *recs = calloc(r->n_records + 1, sizeof(*recs));
-        ks_header_t *hs = calloc(nh + 1, sizeof(*hs));
-        if (!recs || !hs)
-            abort();
-        size_t h = 0;
-        for (size_t i = 0; i < r->n_records; i++) {
-            Ksidecar__V1__ProduceRecord *p = r->records[i];
-            recs[i].topic = p->topic;
-            recs[i].partition = p->has_partition ? p->partition : -1;
-            recs[i].key = p->key_null ? NULL : p->key.data ? p->key.data : (const void *)"";
-            recs[i].key_len = p->key.len;
-            recs[i].value = p->value_null ? NULL : p->value.data ? p->value.data : (const void *)"";
-            recs[i].value_len = p->value.len;
-            recs[i].headers = &hs[h];
-            recs[i].header_cnt = p->n_headers;
-            for (size_t k = 0; k < p->n_headers; k++, h++) {
-                hs[h].name = p->headers[k]->key;
-                hs[h].value =
-                    p->headers[k]->value.data ? p->headers[k]->value.data : (const void *)"";
-                hs[h].value_len = p->headers[k]->value.len;
-            }
-        }
-        ks_cmd_req_t cmd = {.type = c->row->cmd,
-                            .u.produce = {.recs = recs,
-                                          .n = r->n_records,
-                                          .cb = on_produced,
-                                          .opaque = c,
-                                          .timeout_ms = r->timeout_ms}};
-        (void)grpc_submit(c, &cmd);
-        free(recs);
-        free(hs);
-    }
-}
-
 /* ---- the method table ----
  * A new method for an existing command: one row, a decoder and an encoder. */
 #define REQ(name) &ksidecar__v1__##name##__descriptor
@@ -646,7 +559,7 @@ static const method_row_t methods[] = {
     {"/ksidecar.v1.Consumer/Redrive", M_REDRIVE, KS_CMD_REDRIVE, false, true, REQ(redrive_request),
      group_of_redrive, decode_redrive, NULL, encode_redrive},
     {"/ksidecar.v1.Producer/Produce", M_PRODUCE, KS_CMD_PRODUCE, false, true, REQ(produce_request),
-     NULL, decode_produce, NULL, encode_produced},
+     NULL, grpc_produce_decode, NULL, grpc_produce_encode},
     {"/grpc.health.v1.Health/Check", M_HEALTH_CHECK, KS_CMD_NONE, false, false,
      &grpc__health__v1__health_check_request__descriptor, NULL, decode_health, NULL, NULL},
     {"/grpc.health.v1.Health/Watch", M_HEALTH_WATCH, KS_CMD_NONE, false, false,

@@ -60,6 +60,8 @@ static void on_completed(void *ctx, http_req_t *io, bool ok)
     req_t *r = req_of(io);
     if (is_stream(r))
         http_stream_completed(r);
+    if (r->route && r->route->cmd == KS_CMD_PRODUCE)
+        http_produce_completed(r);
     if (io->started)
         access_log(h, r, ok);
     if (io->started && io->status)

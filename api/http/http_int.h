@@ -54,7 +54,7 @@ struct ks_http {
  * engine as its result sent_i. */
 typedef struct http_produce_rec {
     ks_status_t st;
-    char msg[256];
+    char msg[512];
     size_t sent_i;
 } http_produce_rec_t;
 
@@ -110,6 +110,8 @@ typedef struct req {
         struct {                      /* KS_CMD_PRODUCE */
             http_produce_t *prod;     /* the body's records */
             ks_produce_result_t *res; /* the engine's answer: one per record sent */
+            bool schema_wait;         /* parked until the registry answers (http_produce.c) */
+            bool schema_armed;        /* a registry answer wakes the request (under io.lock) */
         } produce;
         struct { /* KS_CMD_SEEK */
             ks_seek_result_t *res;
@@ -298,6 +300,11 @@ http_ret_t http_decode_redrive(ks_http_t *h, req_t *r);
 
 /* http_produce.c: POST /v1/topics/{topic}/records ({topic}: the records' default topic). */
 http_ret_t http_produce_decode(ks_http_t *h, req_t *r);
+/* The row's encoder: the produce's answer, or, after a wait for the registry, its decode
+ * again. */
+http_ret_t http_produce_reply(req_t *r);
+/* The request completed: forgets a wait for the registry. */
+void http_produce_completed(req_t *r);
 
 /* http_push.c: /v1/groups/{group}/push (a push set by API call). */
 http_ret_t http_push_get(ks_http_t *h, req_t *r);

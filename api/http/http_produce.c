@@ -7,6 +7,7 @@
 
 #include "edge.h"
 #include "http_int.h"
+#include "schema_enc.h"
 #include "util.h"
 
 /* What one decode holds until the command is submitted: the records, their headers and the
@@ -17,6 +18,8 @@ typedef struct {
     void **bufs;
     size_t buf_cnt;
     char where[64]; /* "records[3]": the record an error names */
+    size_t pending; /* keys and values waiting for a schema from the registry */
+    size_t picks;   /* keys and values given with a schema */
 } decode_t;
 
 static void decode_free(decode_t *d)
@@ -75,8 +78,133 @@ static bool read_bytes(req_t *r, decode_t *d, json_t *o, const char *what, const
     return true;
 }
 
-static const char *const rec_fields[] = {"key",     "key_encoding", "value", "value_encoding",
-                                         "headers", "partition",    "topic", NULL};
+static const char *const rec_fields[] = {"key_schema",
+                                         "key_schema_type",
+                                         "value_schema",
+                                         "value_schema_type",
+                                         "key",
+                                         "key_encoding",
+                                         "key_schema_id",
+                                         "key_subject",
+                                         "key_schema_version",
+                                         "value",
+                                         "value_encoding",
+                                         "value_schema_id",
+                                         "value_subject",
+                                         "value_schema_version",
+                                         "headers",
+                                         "partition",
+                                         "topic",
+                                         NULL};
+#define REC_FIELDS                                                                                 \
+    "key, key_encoding, key_schema_id, key_subject, key_schema_version, value, value_encoding, "   \
+    "value_schema_id, value_subject, value_schema_version, key_schema, key_schema_type, "          \
+    "value_schema, value_schema_type, headers, partition, topic"
+
+/* The registry's answer for a record of r is in (the registry's thread): wakes r once if its
+ * decode waits for it; a later one, or one for a pass that did not wait, is dropped. */
+static void on_schema(void *ctx)
+{
+    req_t *r = ctx;
+    pthread_mutex_lock(&r->io.lock);
+    bool armed = r->u.produce.schema_armed;
+    r->u.produce.schema_armed = false;
+    pthread_mutex_unlock(&r->io.lock);
+    if (armed)
+        http_wake(&r->io); /* drops the reference the pass took */
+}
+
+/* Reads o's <field>_schema_id, <field>_subject and <field>_schema_version into pick. Returns
+ * 1 when there is none, 0 with pick, or -1 after queueing a 400. */
+static int read_pick(req_t *r, decode_t *d, json_t *o, const char *what, const char *field,
+                     ks_schema_pick_t *pick, char *ver, size_t versize, http_ret_t *ret)
+{
+    char k[32], name[96], err[256];
+    snprintf(k, sizeof(k), "%s_schema_id", field);
+    json_t *id = json_object_get(o, k);
+    snprintf(k, sizeof(k), "%s_subject", field);
+    json_t *subj = json_object_get(o, k);
+    snprintf(k, sizeof(k), "%s_schema_version", field);
+    json_t *v = json_object_get(o, k);
+    snprintf(k, sizeof(k), "%s_schema", field);
+    json_t *sch = json_object_get(o, k);
+    snprintf(k, sizeof(k), "%s_schema_type", field);
+    json_t *sty = json_object_get(o, k);
+    if (!id && !subj && !v && !sch && !sty)
+        return 1;
+    *pick = (ks_schema_pick_t){.version = "latest"};
+    const char *tname = sty ? json_string_value(sty) : "AVRO";
+    int type = tname ? ks_schema_type_from_str(tname) : -1;
+    pick->type = type < 0 ? KS_SCHEMA_AVRO : (ks_schema_type_t)type;
+    if (json_is_string(sch))
+        pick->schema = json_string_value(sch);
+    else if (json_is_object(sch) || json_is_array(sch))
+        pick->schema = d->bufs[d->buf_cnt++] = json_dumps(sch, JSON_COMPACT);
+    if (id)
+        pick->id =
+            json_is_integer(id) && json_integer_value(id) > 0 && json_integer_value(id) <= INT32_MAX
+                ? (int32_t)json_integer_value(id)
+                : -1;
+    if (subj)
+        pick->subject = json_is_string(subj) ? json_string_value(subj) : "";
+    if (json_is_integer(v))
+        snprintf(ver, versize, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+    else
+        snprintf(ver, versize, "%s", v ? json_is_string(v) ? json_string_value(v) : "" : "latest");
+    pick->version = ver;
+    snprintf(name, sizeof(name), "%s.%s", what, field);
+    if (v && !subj)
+        snprintf(err, sizeof(err), "%s_schema_version goes with %s_subject only", name, name);
+    else if (sch && !pick->schema)
+        snprintf(err, sizeof(err), "%s_schema must be the schema: a string, or its JSON", name);
+    else if (sty && (type < 0 || !sch))
+        snprintf(err, sizeof(err),
+                 "%s_schema_type must be \"AVRO\", \"JSON\" or \"PROTOBUF\", with %s_schema", name,
+                 name);
+    else if (json_object_get(o, (snprintf(k, sizeof(k), "%s_encoding", field), k)))
+        snprintf(err, sizeof(err),
+                 "%s_encoding goes without a schema: the %s is JSON, written with the schema", name,
+                 field);
+    else if (ks_schema_pick_check(pick, name, err, sizeof(err)) == 0)
+        return 0;
+    *ret = http_send_error(r, KS_E_INVALID, "%s", err);
+    return -1;
+}
+
+/* A key or value given as JSON with a schema: written in the wire format into a buffer of d's
+ * (*data, *len), or the record refused (pr) with why, or counted in d->pending. Returns false
+ * after queueing a 400 for a pick that is not well formed; true when there is no pick, with
+ * *has false. */
+static bool read_schema_value(req_t *r, decode_t *d, json_t *o, const char *what, const char *field,
+                              http_produce_rec_t *pr, const void **data, size_t *len, bool *has,
+                              http_ret_t *ret)
+{
+    ks_schema_pick_t pick;
+    char ver[32];
+    int rc = read_pick(r, d, o, what, field, &pick, ver, sizeof(ver), ret);
+    *has = rc == 0;
+    if (rc)
+        return rc > 0;
+    d->picks++;
+    json_t *v = json_object_get(o, field);
+    ks_registry_wake_t wake = {.fn = on_schema, .ctx = r};
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 64);
+    ks_status_t st = KS_OK;
+    char err[sizeof(pr->msg)];
+    if (ks_schema_encode(field, &pick, v ? v : json_null(), &wake, &b, &st, err, sizeof(err)) ==
+        KS_SENC_PENDING)
+        d->pending++;
+    else if (st && pr->st == KS_OK) {
+        pr->st = st;
+        snprintf(pr->msg, sizeof(pr->msg), "%s", err);
+    } else if (st == KS_OK) {
+        *data = d->bufs[d->buf_cnt++] = ks_jbuf_take(&b, len);
+        return true;
+    }
+    ks_jbuf_free(&b);
+    return true;
+}
 static const char *const hdr_fields[] = {"key", "value", "value_encoding", NULL};
 
 /* Decodes record i of the body (o) into d->recs[i], its headers from d->hdrs[*h]. */
@@ -89,9 +217,7 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
         *ret = http_send_error(r, KS_E_INVALID, "%s must be an object", what);
         return false;
     }
-    if (!http_only_fields(r, o, what, rec_fields,
-                          "key, key_encoding, value, value_encoding, headers, partition, topic",
-                          ret))
+    if (!http_only_fields(r, o, what, rec_fields, REC_FIELDS, ret))
         return false;
     ks_produce_rec_t *p = &d->recs[i];
     p->topic = topic;
@@ -110,8 +236,15 @@ static bool read_record(req_t *r, decode_t *d, json_t *o, size_t i, const char *
         }
         p->partition = (int32_t)pv;
     }
-    if (!read_bytes(r, d, o, what, "key", "key_encoding", &p->key, &p->key_len, ret) ||
-        !read_bytes(r, d, o, what, "value", "value_encoding", &p->value, &p->value_len, ret))
+    http_produce_rec_t *pr = &r->u.produce.prod->rec[i];
+    bool key_schema, value_schema;
+    if (!read_schema_value(r, d, o, what, "key", pr, &p->key, &p->key_len, &key_schema, ret) ||
+        !read_schema_value(r, d, o, what, "value", pr, &p->value, &p->value_len, &value_schema,
+                           ret) ||
+        (!key_schema &&
+         !read_bytes(r, d, o, what, "key", "key_encoding", &p->key, &p->key_len, ret)) ||
+        (!value_schema &&
+         !read_bytes(r, d, o, what, "value", "value_encoding", &p->value, &p->value_len, ret)))
         return false;
     json_t *hs = json_object_get(o, "headers");
     if (hs && !json_is_array(hs)) {
@@ -147,6 +280,8 @@ static size_t refuse_records(ks_http_t *h, req_t *r, decode_t *d, size_t n)
     size_t sent = 0;
     for (size_t i = 0; i < n; i++) {
         http_produce_rec_t *pr = &r->u.produce.prod->rec[i];
+        if (pr->st != KS_OK)
+            continue; /* its key or value did not fit its schema */
         pr->st = ks_edge_check_topics(h->eng, h->auth, r->who, KS_SCOPE_PRODUCE, "produce to",
                                       &d->recs[i].topic, 1, pr->msg, sizeof(pr->msg));
         if (pr->st == KS_OK) {
@@ -157,10 +292,51 @@ static size_t refuse_records(ks_http_t *h, req_t *r, decode_t *d, size_t n)
     return sent;
 }
 
-http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
+/* Arms on_schema for a decode pass: a registry answer that comes during the pass or after
+ * it wakes r, with the reference taken here. */
+static void schema_arm(req_t *r)
+{
+    pthread_mutex_lock(&r->io.lock);
+    r->io.done = false;
+    r->u.produce.schema_armed = true;
+    pthread_mutex_unlock(&r->io.lock);
+    http_req_ref(&r->io);
+}
+
+/* Ends a pass that does not wait for the registry: forgets r's wakes in the registry (cancel:
+ * some were registered) and drops the pass's reference unless a wake took it. */
+static void schema_disarm(req_t *r, bool cancel)
+{
+    ks_registry_t *reg = ks_codec_registry();
+    if (cancel && reg)
+        ks_registry_cancel(reg, r);
+    pthread_mutex_lock(&r->io.lock);
+    bool armed = r->u.produce.schema_armed;
+    r->u.produce.schema_armed = false;
+    r->io.done = false; /* a wake's: the engine's answer is waited for next */
+    pthread_mutex_unlock(&r->io.lock);
+    if (armed)
+        http_req_unref(&r->io); /* not the last: the server holds one */
+}
+
+void http_produce_completed(req_t *r)
+{
+    if (r->u.produce.schema_wait)
+        schema_disarm(r, true);
+}
+
+/* One pass over the body: answered (a 400, every record refused), submitted and parked, or,
+ * with *wait, waiting for the registry (armed; the caller parks). */
+static http_ret_t decode_pass(ks_http_t *h, req_t *r, bool *wait)
 {
     const char *topic = r->param;
     http_ret_t ret = HTTP_RET_OK;
+    *wait = false;
+    if (r->u.produce.prod) { /* a pass before waited for the registry: start again */
+        free(r->u.produce.prod->rec);
+        free(r->u.produce.prod);
+        r->u.produce.prod = NULL;
+    }
     json_t *root =
         /* A text value may hold \u0000, as a fetch writes it; names are checked
          * (http_json_name). */
@@ -169,6 +345,8 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
     if (!root)
         return ret;
     decode_t d = {0};
+    schema_arm(r);
+    bool armed = true;
     json_t *recs = json_object_get(root, "records");
     static const char *const top[] = {"records", "timeout_ms", NULL};
     if (!json_is_object(root) || !json_is_array(recs)) {
@@ -199,7 +377,7 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
         json_t *hs = json_object_get(json_array_get(recs, i), "headers");
         nh += json_array_size(hs);
     }
-    nb = 2 * n + nh; /* at most a key and a value per record, a value per header */
+    nb = 4 * n + nh; /* at most a key, a value and their schemas per record, a value per header */
     d.recs = calloc(n, sizeof(*d.recs));
     d.hdrs = calloc(nh + 1, sizeof(*d.hdrs));
     d.bufs = calloc(nb, sizeof(*d.bufs));
@@ -212,6 +390,14 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
     for (size_t i = 0; i < n; i++)
         if (!read_record(r, &d, json_array_get(recs, i), i, topic, &hi, &ret))
             goto out;
+    if (d.pending) { /* the registry's answer wakes r (on_schema) */
+        r->u.produce.schema_wait = *wait = true;
+        armed = false;
+        goto out;
+    }
+    r->u.produce.schema_wait = false;
+    schema_disarm(r, d.picks > 0);
+    armed = false;
     size_t sent = refuse_records(h, r, &d, n);
     if (sent == 0) { /* every record refused: the answer is already whole */
         ret = http_reply_produce(r);
@@ -224,7 +410,27 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
                                       .timeout_ms = (int)timeout_ms}};
     ret = http_submit_park(h, r, &cmd); /* the producer copies the records */
 out:
+    if (armed)
+        schema_disarm(r, d.picks > 0);
     decode_free(&d);
     json_decref(root);
     return ret;
+}
+
+http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
+{
+    bool wait;
+    http_ret_t ret;
+    /* A pass waits only while a schema is being fetched; each wake is a fetch settled. */
+    while ((ret = decode_pass(h, r, &wait)) == HTTP_RET_OK && wait)
+        if (!http_park(&r->io))
+            return HTTP_RET_OK; /* resumed by on_schema: http_produce_reply */
+    return ret;
+}
+
+http_ret_t http_produce_reply(req_t *r)
+{
+    if (r->u.produce.schema_wait)
+        return http_produce_decode(r->h, r);
+    return http_reply_produce(r);
 }

@@ -47,7 +47,7 @@ static const route_t routes[] = {
     {"DELETE", "/v1/groups/{group}/push", KS_CMD_NONE, 0, false, AUTH_FIRST, http_push_delete,
      NULL},
     {"POST", "/v1/topics/{topic}/records", KS_CMD_PRODUCE, 0, false, AUTH_METHOD,
-     http_produce_decode, http_reply_produce},
+     http_produce_decode, http_produce_reply},
 };
 
 const route_t *http_route_table(size_t *n)

@@ -19,12 +19,7 @@
 
 #include "avro_json.h"
 
-#define assert_contains(hay, needle)                                                               \
-    do {                                                                                           \
-        const char *h_ = (hay), *n_ = (needle);                                                    \
-        if (!h_ || !strstr(h_, n_))                                                                \
-            fail_msg("expected \"%s\" to contain \"%s\"", h_ ? h_ : "(null)", n_);                 \
-    } while (0)
+#include "assert_contains.h"
 
 /* Every type: a record with primitives, a nested record, unions with a null, a named and a
  * primitive branch, an array of records, a map, an enum, bytes and a fixed. */

@@ -17,12 +17,7 @@
 
 /* ---- helpers ---------------------------------------------------------------------------- */
 
-#define assert_contains(hay, needle)                                                               \
-    do {                                                                                           \
-        const char *h_ = (hay), *n_ = (needle);                                                    \
-        if (!h_ || !strstr(h_, n_))                                                                \
-            fail_msg("expected \"%s\" to contain \"%s\"", h_ ? h_ : "(null)", n_);                 \
-    } while (0)
+#include "assert_contains.h"
 
 #define assert_not_contains(hay, needle)                                                           \
     do {                                                                                           \

@@ -97,7 +97,7 @@ static void test_topic_row(void **state)
     assert_non_null(rt);
     assert_string_equal(rt->path, "/v1/topics/{topic}/records");
     assert_int_equal(rt->cmd, KS_CMD_PRODUCE);
-    assert_ptr_equal(rt->encode, http_reply_produce);
+    assert_ptr_equal(rt->encode, http_produce_reply);
     assert_string_equal(t, "orders");
     assert_null(route_find("/v1/topics//records", buf, sizeof(buf), &t));
     assert_null(route_find("/v1/topics/orders", buf, sizeof(buf), &t));

@@ -23,12 +23,7 @@
 
 #include "registry.h"
 
-#define assert_contains(hay, needle)                                                               \
-    do {                                                                                           \
-        const char *h_ = (hay), *n_ = (needle);                                                    \
-        if (!h_ || !strstr(h_, n_))                                                                \
-            fail_msg("expected \"%s\" to contain \"%s\"", h_ ? h_ : "(null)", n_);                 \
-    } while (0)
+#include "assert_contains.h"
 
 /* ---- the test's registry ---- */
 

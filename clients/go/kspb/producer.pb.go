@@ -75,17 +75,38 @@ func (x *ProduceHeader) GetValue() []byte {
 }
 
 type ProduceRecord struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Topic         string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
-	Partition     int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"` // -1 (or unset with has_partition false): by key
-	HasPartition  bool                   `protobuf:"varint,3,opt,name=has_partition,json=hasPartition,proto3" json:"has_partition,omitempty"`
-	Key           []byte                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
-	KeyNull       bool                   `protobuf:"varint,5,opt,name=key_null,json=keyNull,proto3" json:"key_null,omitempty"`
-	Value         []byte                 `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
-	ValueNull     bool                   `protobuf:"varint,7,opt,name=value_null,json=valueNull,proto3" json:"value_null,omitempty"`
-	Headers       []*ProduceHeader       `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Topic        string                 `protobuf:"bytes,1,opt,name=topic,proto3" json:"topic,omitempty"`
+	Partition    int32                  `protobuf:"varint,2,opt,name=partition,proto3" json:"partition,omitempty"` // -1 (or unset with has_partition false): by key
+	HasPartition bool                   `protobuf:"varint,3,opt,name=has_partition,json=hasPartition,proto3" json:"has_partition,omitempty"`
+	Key          []byte                 `protobuf:"bytes,4,opt,name=key,proto3" json:"key,omitempty"`
+	KeyNull      bool                   `protobuf:"varint,5,opt,name=key_null,json=keyNull,proto3" json:"key_null,omitempty"`
+	Value        []byte                 `protobuf:"bytes,6,opt,name=value,proto3" json:"value,omitempty"`
+	ValueNull    bool                   `protobuf:"varint,7,opt,name=value_null,json=valueNull,proto3" json:"value_null,omitempty"`
+	Headers      []*ProduceHeader       `protobuf:"bytes,8,rep,name=headers,proto3" json:"headers,omitempty"`
+	// A value written with a schema from the schema registry (schema_registry.url), in
+	// Confluent's wire format: value_json is the value as JSON text (value and value_null
+	// unused), and the schema is value_schema_id, or value_subject's value_schema_version
+	// ("latest" when empty, or a number). Avro and JSON Schema; a value that does not fit
+	// is this record's error, naming the field.
+	ValueJson          string `protobuf:"bytes,9,opt,name=value_json,json=valueJson,proto3" json:"value_json,omitempty"`
+	ValueSchemaId      int32  `protobuf:"varint,10,opt,name=value_schema_id,json=valueSchemaId,proto3" json:"value_schema_id,omitempty"`
+	ValueSubject       string `protobuf:"bytes,11,opt,name=value_subject,json=valueSubject,proto3" json:"value_subject,omitempty"`
+	ValueSchemaVersion string `protobuf:"bytes,12,opt,name=value_schema_version,json=valueSchemaVersion,proto3" json:"value_schema_version,omitempty"`
+	// The same for the key.
+	KeyJson          string `protobuf:"bytes,13,opt,name=key_json,json=keyJson,proto3" json:"key_json,omitempty"`
+	KeySchemaId      int32  `protobuf:"varint,14,opt,name=key_schema_id,json=keySchemaId,proto3" json:"key_schema_id,omitempty"`
+	KeySubject       string `protobuf:"bytes,15,opt,name=key_subject,json=keySubject,proto3" json:"key_subject,omitempty"`
+	KeySchemaVersion string `protobuf:"bytes,16,opt,name=key_schema_version,json=keySchemaVersion,proto3" json:"key_schema_version,omitempty"`
+	// With value_subject and schema_registry.auto_register set: the schema (its text) to
+	// register under the subject, or whose id there is found; its type "AVRO" (when empty),
+	// "JSON" or "PROTOBUF". The key's the same.
+	ValueSchema     string `protobuf:"bytes,17,opt,name=value_schema,json=valueSchema,proto3" json:"value_schema,omitempty"`
+	ValueSchemaType string `protobuf:"bytes,18,opt,name=value_schema_type,json=valueSchemaType,proto3" json:"value_schema_type,omitempty"`
+	KeySchema       string `protobuf:"bytes,19,opt,name=key_schema,json=keySchema,proto3" json:"key_schema,omitempty"`
+	KeySchemaType   string `protobuf:"bytes,20,opt,name=key_schema_type,json=keySchemaType,proto3" json:"key_schema_type,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *ProduceRecord) Reset() {
@@ -174,6 +195,90 @@ func (x *ProduceRecord) GetHeaders() []*ProduceHeader {
 	return nil
 }
 
+func (x *ProduceRecord) GetValueJson() string {
+	if x != nil {
+		return x.ValueJson
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchemaId() int32 {
+	if x != nil {
+		return x.ValueSchemaId
+	}
+	return 0
+}
+
+func (x *ProduceRecord) GetValueSubject() string {
+	if x != nil {
+		return x.ValueSubject
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchemaVersion() string {
+	if x != nil {
+		return x.ValueSchemaVersion
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeyJson() string {
+	if x != nil {
+		return x.KeyJson
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchemaId() int32 {
+	if x != nil {
+		return x.KeySchemaId
+	}
+	return 0
+}
+
+func (x *ProduceRecord) GetKeySubject() string {
+	if x != nil {
+		return x.KeySubject
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchemaVersion() string {
+	if x != nil {
+		return x.KeySchemaVersion
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchema() string {
+	if x != nil {
+		return x.ValueSchema
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetValueSchemaType() string {
+	if x != nil {
+		return x.ValueSchemaType
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchema() string {
+	if x != nil {
+		return x.KeySchema
+	}
+	return ""
+}
+
+func (x *ProduceRecord) GetKeySchemaType() string {
+	if x != nil {
+		return x.KeySchemaType
+	}
+	return ""
+}
+
 type ProduceRequest struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
 	Records []*ProduceRecord       `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
@@ -230,10 +335,15 @@ func (x *ProduceRequest) GetTimeoutMs() int32 {
 }
 
 type ProduceResult struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Partition     int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
-	Offset        int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
-	Error         string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // empty on success
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition int32                  `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	Offset    int64                  `protobuf:"varint,2,opt,name=offset,proto3" json:"offset,omitempty"`
+	Error     string                 `protobuf:"bytes,3,opt,name=error,proto3" json:"error,omitempty"` // empty on success
+	// The error's code, empty on success: Kafka's name for a broker's error
+	// ("MSG_SIZE_TOO_LARGE"), or ksidecar's for a record it refused itself
+	// ("INVALID_ARGUMENT": its value does not fit its schema; "NOT_FOUND": no such schema;
+	// "UNAVAILABLE": the schema registry cannot be reached).
+	Code          string `protobuf:"bytes,4,opt,name=code,proto3" json:"code,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -289,6 +399,13 @@ func (x *ProduceResult) GetError() string {
 	return ""
 }
 
+func (x *ProduceResult) GetCode() string {
+	if x != nil {
+		return x.Code
+	}
+	return ""
+}
+
 type ProduceResponse struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Results       []*ProduceResult       `protobuf:"bytes,1,rep,name=results,proto3" json:"results,omitempty"`
@@ -340,7 +457,7 @@ const file_ksidecar_v1_producer_proto_rawDesc = "" +
 	"\x1aksidecar/v1/producer.proto\x12\vksidecar.v1\"7\n" +
 	"\rProduceHeader\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\fR\x05value\"\x80\x02\n" +
+	"\x05value\x18\x02 \x01(\fR\x05value\"\xc2\x05\n" +
 	"\rProduceRecord\x12\x14\n" +
 	"\x05topic\x18\x01 \x01(\tR\x05topic\x12\x1c\n" +
 	"\tpartition\x18\x02 \x01(\x05R\tpartition\x12#\n" +
@@ -350,15 +467,32 @@ const file_ksidecar_v1_producer_proto_rawDesc = "" +
 	"\x05value\x18\x06 \x01(\fR\x05value\x12\x1d\n" +
 	"\n" +
 	"value_null\x18\a \x01(\bR\tvalueNull\x124\n" +
-	"\aheaders\x18\b \x03(\v2\x1a.ksidecar.v1.ProduceHeaderR\aheaders\"e\n" +
+	"\aheaders\x18\b \x03(\v2\x1a.ksidecar.v1.ProduceHeaderR\aheaders\x12\x1d\n" +
+	"\n" +
+	"value_json\x18\t \x01(\tR\tvalueJson\x12&\n" +
+	"\x0fvalue_schema_id\x18\n" +
+	" \x01(\x05R\rvalueSchemaId\x12#\n" +
+	"\rvalue_subject\x18\v \x01(\tR\fvalueSubject\x120\n" +
+	"\x14value_schema_version\x18\f \x01(\tR\x12valueSchemaVersion\x12\x19\n" +
+	"\bkey_json\x18\r \x01(\tR\akeyJson\x12\"\n" +
+	"\rkey_schema_id\x18\x0e \x01(\x05R\vkeySchemaId\x12\x1f\n" +
+	"\vkey_subject\x18\x0f \x01(\tR\n" +
+	"keySubject\x12,\n" +
+	"\x12key_schema_version\x18\x10 \x01(\tR\x10keySchemaVersion\x12!\n" +
+	"\fvalue_schema\x18\x11 \x01(\tR\vvalueSchema\x12*\n" +
+	"\x11value_schema_type\x18\x12 \x01(\tR\x0fvalueSchemaType\x12\x1d\n" +
+	"\n" +
+	"key_schema\x18\x13 \x01(\tR\tkeySchema\x12&\n" +
+	"\x0fkey_schema_type\x18\x14 \x01(\tR\rkeySchemaType\"e\n" +
 	"\x0eProduceRequest\x124\n" +
 	"\arecords\x18\x01 \x03(\v2\x1a.ksidecar.v1.ProduceRecordR\arecords\x12\x1d\n" +
 	"\n" +
-	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"[\n" +
+	"timeout_ms\x18\x02 \x01(\x05R\ttimeoutMs\"o\n" +
 	"\rProduceResult\x12\x1c\n" +
 	"\tpartition\x18\x01 \x01(\x05R\tpartition\x12\x16\n" +
 	"\x06offset\x18\x02 \x01(\x03R\x06offset\x12\x14\n" +
-	"\x05error\x18\x03 \x01(\tR\x05error\"G\n" +
+	"\x05error\x18\x03 \x01(\tR\x05error\x12\x12\n" +
+	"\x04code\x18\x04 \x01(\tR\x04code\"G\n" +
 	"\x0fProduceResponse\x124\n" +
 	"\aresults\x18\x01 \x03(\v2\x1a.ksidecar.v1.ProduceResultR\aresults2P\n" +
 	"\bProducer\x12D\n" +
