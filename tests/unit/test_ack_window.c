@@ -431,7 +431,7 @@ static void test_compact_gives_back(void **state)
     for (size_t i = 0; i < held; i++) {
         ks_win_entry_t *e = ks_ack_window_at(&w, i);
         assert_int_equal(e->offset, 17000 + (int64_t)i);
-        assert_int_equal(e->state, e->offset == 18000 ? KS_REC_ACKED
+        assert_int_equal(e->state, e->offset == 18000   ? KS_REC_ACKED
                                    : e->offset >= 20000 ? KS_REC_READY
                                                         : KS_REC_LEASED);
     }
