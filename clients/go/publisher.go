@@ -11,13 +11,21 @@ import (
 
 // ProducerRecord is one record to produce. Partition < 0 (or HasPartition false)
 // partitions by key; a nil Key or Value is a null one.
+//
+// With ValueSchemaID, or ValueSubject (and ValueSchemaVersion, a number or "latest", the
+// default), Value is JSON text instead, which ksidecar writes with that schema of the schema
+// registry in Confluent's wire format (Avro or JSON Schema); a value that does not fit is
+// the record's error, naming the field.
 type ProducerRecord struct {
-	Topic        string
-	Partition    int32
-	HasPartition bool
-	Key          []byte
-	Value        []byte
-	Headers      []Header
+	Topic              string
+	Partition          int32
+	HasPartition       bool
+	Key                []byte
+	Value              []byte
+	Headers            []Header
+	ValueSchemaID      int32
+	ValueSubject       string
+	ValueSchemaVersion string
 }
 
 // ProduceResult says where a record landed, or Err why it did not.
@@ -41,6 +49,11 @@ func (p *Publisher) Publish(ctx context.Context, recs ...ProducerRecord) ([]Prod
 	for i, r := range recs {
 		pr := &kspb.ProduceRecord{Topic: r.Topic, Partition: -1, Key: r.Key, KeyNull: r.Key == nil,
 			Value: r.Value, ValueNull: r.Value == nil}
+		if r.ValueSchemaID != 0 || r.ValueSubject != "" {
+			pr.Value, pr.ValueNull = nil, false
+			pr.ValueJson, pr.ValueSchemaId = string(r.Value), r.ValueSchemaID
+			pr.ValueSubject, pr.ValueSchemaVersion = r.ValueSubject, r.ValueSchemaVersion
+		}
 		if r.HasPartition && r.Partition >= 0 {
 			pr.Partition, pr.HasPartition = r.Partition, true
 		}

@@ -188,12 +188,18 @@ export interface PublishOptions {
   headers?: Record<string, string | Buffer> | { key: string; value: string | Buffer | null }[];
   /** By key when left out. */
   partition?: number;
+  /** A schema of the schema registry: the value is then any JSON-serializable value
+   * (JSON.stringify), written by ksidecar in Confluent's wire format (Avro or JSON Schema). */
+  valueSchemaId?: number;
+  /** Or the subject's version valueSchemaVersion (a number or "latest", the default). */
+  valueSubject?: string;
+  valueSchemaVersion?: string | number;
 }
 
 export class Publisher {
   constructor(target: string, options?: PublisherOptions);
   readonly target: string;
-  publish(topic: string, value: string | Buffer | Uint8Array | null, options?: PublishOptions):
+  publish(topic: string, value: unknown, options?: PublishOptions):
     Promise<{ topic: string; partition: number; offset: number }>;
   flush(): Promise<void>;
   close(): Promise<void>;

@@ -41,8 +41,12 @@ class Publisher {
    * Produces one record: value (string/Buffer/null), options {key, headers: {k: v} or
    * [{key, value}], partition}. Resolves with {topic, partition, offset}; rejects with
    * KsidecarProduceError (this record failed) or another KsidecarError (the request did).
+   * With valueSchemaId, or valueSubject (and valueSchemaVersion, a number or "latest", the
+   * default), value is any JSON-serializable value, which ksidecar writes with that schema
+   * of the schema registry in Confluent's wire format; one that does not fit is refused.
    */
-  publish(topic, value, { key = null, headers = null, partition = undefined } = {}) {
+  publish(topic, value, { key = null, headers = null, partition = undefined,
+    valueSchemaId = 0, valueSubject = '', valueSchemaVersion = '' } = {}) {
     if (this._closed) return Promise.reject(new E.KsidecarClosedError('publish after close()'));
     if (typeof topic !== 'string' || !topic)
       return Promise.reject(new E.KsidecarConfigError('publish: topic must be a non-empty string'));
@@ -51,7 +55,8 @@ class Publisher {
       const hs = headers == null ? [] : Array.isArray(headers) ? headers
         : Object.entries(headers).map(([k, v]) => ({ key: k, value: v }));
       const kb = toBuf(key, 'key');
-      const vb = toBuf(value, 'value');
+      const schema = valueSchemaId || valueSubject;
+      const vb = schema ? null : toBuf(value, 'value');
       rec = {
         topic,
         partition: partition == null ? -1 : partition,
@@ -59,7 +64,11 @@ class Publisher {
         key: kb || Buffer.alloc(0),
         keyNull: kb == null,
         value: vb || Buffer.alloc(0),
-        valueNull: vb == null,
+        valueNull: !schema && vb == null,
+        valueJson: schema ? JSON.stringify(value) : '',
+        valueSchemaId,
+        valueSubject,
+        valueSchemaVersion: String(valueSchemaVersion),
         headers: hs.map((h) => ({ key: String(h.key), value: toBuf(h.value, 'header value') || Buffer.alloc(0) })),
       };
     } catch (e) {

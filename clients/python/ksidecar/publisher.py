@@ -1,5 +1,6 @@
 """The Publisher: records to Kafka over ksidecar's Producer.Produce."""
 import dataclasses
+import json
 
 import grpc
 
@@ -11,12 +12,20 @@ from ._proto import ppb, ppb_grpc
 @dataclasses.dataclass(frozen=True)
 class Record:
     """A record to produce: value and key are bytes, str (UTF-8) or None; headers a list
-    of (key, value) pairs; partition None picks one by key."""
+    of (key, value) pairs; partition None picks one by key.
+
+    With value_schema_id, or value_subject (and value_schema_version, a number or "latest",
+    the default), value is any JSON-serializable object instead, and ksidecar writes it with
+    that schema of the schema registry in Confluent's wire format (Avro or JSON Schema); a
+    value that does not fit is the record's error, naming the field."""
     topic: str
     value: object
     key: object = None
     headers: tuple = ()
     partition: int = None
+    value_schema_id: int = None
+    value_subject: str = None
+    value_schema_version: object = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -35,12 +44,21 @@ def _b(v):
 
 
 def _to_pb(r):
-    key, value = _b(r.key), _b(r.value)
-    return ppb.ProduceRecord(
+    key = _b(r.key)
+    pr = ppb.ProduceRecord(
         topic=r.topic, partition=-1 if r.partition is None else r.partition,
         has_partition=r.partition is not None, key=key or b"", key_null=key is None,
-        value=value or b"", value_null=value is None,
         headers=[ppb.ProduceHeader(key=k, value=_b(v) or b"") for k, v in r.headers])
+    if r.value_schema_id is None and r.value_subject is None:
+        value = _b(r.value)
+        pr.value, pr.value_null = value or b"", value is None
+    else:
+        pr.value_json = json.dumps(r.value)
+        pr.value_schema_id = r.value_schema_id or 0
+        pr.value_subject = r.value_subject or ""
+        if r.value_schema_version is not None:
+            pr.value_schema_version = str(r.value_schema_version)
+    return pr
 
 
 class Publisher:
@@ -73,9 +91,12 @@ class Publisher:
             raise errors.from_rpc(e, self.target, f"Produce of {len(req.records)} records") from None
         return [ProduceResult(r.partition, r.offset, r.error) for r in resp.results]
 
-    def publish(self, topic, value, *, key=None, headers=(), partition=None):
-        """Produces one record; returns its ProduceResult, or raises ProduceError."""
-        res = self.produce([Record(topic, value, key, tuple(headers), partition)])[0]
+    def publish(self, topic, value, *, key=None, headers=(), partition=None,
+                value_schema_id=None, value_subject=None, value_schema_version=None):
+        """Produces one record (Record says what the arguments take); returns its
+        ProduceResult, or raises ProduceError."""
+        res = self.produce([Record(topic, value, key, tuple(headers), partition, value_schema_id,
+                                   value_subject, value_schema_version)])[0]
         if res.error:
             raise errors.ProduceError(f"Produce to {topic!r} at ksidecar {self.target}: {res.error}",
                                       results=[res], target=self.target, details=res.error)
