@@ -69,6 +69,10 @@ def pylib(tmp_path_factory):
     assert protoc.main(args) == 0, args
     (d / "ksidecar" / "v1" / "__init__.py").touch()
     sys.path.insert(0, str(d))
+    # The gRPC tests' stubs (tests/integration/grpc_support.py) may have taken the name
+    # ksidecar in this process: theirs stay as imported (the same generated messages).
+    for name in [n for n in sys.modules if n == "ksidecar" or n.startswith("ksidecar.")]:
+        del sys.modules[name]
     import ksidecar
     assert ksidecar.__file__.startswith(str(d)), ksidecar.__file__
     return ksidecar
