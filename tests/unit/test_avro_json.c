@@ -537,7 +537,7 @@ static void test_wire(void **state)
     for (int i = 0; i < 2; i++) {
         assert_int_equal(
             ks_avro_wire_json(js, wire, n + 5, KS_AVRO_JSON_AVRO, &b, err, sizeof(err)), -1);
-        assert_contains(err, "schema 301 is JSON, not Avro");
+        assert_contains(err, "schema 301 is JSON, not AVRO");
     }
     ks_schema_unref(js);
     ks_schema_t *bad = ks_schema_new(0, KS_SCHEMA_AVRO, "{\"type\":1}", 10, NULL);
