@@ -280,6 +280,66 @@ static int translate(const char *in, char *out, size_t size)
     return 0;
 }
 
+/* Most an ERE may cost regcomp: glibc copies a repeated part once per repeat ({n,m} up to
+ * 32767, nested: multiplied), so "(a{1000}){1000}" would take gigabytes. */
+#define MAX_ERE_COST 4000
+
+/* About how many parts regcomp makes of ere: each atom once, a repeated one (a group: its
+ * parts) as many times as its bound. MAX_ERE_COST + 1 when more (or nested past 64). */
+static size_t ere_cost(const char *ere)
+{
+    size_t stack[64], depth = 0, sum = 0, last = 0;
+    for (const char *p = ere; *p; p++) {
+        if (sum > MAX_ERE_COST)
+            break;
+        if (*p == '{' && p[1] >= '0' && p[1] <= '9') {
+            char *end;
+            unsigned long n = strtoul(p + 1, &end, 10);
+            if (*end == ',')
+                n = end[1] >= '0' && end[1] <= '9' ? strtoul(end + 1, &end, 10) : n + 1;
+            if (n > MAX_ERE_COST)
+                return MAX_ERE_COST + 1;
+            sum += last * (n ? n - 1 : 0);
+            last *= n ? n : 1;
+            p = *end == '}' ? end : p;
+            continue;
+        }
+        if (*p == '(') {
+            if (depth == sizeof(stack) / sizeof(stack[0]))
+                return MAX_ERE_COST + 1;
+            stack[depth++] = sum;
+            sum = last = 0;
+            continue;
+        }
+        if (*p == ')' && depth) {
+            last = sum ? sum : 1;
+            sum = stack[--depth] + last;
+            continue;
+        }
+        if (*p == '[') { /* a bracket expression: one atom */
+            const char *q = p + 1 + (p[1] == '^');
+            q += *q == ']';
+            while (*q && *q != ']')
+                q += *q == '[' && q[1] == ':' && strstr(q, ":]") ? strstr(q, ":]") + 2 - q : 1;
+            p = *q ? q : p;
+        } else if (*p == '\\' && p[1])
+            p++;
+        else if (*p == '+') { /* a+ is aa*: a copy, and a+ + copies both */
+            sum += last;
+            last *= 2;
+            continue;
+        } else if (strchr("*?|^$", *p)) {
+            last = 0;
+            continue;
+        }
+        last = 1;
+        sum++;
+    }
+    while (depth)
+        sum += stack[--depth];
+    return sum;
+}
+
 static int regex(comp_t *c, const char *kw, const char *pattern, regex_t *re)
 {
     char ere[1024], why[128];
@@ -288,6 +348,9 @@ static int regex(comp_t *c, const char *kw, const char *pattern, regex_t *re)
                      "\"%.100s\" is longer than %zu bytes as POSIX ERE, or negates a class "
                      "inside brackets",
                      pattern, sizeof(ere) - 1);
+    if (ere_cost(ere) > MAX_ERE_COST)
+        return cfail(c, kw, "\"%.100s\" repeats too much (its {n,m} bounds multiplied past %d)",
+                     pattern, MAX_ERE_COST);
     int rc = regcomp(re, ere, REG_EXTENDED | REG_NOSUB);
     if (rc) {
         regerror(rc, re, why, sizeof(why));

@@ -190,6 +190,11 @@ static void test_strings(void **state)
         {"{\"pattern\":\"^[\\\\w.]+$\"}", "\"a_b.c\"", NULL},
         {"{\"pattern\":\"^[\\\\w.]+$\"}", "\"a b\"", "does not match pattern"},
         {"{\"pattern\":\"^\\\\S+$\"}", "\"a b\"", "does not match pattern"},
+        {"{\"pattern\":\"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$\"}",
+         "\"0b5e8a8e-3c1f-4c5b-9a51-2f0e9d7c6b4a\"", NULL},
+        {"{\"pattern\":\"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$\"}",
+         "\"0b5e8a8e-3c1f-4c5b-9a51\"", "does not match pattern"},
+        {"{\"pattern\":\"^.{1,255}$\"}", "\"x\"", NULL},
     };
     RUN(cases);
 }
@@ -302,6 +307,11 @@ static void test_not_compiling(void **state)
         {"{\"pattern\":\"(?=a)b\"}", "/pattern: \"(?=a)b\" does not compile as a POSIX"},
         {"{\"pattern\":\"[\\\\D]\"}", "negates a class inside brackets"},
         {"{\"patternProperties\":{\"(\":{}}}", "/patternProperties: \"(\" does not compile"},
+        /* regcomp copies each repeat: a schema may not make it take gigabytes */
+        {"{\"pattern\":\"(a{1000}){1000}\"}", "/pattern: \"(a{1000}){1000}\" repeats too much"},
+        {"{\"pattern\":\"((a{20}){20}){20}\"}", "repeats too much"},
+        {"{\"pattern\":\"a{40000}\"}", "repeats too much"},
+        {"{\"pattern\":\"a+++++++++++++++++++++++++++++++++++++++++++++++\"}", "repeats too much"},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         char err[512] = "";
