@@ -14,8 +14,8 @@
  *
  * pattern and patternProperties are POSIX extended regular expressions (regex.h), not
  * ECMA-262: \d \D \w \W \s \S are taken (outside brackets; \d \w \s inside), and a pattern
- * regcomp refuses (lookaround, lazy quantifiers) makes the schema not compile. Matching is by
- * byte, unanchored, as JSON Schema's.
+ * regcomp refuses (lookaround) or that repeats past a bound (regcomp copies each repeat) makes
+ * the schema not compile. Matching is by byte, unanchored, as JSON Schema's.
  *
  * A compiled schema is immutable: any thread may check with it at once. */
 #ifndef KS_JSON_SCHEMA_H
