@@ -328,7 +328,9 @@ static size_t ere_cost(const char *ere)
             sum += last;
             last *= 2;
             continue;
-        } else if (strchr("*?|^$", *p)) {
+        } else if (*p == '*' || *p == '?') /* wraps the atom: a repeat after copies it all */
+            continue;
+        else if (strchr("|^$", *p)) {
             last = 0;
             continue;
         }
