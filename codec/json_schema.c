@@ -726,6 +726,13 @@ static int check_number(val_t *x, const node_t *n, json_t *v)
     return 0;
 }
 
+/* Whether re matches s[0..len) somewhere: the whole string, U+0000 too (REG_STARTEND). */
+static bool matches(const regex_t *re, const char *s, size_t len)
+{
+    regmatch_t m = {.rm_so = 0, .rm_eo = (regoff_t)len};
+    return regexec(re, s, 1, &m, REG_STARTEND) == 0;
+}
+
 static int check_string(val_t *x, const node_t *n, json_t *v)
 {
     char a[64];
@@ -737,7 +744,7 @@ static int check_string(val_t *x, const node_t *n, json_t *v)
         return fail(x, "a string of %zu characters, shorter than minLength %lld", cps, n->min_len);
     if (n->max_len >= 0 && cps > (unsigned long long)n->max_len)
         return fail(x, "a string of %zu characters, longer than maxLength %lld", cps, n->max_len);
-    if (n->has_re && regexec(&n->re, (const char *)s, 0, NULL, 0))
+    if (n->has_re && !matches(&n->re, (const char *)s, len))
         return fail(x, "%s does not match pattern \"%s\"", dump(v, a, sizeof(a)),
                     json_string_value(json_object_get(n->s, "pattern")));
     return 0;
@@ -788,7 +795,7 @@ static int check_object(val_t *x, const node_t *n, json_t *v, int depth)
         bool named = false;
         for (size_t i = 0; i < n->nprops; i++) {
             const prop_t *p = &n->props[i];
-            if (p->pattern ? regexec(&p->re, k, 0, NULL, 0) : strcmp(p->key, k))
+            if (p->pattern ? !matches(&p->re, k, strlen(k)) : strcmp(p->key, k))
                 continue;
             named = true;
             if (check_at(x, p->n, f, k, 0, depth))

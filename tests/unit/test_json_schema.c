@@ -33,7 +33,7 @@ static void run(const tcase_t *t, size_t n)
         if (!js)
             fail_msg("case %zu: schema %s: %s", i, t[i].schema, err);
         json_error_t je;
-        json_t *v = json_loads(t[i].value, JSON_DECODE_ANY, &je);
+        json_t *v = json_loads(t[i].value, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
         if (!v)
             fail_msg("case %zu: value %s: %s", i, t[i].value, je.text);
         err[0] = '\0';
@@ -195,6 +195,9 @@ static void test_strings(void **state)
         {"{\"pattern\":\"^[0-9a-f]{8}(-[0-9a-f]{4}){3}-[0-9a-f]{12}$\"}",
          "\"0b5e8a8e-3c1f-4c5b-9a51\"", "does not match pattern"},
         {"{\"pattern\":\"^.{1,255}$\"}", "\"x\"", NULL},
+        /* the whole string, past a U+0000 */
+        {"{\"pattern\":\"^a$\"}", "\"a\\u0000b\"", "does not match pattern"},
+        {"{\"pattern\":\"b$\"}", "\"a\\u0000b\"", NULL},
     };
     RUN(cases);
 }
