@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "json_schema.h"
+
 /* Deepest nesting a value may have, as the decoder's bound. */
 #define MAX_DEPTH 128
 
@@ -36,22 +38,6 @@ static int fail(enc_t *e, const char *fmt, ...)
     else
         snprintf(e->err, e->errsize, "the value: %s", what);
     return -1;
-}
-
-/* v as short JSON for a message ("PLATINUM", 12, an object). */
-static const char *show(json_t *v, char *buf, size_t size)
-{
-    if (json_is_object(v))
-        return "an object";
-    if (json_is_array(v))
-        return "an array";
-    size_t n = json_dumpb(v, buf, size - 1, JSON_ENCODE_ANY | JSON_COMPACT);
-    if (n >= size - 1) {
-        snprintf(buf + size - 5, 5, "...");
-        n = size - 1;
-    }
-    buf[n] = '\0';
-    return buf;
 }
 
 /* Appends seg (fmt) to the path; returns the length to restore. */
@@ -124,7 +110,7 @@ static int put_bytes(enc_t *e, json_t *v, int64_t want)
         return fail(e,
                     "%s is not a string (bytes are a string of code points U+0000-U+00FF, "
                     "one a byte)",
-                    show(v, sb, sizeof(sb)));
+                    ks_json_show(v, sb, sizeof(sb)));
     const unsigned char *s = (const unsigned char *)json_string_value(v);
     size_t n = json_string_length(v), cnt = 0;
     for (size_t i = 0; i < n; i++)
@@ -221,14 +207,14 @@ static int put_union(enc_t *e, avro_schema_t s, json_t *v, int depth)
         tl += w > 0 ? (size_t)w : 0;
     }
     return fail(e, "%s fits no branch of the union [%s] (give {\"type\": value} to choose one)",
-                show(v, sb, sizeof(sb)), types);
+                ks_json_show(v, sb, sizeof(sb)), types);
 }
 
 static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
 {
     char sb[64];
     if (!json_is_object(v))
-        return fail(e, "%s is not an object, for record %s", show(v, sb, sizeof(sb)),
+        return fail(e, "%s is not an object, for record %s", ks_json_show(v, sb, sizeof(sb)),
                     avro_schema_name(s));
     size_t n = avro_schema_record_size(s);
     const char *k;
@@ -259,43 +245,28 @@ static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
     return 0;
 }
 
-static int put_array(enc_t *e, avro_schema_t s, json_t *v, int depth)
+/* An array's items or a map's entries (v an array or an object) as one block: their count,
+ * each item (a map's key first), then the empty block that ends them. */
+static int put_block(enc_t *e, avro_schema_t items, json_t *v, int depth)
 {
-    char sb[64];
-    if (!json_is_array(v))
-        return fail(e, "%s is not an array", show(v, sb, sizeof(sb)));
-    size_t n = json_array_size(v);
-    avro_schema_t items = deref(avro_schema_array_items(s));
+    bool map = json_is_object(v);
+    size_t n = map ? json_object_size(v) : json_array_size(v);
+    void *it = map ? json_object_iter(v) : NULL;
     if (n)
         put_long(e->b, (int64_t)n);
     for (size_t i = 0; i < n; i++) {
-        size_t old = path_push(e, "[%zu]", i);
-        if (put(e, items, json_array_get(v, i), depth + 1))
-            return -1;
-        path_pop(e, old);
-    }
-    put_long(e->b, 0);
-    return 0;
-}
-
-static int put_map(enc_t *e, avro_schema_t s, json_t *v, int depth)
-{
-    char sb[64];
-    if (!json_is_object(v))
-        return fail(e, "%s is not an object, for a map", show(v, sb, sizeof(sb)));
-    size_t n = json_object_size(v);
-    avro_schema_t vals = deref(avro_schema_map_values(s));
-    if (n)
-        put_long(e->b, (int64_t)n);
-    const char *k;
-    json_t *x;
-    json_object_foreach(v, k, x)
-    {
-        size_t kl = strlen(k);
-        put_long(e->b, (int64_t)kl);
-        put_raw(e->b, k, kl);
-        size_t old = path_push(e, "[\"%s\"]", k);
-        if (put(e, vals, x, depth + 1))
+        json_t *x = map ? json_object_iter_value(it) : json_array_get(v, i);
+        size_t old;
+        if (map) {
+            const char *k = json_object_iter_key(it);
+            size_t kl = strlen(k);
+            put_long(e->b, (int64_t)kl);
+            put_raw(e->b, k, kl);
+            old = path_push(e, "[\"%s\"]", k);
+            it = json_object_iter_next(v, it);
+        } else
+            old = path_push(e, "[%zu]", i);
+        if (put(e, items, x, depth + 1))
             return -1;
         path_pop(e, old);
     }
@@ -314,11 +285,11 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
     switch (avro_typeof(s)) {
     case AVRO_NULL:
         if (!json_is_null(v))
-            return fail(e, "%s is not null", show(v, sb, sizeof(sb)));
+            return fail(e, "%s is not null", ks_json_show(v, sb, sizeof(sb)));
         return 0;
     case AVRO_BOOLEAN:
         if (!json_is_boolean(v))
-            return fail(e, "%s is not a boolean", show(v, sb, sizeof(sb)));
+            return fail(e, "%s is not a boolean", ks_json_show(v, sb, sizeof(sb)));
         put_raw(e->b, json_is_true(v) ? "\1" : "\0", 1);
         return 0;
     case AVRO_INT32:
@@ -326,7 +297,7 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
         bool i32 = avro_typeof(s) == AVRO_INT32;
         json_int_t x = json_integer_value(v);
         if (!json_is_integer(v) || (i32 && (x < INT32_MIN || x > INT32_MAX)))
-            return fail(e, "%s is not an integer that fits %s", show(v, sb, sizeof(sb)),
+            return fail(e, "%s is not an integer that fits %s", ks_json_show(v, sb, sizeof(sb)),
                         i32 ? "an int (32 bits)" : "a long (64 bits)");
         put_long(e->b, (int64_t)x);
         return 0;
@@ -335,7 +306,7 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
     case AVRO_DOUBLE: {
         double d;
         if (!as_double(v, &d))
-            return fail(e, "%s is not a number", show(v, sb, sizeof(sb)));
+            return fail(e, "%s is not a number", ks_json_show(v, sb, sizeof(sb)));
         if (avro_typeof(s) == AVRO_FLOAT) {
             float f = (float)d;
             put_raw(e->b, &f, 4); /* little-endian, as the machines we build for */
@@ -345,7 +316,7 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
     }
     case AVRO_STRING:
         if (!json_is_string(v))
-            return fail(e, "%s is not a string", show(v, sb, sizeof(sb)));
+            return fail(e, "%s is not a string", ks_json_show(v, sb, sizeof(sb)));
         put_long(e->b, (int64_t)json_string_length(v));
         put_raw(e->b, json_string_value(v), json_string_length(v));
         return 0;
@@ -358,7 +329,7 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
         int i = sym ? avro_schema_enum_get_by_name(s, sym) : -1;
         if (i < 0) {
             const char *ns = avro_schema_namespace(s);
-            return fail(e, "%s is not a symbol of enum %s%s%s", show(v, sb, sizeof(sb)),
+            return fail(e, "%s is not a symbol of enum %s%s%s", ks_json_show(v, sb, sizeof(sb)),
                         ns && *ns ? ns : "", ns && *ns ? "." : "", avro_schema_name(s));
         }
         put_long(e->b, i);
@@ -367,9 +338,13 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
     case AVRO_RECORD:
         return put_record(e, s, v, depth);
     case AVRO_ARRAY:
-        return put_array(e, s, v, depth);
+        if (!json_is_array(v))
+            return fail(e, "%s is not an array", ks_json_show(v, sb, sizeof(sb)));
+        return put_block(e, deref(avro_schema_array_items(s)), v, depth);
     case AVRO_MAP:
-        return put_map(e, s, v, depth);
+        if (!json_is_object(v))
+            return fail(e, "%s is not an object, for a map", ks_json_show(v, sb, sizeof(sb)));
+        return put_block(e, deref(avro_schema_map_values(s)), v, depth);
     case AVRO_UNION:
         return put_union(e, s, v, depth);
     default:

@@ -663,14 +663,9 @@ int ks_avro_decode(const ks_avro_t *a, const void *data, size_t len, ks_avro_for
 
 static void *parsed_make(const ks_schema_t *s, char *err, size_t errsize)
 {
-    if (ks_schema_type(s) != KS_SCHEMA_AVRO) {
-        snprintf(err, errsize, "schema %d is %s, not Avro", (int)ks_schema_id(s),
-                 ks_schema_type_str(ks_schema_type(s)));
-        return NULL;
-    }
     size_t len;
-    const char *text = ks_schema_text(s, &len);
-    return ks_avro_new(text, len, err, errsize);
+    const char *text = ks_schema_text_as(s, KS_SCHEMA_AVRO, &len, err, errsize);
+    return text ? ks_avro_new(text, len, err, errsize) : NULL;
 }
 
 static void parsed_free(void *p)

@@ -12,6 +12,7 @@
 
 #include "avro_json.h"
 #include "codec.h"
+#include "json_schema.h"
 #include "registry.h"
 
 static _Atomic(ks_registry_t *) codec_registry;
@@ -24,25 +25,6 @@ void ks_codec_set_registry(ks_registry_t *r)
 ks_registry_t *ks_codec_registry(void)
 {
     return atomic_load_explicit(&codec_registry, memory_order_acquire);
-}
-
-/* The JSON of the JSON Schema value body[0..n), compact (one line, as the stream needs), or
- * -1 with err when it does not parse. */
-static int json_schema_json(ks_jbuf_t *b, const void *body, size_t n, char *err, size_t errsize)
-{
-    json_error_t je;
-    json_t *j = json_loadb(body, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    if (!j) {
-        snprintf(err, errsize, "not JSON: %s (at byte %d)", je.text, je.position + KS_WIRE_HEADER);
-        return -1;
-    }
-    size_t len = json_dumpb(j, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
-    char *o = ks_jbuf_reserve(b, len + 1);
-    json_dumpb(j, o, len, JSON_COMPACT | JSON_ENCODE_ANY);
-    b->len += len;
-    b->p[b->len] = '\0';
-    json_decref(j);
-    return 0;
 }
 
 int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_format_t want,
@@ -87,7 +69,7 @@ int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_fo
                                want == KS_FMT_AVRO_PLAIN ? KS_AVRO_JSON_PLAIN : KS_AVRO_JSON_AVRO,
                                b, err, errsize);
     else if (*type == KS_SCHEMA_JSON)
-        rc = json_schema_json(b, body, body_len, err, errsize);
+        rc = ks_json_schema_body_json(b, body, body_len, err, errsize);
     else
         snprintf(err, errsize, "schema id %" PRId32 " is PROTOBUF, which is not decoded yet", *id);
     ks_schema_unref(s);

@@ -103,6 +103,17 @@ const char *ks_schema_text(const ks_schema_t *s, size_t *len)
     return s->text;
 }
 
+const char *ks_schema_text_as(const ks_schema_t *s, ks_schema_type_t want, size_t *len, char *err,
+                              size_t errsize)
+{
+    if (s->type != want) {
+        snprintf(err, errsize, "schema %d is %s, not %s", (int)s->id, ks_schema_type_str(s->type),
+                 ks_schema_type_str(want));
+        return NULL;
+    }
+    return ks_schema_text(s, len);
+}
+
 const char *ks_schema_references(const ks_schema_t *s)
 {
     return s->references;

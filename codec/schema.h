@@ -36,6 +36,10 @@ int32_t ks_schema_id(const ks_schema_t *s);
 ks_schema_type_t ks_schema_type(const ks_schema_t *s);
 /* The schema's text (NUL-terminated; *len its length if len is not NULL). */
 const char *ks_schema_text(const ks_schema_t *s, size_t *len);
+/* s's text as ks_schema_text when s is written in want, else NULL with err ("schema 8 is
+ * AVRO, not JSON"): for a parser's parse. */
+const char *ks_schema_text_as(const ks_schema_t *s, ks_schema_type_t want, size_t *len, char *err,
+                              size_t errsize);
 /* The registry's "references" array as JSON text, or NULL when it gave none. */
 const char *ks_schema_references(const ks_schema_t *s);
 

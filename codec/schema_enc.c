@@ -1,6 +1,6 @@
 /* schema_enc.c: a produced key or value from JSON to the wire format (schema_enc.h): the
  * schema looked up in the registry's cache, then Avro through avro_enc.c, JSON Schema as the
- * JSON text. */
+ * JSON text once json_schema.c finds it fits. */
 #include "schema_enc.h"
 
 #include <inttypes.h>
@@ -10,6 +10,7 @@
 
 #include "avro_enc.h"
 #include "codec.h"
+#include "json_schema.h"
 
 /* The header: a 0 byte, id as 4 bytes big-endian. */
 static void put_header(ks_jbuf_t *b, int32_t id)
@@ -53,8 +54,16 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
         return KS_OK;
     }
     case KS_SCHEMA_JSON: {
-        /* The JSON text itself; the schema's rules are not checked (docs/http.md, "Produce with a
-         * schema"). */
+        /* Checked against the schema (json_schema.h), then the JSON text itself. */
+        const ks_json_schema_t *js = ks_schema_parsed(s, &ks_json_schema_parser, why, sizeof(why));
+        if (!js) {
+            snprintf(err, errsize, "schema %" PRId32 " does not compile: %s", id, why);
+            return KS_E_INVALID;
+        }
+        if (ks_json_schema_check(js, v, why, sizeof(why))) {
+            snprintf(err, errsize, "%s does not fit schema %" PRId32 ": %s", what, id, why);
+            return KS_E_INVALID;
+        }
         size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
         put_header(b, id);
         char *o = ks_jbuf_reserve(b, n);
@@ -156,4 +165,24 @@ ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *p
     *st = encode_with(what, s, v, b, err, errsize);
     ks_schema_unref(s);
     return KS_SENC_DONE;
+}
+
+ks_schema_enc_res_t ks_schema_encode_rec(const char *what, const ks_schema_pick_t *pick, json_t *v,
+                                         const ks_registry_wake_t *wake, char **out, size_t *len,
+                                         ks_status_t *rec_st, char *rec_msg, size_t msgsize)
+{
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 64);
+    ks_status_t st = KS_OK;
+    char err[512];
+    *out = NULL;
+    ks_schema_enc_res_t res = ks_schema_encode(what, pick, v, wake, &b, &st, err, sizeof(err));
+    if (res == KS_SENC_DONE && st == KS_OK)
+        *out = ks_jbuf_take(&b, len);
+    else if (res == KS_SENC_DONE && *rec_st == KS_OK) {
+        *rec_st = st;
+        snprintf(rec_msg, msgsize, "%s", err);
+    }
+    ks_jbuf_free(&b);
+    return res;
 }

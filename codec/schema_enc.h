@@ -51,4 +51,12 @@ ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *p
                                      const ks_registry_wake_t *wake, ks_jbuf_t *b, ks_status_t *st,
                                      char *err, size_t errsize);
 
+/* ks_schema_encode for one record an edge produces: DONE with *out, the bytes in a new buffer
+ * (*len long; the caller frees it), or *out NULL and the error kept in *rec_st and rec_msg
+ * (unless the record has one already: the first error stays); PENDING as ks_schema_encode,
+ * *out NULL. */
+ks_schema_enc_res_t ks_schema_encode_rec(const char *what, const ks_schema_pick_t *pick, json_t *v,
+                                         const ks_registry_wake_t *wake, char **out, size_t *len,
+                                         ks_status_t *rec_st, char *rec_msg, size_t msgsize);
+
 #endif

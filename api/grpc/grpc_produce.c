@@ -112,18 +112,13 @@ static bool encode_field(call_t *c, gprod_t *g, size_t i, const char *field, con
         return false;
     }
     ks_registry_wake_t wake = {.fn = on_schema, .ctx = c};
-    ks_jbuf_t b;
-    ks_jbuf_init(&b, 64);
-    ks_status_t st = KS_OK;
     grec_t *gr = &g->rec[i];
-    if (ks_schema_encode(field, pick, v, &wake, &b, &st, err, sizeof(err)) == KS_SENC_PENDING)
+    char *out;
+    if (ks_schema_encode_rec(field, pick, v, &wake, &out, len, &gr->st, gr->msg, sizeof(gr->msg)) ==
+        KS_SENC_PENDING)
         (*pending)++;
-    else if (st && gr->st == KS_OK) {
-        gr->st = st;
-        snprintf(gr->msg, sizeof(gr->msg), "%s", err);
-    } else if (st == KS_OK)
-        *data = bufs[(*nb)++] = ks_jbuf_take(&b, len);
-    ks_jbuf_free(&b);
+    else if (out)
+        *data = bufs[(*nb)++] = out;
     json_decref(v);
     return true;
 }

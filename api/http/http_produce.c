@@ -188,23 +188,15 @@ static bool read_schema_value(req_t *r, decode_t *d, json_t *o, const char *what
     d->picks++;
     json_t *v = json_object_get(o, field);
     ks_registry_wake_t wake = {.fn = on_schema, .ctx = r};
-    ks_jbuf_t b;
-    ks_jbuf_init(&b, 64);
-    ks_status_t st = KS_OK;
-    char err[sizeof(pr->msg)];
-    if (ks_schema_encode(field, &pick, v ? v : json_null(), &wake, &b, &st, err, sizeof(err)) ==
-        KS_SENC_PENDING)
+    char *out;
+    if (ks_schema_encode_rec(field, &pick, v ? v : json_null(), &wake, &out, len, &pr->st, pr->msg,
+                             sizeof(pr->msg)) == KS_SENC_PENDING)
         d->pending++;
-    else if (st && pr->st == KS_OK) {
-        pr->st = st;
-        snprintf(pr->msg, sizeof(pr->msg), "%s", err);
-    } else if (st == KS_OK) {
-        *data = d->bufs[d->buf_cnt++] = ks_jbuf_take(&b, len);
-        return true;
-    }
-    ks_jbuf_free(&b);
+    else if (out)
+        *data = d->bufs[d->buf_cnt++] = out;
     return true;
 }
+
 static const char *const hdr_fields[] = {"key", "value", "value_encoding", NULL};
 
 /* Decodes record i of the body (o) into d->recs[i], its headers from d->hdrs[*h]. */

@@ -169,6 +169,75 @@ def test_json_schema_and_key(bootstrap, sidecars, client):
     stopped_clean(sc)
 
 
+ORDER_JSON_SCHEMA = {
+    "$schema": "http://json-schema.org/draft-07/schema#", "title": "Order", "type": "object",
+    "definitions": {"line": {"type": "object", "required": ["sku", "qty"],
+                             "additionalProperties": False,
+                             "properties": {"sku": {"type": "string", "pattern": "^[A-Z]+-[0-9]+$"},
+                                            "qty": {"type": "integer", "minimum": 1}}}},
+    "required": ["id", "items"],
+    "properties": {"id": {"type": "integer"},
+                   "tier": {"enum": ["GOLD", "SILVER"]},
+                   "note": {"type": ["string", "null"], "maxLength": 5},
+                   "items": {"type": "array", "minItems": 1,
+                             "items": {"$ref": "#/definitions/line"}}}}
+
+
+def test_json_schema_values_checked(bootstrap, sidecars, client):
+    """A JSON Schema value that does not fit is refused for its record, naming where and why;
+    those that fit are written, and confluent-kafka's JSONDeserializer (which checks them too)
+    reads them back equal."""
+    topic = unique("pjsv")
+    create_topic(bootstrap, topic, 1)
+    vid = register(client, f"{topic}-value", ORDER_JSON_SCHEMA, "JSON")
+    sc = sidecars(args=(f"--schema_registry.url={REGISTRY}",))
+    good = {"id": 7, "tier": "GOLD", "note": None,
+            "items": [{"sku": "A-1", "qty": 1}, {"sku": "B-22", "qty": 3}]}
+    good2 = {"id": 8, "note": "caf\u00e9", "items": [{"sku": "C-3", "qty": 10}]}
+    bad = []
+    for path, change in ((("items", 1, "qty"), 0), (("tier",), "PLATINUM"), (("id",), "7"),
+                         (("items", 0, "sku"), "a1"), (("note",), "toolong"),
+                         (("items", 0, "extra"), 1)):
+        v = copy.deepcopy(good)
+        o = v
+        for k in path[:-1]:
+            o = o[k]
+        o[path[-1]] = change
+        bad.append(v)
+    missing = copy.deepcopy(good)
+    del missing["items"][0]["sku"]
+    bad.append(missing)
+    bad.append(dict(good, items=[]))
+    vals = [bad[0], good] + bad[1:] + [good2]
+    recs = [{"value": v, "value_schema_id": vid, "partition": 0} for v in vals]
+    res = produce_http(sc, topic, recs)
+    msgs = [r.get("error", {}).get("message") for r in res]
+    want = [f"value does not fit schema {vid}: /items/1/qty: 0 is less than minimum 1",
+            None,
+            f'value does not fit schema {vid}: /tier: "PLATINUM" is not one of enum '
+            '["GOLD","SILVER"]',
+            f'value does not fit schema {vid}: /id: "7" is not of type integer',
+            f'value does not fit schema {vid}: /items/0/sku: "a1" does not match pattern '
+            '"^[A-Z]+-[0-9]+$"',
+            f"value does not fit schema {vid}: /note: a string of 7 characters, longer than "
+            "maxLength 5",
+            f"value does not fit schema {vid}: /items/0/extra: a property the schema does not "
+            "name (additionalProperties is false)",
+            f"value does not fit schema {vid}: /items/0/sku: missing (required)",
+            f"value does not fit schema {vid}: /items: an array of 0 items, fewer than "
+            "minItems 1",
+            None]
+    assert msgs == want, res
+    assert all(r["error"]["code"] == "INVALID_ARGUMENT" for r, w in zip(res, want) if w)
+    got = read_back(bootstrap, topic, 2)
+    de = JSONDeserializer(json.dumps(ORDER_JSON_SCHEMA), schema_registry_client=client)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    for m, v in zip(got, (good, good2)):
+        assert m.value()[0] == 0 and int.from_bytes(m.value()[1:5], "big") == vid
+        assert de(m.value(), ctx) == v
+    stopped_clean(sc)
+
+
 def test_registry_down(bootstrap, sidecars):
     topic = unique("pdown")
     create_topic(bootstrap, topic, 1)

@@ -17,32 +17,12 @@
 #include "avro_json.h"
 
 #include "assert_contains.h"
+#include "order_schema.h"
 
 /* tests/registry/test_registry_avro.py's ORDER_V1, with a reference to a named type. */
 static const char ORDER[] =
-    "{\"type\":\"record\",\"name\":\"Order\",\"namespace\":\"com.acme\",\"fields\":["
-    "{\"name\":\"id\",\"type\":\"long\"},"
-    "{\"name\":\"qty\",\"type\":\"int\"},"
-    "{\"name\":\"price\",\"type\":\"double\"},"
-    "{\"name\":\"ratio\",\"type\":\"float\"},"
-    "{\"name\":\"paid\",\"type\":\"boolean\"},"
-    "{\"name\":\"note\",\"type\":\"string\"},"
-    "{\"name\":\"maybe\",\"type\":[\"null\",\"string\"]},"
-    "{\"name\":\"either\",\"type\":[\"int\",\"string\",{\"type\":\"array\",\"items\":\"long\"}]},"
-    "{\"name\":\"customer\",\"type\":{\"type\":\"record\",\"name\":\"Customer\",\"fields\":["
-    "  {\"name\":\"name\",\"type\":\"string\"},"
-    "  {\"name\":\"tier\",\"type\":[\"null\",{\"type\":\"enum\",\"name\":\"Tier\","
-    "   \"symbols\":[\"GOLD\",\"SILVER\"]}]}]}},"
-    "{\"name\":\"lines\",\"type\":{\"type\":\"array\",\"items\":{\"type\":\"record\","
-    "  \"name\":\"Line\",\"fields\":[{\"name\":\"sku\",\"type\":\"string\"},"
-    "  {\"name\":\"n\",\"type\":\"int\"}]}}},"
-    "{\"name\":\"tags\",\"type\":{\"type\":\"map\",\"values\":\"long\"}},"
-    "{\"name\":\"status\",\"type\":{\"type\":\"enum\",\"name\":\"Status\","
-    "  \"symbols\":[\"NEW\",\"SHIPPED\",\"DONE\"]}},"
-    "{\"name\":\"blob\",\"type\":\"bytes\"},"
-    "{\"name\":\"hash\",\"type\":{\"type\":\"fixed\",\"name\":\"H4\",\"size\":4}},"
-    "{\"name\":\"ref\",\"type\":[\"null\",\"Customer\"]}"
-    "]}";
+    ORDER_SCHEMA("", "  {\"name\":\"tier\",\"type\":[\"null\",{\"type\":\"enum\",\"name\":\"Tier\","
+                     "   \"symbols\":[\"GOLD\",\"SILVER\"]}]}");
 
 /* One Order in Avro's JSON encoding (as avro_json.c writes it). */
 static const char ORDER_AVRO[] =
