@@ -66,4 +66,11 @@ const void *ks_schema_parsed(ks_schema_t *s, const ks_schema_parser_t *p, char *
 int ks_wire_split(const void *data, size_t len, int32_t *id, const void **body, size_t *body_len,
                   char *err, size_t errsize);
 
+/* data[0..len), a value in the wire format, split (as ks_wire_split) and s's parsed form made by
+ * p (as ks_schema_parsed), after checking that the value names s's id (when s has one). Returns
+ * the parsed form, or NULL with err. */
+const void *ks_wire_parsed(ks_schema_t *s, const ks_schema_parser_t *p, const void *data,
+                           size_t len, const void **body, size_t *body_len, char *err,
+                           size_t errsize);
+
 #endif
