@@ -37,6 +37,12 @@ const char *ks_schema_type_str(ks_schema_type_t t)
     return (unsigned)t < sizeof(type_names) / sizeof(type_names[0]) ? type_names[t] : "?";
 }
 
+const char *ks_schema_format_str(ks_schema_type_t t)
+{
+    static const char *const names[] = {"avro", "json_schema", "protobuf"};
+    return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+
 int ks_schema_type_from_str(const char *s)
 {
     for (size_t i = 0; i < sizeof(type_names) / sizeof(type_names[0]); i++)

@@ -17,6 +17,8 @@ typedef enum ks_schema_type {
 
 /* "AVRO", "JSON", "PROTOBUF": the registry's names. */
 const char *ks_schema_type_str(ks_schema_type_t t);
+/* "avro", "json_schema", "protobuf": how a decoded value's format is named to clients. */
+const char *ks_schema_format_str(ks_schema_type_t t);
 /* The type named s (the registry's names), or -1. */
 int ks_schema_type_from_str(const char *s);
 
