@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "field_path.h"
 #include "proto_wire.h"
 
 #define MAX_DEPTH 64
@@ -16,54 +17,12 @@
 typedef struct dec {
     const ks_proto_t *p;
     ks_jbuf_t *b;
-    char *err;
-    size_t errsize;
     int depth;
-    const char *path[MAX_DEPTH + 1]; /* the fields' names down to the one being read */
+    ks_field_path_t path; /* the fields' names down to the one being read */
 } dec_t;
 
-static int fail(dec_t *d, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(dec_t *d, const char *fmt, ...)
-{
-    char what[256];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
-    va_end(ap);
-    if (!d->depth) {
-        snprintf(d->err, d->errsize, "%s", what);
-        return -1;
-    }
-    char path[512] = "";
-    size_t o = 0;
-    for (int i = 0; i < d->depth && o < sizeof(path); i++)
-        o += (size_t)snprintf(path + o, sizeof(path) - o, "%s%s", i ? "." : "", d->path[i]);
-    size_t n = strlen(path); /* a deep path keeps its innermost names */
-    snprintf(d->err, d->errsize, "field %s%s: %s", n > 120 ? "..." : "",
-             path + (n > 120 ? n - 120 : 0), what);
-    return -1;
-}
-
-/* The wire type a field of type t is written with, not packed. */
-static int wire_type(ks_pb_type_t t)
-{
-    switch (t) {
-    case KS_PB_DOUBLE:
-    case KS_PB_FIXED64:
-    case KS_PB_SFIXED64:
-        return KS_WT_I64;
-    case KS_PB_FLOAT:
-    case KS_PB_FIXED32:
-    case KS_PB_SFIXED32:
-        return KS_WT_I32;
-    case KS_PB_STRING:
-    case KS_PB_BYTES:
-    case KS_PB_MESSAGE:
-        return KS_WT_LEN;
-    default:
-        return KS_WT_VARINT;
-    }
-}
+/* Fills the error, naming the field the path is at. Returns -1. */
+#define fail(d, ...) ks_field_path_fail(&(d)->path, "", __VA_ARGS__)
 
 /* One occurrence of a field: wire type, the varint or fixed value, or the bytes. */
 typedef struct occ {
@@ -116,7 +75,7 @@ static int check_fields(dec_t *d, const uint8_t *s, const uint8_t *e)
 /* Whether occurrence o (wire type) can be field f's: its own wire type, or packed. */
 static bool fits(const ks_pb_field_t *f, int wt)
 {
-    int own = wire_type(f->type);
+    int own = ks_pb_wire_type(f->type);
     return wt == own || (f->repeated && own != KS_WT_LEN && wt == KS_WT_LEN);
 }
 
@@ -245,7 +204,7 @@ static int put_value(dec_t *d, const ks_pb_field_t *f, const occ_t *o)
 static int put_packed(dec_t *d, const ks_pb_field_t *f, const occ_t *o, bool *first)
 {
     const uint8_t *p = o->s, *e = o->s + o->n;
-    int wt = wire_type(f->type);
+    int wt = ks_pb_wire_type(f->type);
     while (p < e) {
         occ_t one = {.wt = wt};
         if (wt == KS_WT_VARINT) {
@@ -297,7 +256,7 @@ static int put_entry(dec_t *d, const ks_pb_field_t *f, const occ_t *o)
     const ks_pb_field_t *kf = ks_pb_field_by_number(m, 1), *vf = ks_pb_field_by_number(m, 2);
     if (!kf || !vf)
         return fail(d, "the map's entry message lacks its key or value");
-    occ_t k = {.wt = wire_type(kf->type)}, v = {.wt = wire_type(vf->type)};
+    occ_t k = {.wt = ks_pb_wire_type(kf->type)}, v = {.wt = ks_pb_wire_type(vf->type)};
     last_of(kf, s, e, &k);
     last_of(vf, s, e, &v);
     if (put_key(d, kf, &k))
@@ -322,7 +281,7 @@ static int put_repeated(dec_t *d, const ks_pb_field_t *f, const uint8_t *s, cons
         next_field(&p, e, &num, &o);
         if (num != f->number || !fits(f, o.wt))
             continue;
-        if (o.wt == KS_WT_LEN && wire_type(f->type) != KS_WT_LEN) {
+        if (o.wt == KS_WT_LEN && ks_pb_wire_type(f->type) != KS_WT_LEN) {
             if (put_packed(d, f, &o, &first))
                 return -1;
             continue;
@@ -376,9 +335,11 @@ static int message(dec_t *d, int mi, const uint8_t *s, const uint8_t *e)
     bool any = false;
     for (size_t i = 0; i < m->nfields; i++) {
         const ks_pb_field_t *f = &m->fields[i];
-        d->path[d->depth++] = f->json_name;
+        size_t at = ks_field_path_push(&d->path, "%s%s", d->path.len ? "." : "", f->json_name);
+        d->depth++;
         int rc = f->repeated ? put_repeated(d, f, s, e, &any) : put_singular(d, m, f, s, e, &any);
         d->depth--;
+        ks_field_path_pop(&d->path, at);
         if (rc)
             return -1;
     }
@@ -429,7 +390,7 @@ int ks_proto_decode(const ks_proto_t *p, const void *data, size_t len, ks_jbuf_t
     int mi = pick_message(p, &s, e, err, errsize);
     if (mi < 0)
         return -1;
-    dec_t d = {.p = p, .b = b, .err = err, .errsize = errsize};
+    dec_t d = {.p = p, .b = b, .path = {.err = err, .errsize = errsize}};
     size_t start = b->len;
     if (message(&d, mi, s, e)) {
         b->len = start;

@@ -1,4 +1,4 @@
-/* proto_json.h: Protobuf binary to JSON text with a parsed schema
+/* proto_json.h: Protobuf binary to JSON text, and JSON to Protobuf binary, with a parsed schema
  * (proto_schema.h), by Protobuf's JSON mapping as json_format.MessageToDict gives it by default:
  * fields by their JSON names (lowerCamelCase), 64-bit integers as strings, bytes as base64,
  * enums by name (their number when the schema has none), floats as JSON numbers but NaN and the
@@ -27,5 +27,13 @@ int ks_proto_decode(const ks_proto_t *p, const void *data, size_t len, ks_jbuf_t
  * s, the schema its id names, parsed on first use and kept in s. */
 int ks_proto_wire_json(ks_schema_t *s, const void *data, size_t len, ks_jbuf_t *b, char *err,
                        size_t errsize);
+
+/* v (a JSON object, borrowed) written as the schema's first message: its message indexes ([0],
+ * one 0 byte), then the message, appended to b. Fields by JSON or original name; 64-bit
+ * integers as strings or numbers; enums by name or number; bytes as base64 (standard or
+ * URL-safe, padded or not); floats as numbers or "NaN", "Infinity", "-Infinity"; null as the
+ * field unset. Returns 0, or -1 with err naming the field that does not fit ("field
+ * \"lines[1].n\": \"x\" is not an integer"), b left as it was. */
+int ks_proto_encode(const ks_proto_t *p, json_t *v, ks_jbuf_t *b, char *err, size_t errsize);
 
 #endif

@@ -968,6 +968,26 @@ void ks_proto_free(ks_proto_t *p)
     free(p);
 }
 
+int ks_pb_wire_type(ks_pb_type_t t)
+{
+    switch (t) {
+    case KS_PB_DOUBLE:
+    case KS_PB_FIXED64:
+    case KS_PB_SFIXED64:
+        return KS_WT_I64;
+    case KS_PB_FLOAT:
+    case KS_PB_FIXED32:
+    case KS_PB_SFIXED32:
+        return KS_WT_I32;
+    case KS_PB_STRING:
+    case KS_PB_BYTES:
+    case KS_PB_MESSAGE:
+        return KS_WT_LEN;
+    default:
+        return KS_WT_VARINT;
+    }
+}
+
 const ks_pb_field_t *ks_pb_field_by_number(const ks_pb_msg_t *m, uint32_t n)
 {
     size_t lo = 0, hi = m->nfields;

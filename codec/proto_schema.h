@@ -88,6 +88,8 @@ typedef struct ks_proto {
 ks_proto_t *ks_proto_new(const char *text, size_t len, char *err, size_t errsize);
 void ks_proto_free(ks_proto_t *p);
 
+/* The wire type (proto_wire.h's KS_WT_*) a field of type t is written with, not packed. */
+int ks_pb_wire_type(ks_pb_type_t t);
 /* The field of m numbered n, or NULL. */
 const ks_pb_field_t *ks_pb_field_by_number(const ks_pb_msg_t *m, uint32_t n);
 /* The field of m whose json_name or name is name[0..len), or NULL. */

@@ -1,14 +1,17 @@
 /* schema_enc.c: a produced key or value from JSON to the wire format (schema_enc.h): the
- * schema looked up in the registry's cache, then Avro through avro_enc.c, JSON Schema as the
- * JSON text. */
+ * schema looked up in the registry's cache, then Avro through avro_enc.c, Protobuf through
+ * proto_enc.c, JSON Schema as the JSON text. */
 #include "schema_enc.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "avro_enc.h"
+#include "avro_json.h"
+#include "proto_json.h"
 #include "codec.h"
 
 /* The header: a 0 byte, id as 4 bytes big-endian. */
@@ -38,23 +41,28 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
     size_t start = b->len;
     char why[400];
     switch (ks_schema_type(s)) {
-    case KS_SCHEMA_AVRO: {
-        const ks_avro_t *a = ks_schema_parsed(s, &ks_avro_parser, why, sizeof(why));
-        if (!a) {
-            snprintf(err, errsize, "schema %" PRId32 " does not compile: %s", id, why);
+    case KS_SCHEMA_AVRO:
+    case KS_SCHEMA_PROTOBUF: {
+        bool avro = ks_schema_type(s) == KS_SCHEMA_AVRO;
+        const void *parsed =
+            ks_schema_parsed(s, avro ? &ks_avro_parser : &ks_proto_parser, why, sizeof(why));
+        if (!parsed) {
+            snprintf(err, errsize, "schema %" PRId32 " does not %s: %s", id,
+                     avro ? "compile" : "parse", why);
             return KS_E_INVALID;
         }
         put_header(b, id);
-        if (ks_avro_encode(a, v, b, why, sizeof(why))) {
+        if (avro ? ks_avro_encode(parsed, v, b, why, sizeof(why))
+                 : ks_proto_encode(parsed, v, b, why, sizeof(why))) {
             b->len = start;
             snprintf(err, errsize, "%s does not fit schema %" PRId32 ": %s", what, id, why);
             return KS_E_INVALID;
         }
         return KS_OK;
     }
-    case KS_SCHEMA_JSON: {
-        /* The JSON text itself; the schema's rules are not checked (docs/http.md, "Produce with a
-         * schema"). */
+    default: {
+        /* JSON Schema: the JSON text itself; the schema's rules are not checked (docs/http.md,
+         * "Produce with a schema"). */
         size_t n = json_dumpb(v, NULL, 0, JSON_COMPACT | JSON_ENCODE_ANY);
         put_header(b, id);
         char *o = ks_jbuf_reserve(b, n);
@@ -62,12 +70,6 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
         b->len += n;
         return KS_OK;
     }
-    default:
-        snprintf(err, errsize,
-                 "schema %" PRId32 " is PROTOBUF: producing Protobuf from JSON is not built yet; "
-                 "send the encoded bytes as %s instead",
-                 id, what);
-        return KS_E_INVALID;
     }
 }
 

@@ -142,3 +142,36 @@ def test_serializer_records_over_http(bootstrap, sidecars, client, shop):
     recs = fetch_n(sc, unique("g"), topic, 1, "&value_format=avro")
     assert "is PROTOBUF, not AVRO" in recs[0]["value_decode_error"]
     stopped_clean(sc)
+
+
+def test_produce_with_schema_id(bootstrap, sidecars, client, shop):
+    """JSON values (MessageToDict's, and original field names) written by ksidecar with the
+    serializer's schema id read back with ProtobufDeserializer; one that does not fit is refused
+    naming the field while the others are written."""
+    topic = unique("pproto")
+    create_topic(bootstrap, topic, 1)
+    ctx = SerializationContext(topic, MessageField.VALUE)
+    conf = {"use.deprecated.format": False}
+    msgs = orders(shop)
+    sid = int.from_bytes(ProtobufSerializer(shop.Order, client, conf)(msgs[0], ctx)[1:5], "big")
+    values = [as_dict(m) for m in msgs]
+    values.append({"by_sku": {"k": {"sku": "k", "status": 2}}, "lines": [{"n": "7"}],
+                   "id": 5, "big": "18446744073709551615"})
+    bad = [{"qty": "many"}, {"lines": [{}, {"n": 1.5}]}, {"status": "LOST"}, {"nope": 1}]
+    sc = sidecars(args=(f"--schema_registry.url={REGISTRY}",))
+    res = produce_http(sc, topic, [{"value": v, "value_schema_id": sid, "partition": 0}
+                                   for v in values + bad])
+    assert all("offset" in r for r in res[:len(values)]), res
+    errs = [r["error"] for r in res[len(values):]]
+    assert all(e["code"] == "INVALID_ARGUMENT" for e in errs), errs
+    assert f'value does not fit schema {sid}: field "qty": "many" is not an integer' \
+        in errs[0]["message"], errs[0]
+    assert 'field "lines[1].n": 1.5 is not an integer' in errs[1]["message"], errs[1]
+    assert '"LOST" is not a value of enum kstest.shop.Status' in errs[2]["message"], errs[2]
+    assert 'field "nope"' in errs[3]["message"], errs[3]
+    de = ProtobufDeserializer(shop.Order, conf)
+    got = [as_dict(de(m.value(), ctx)) for m in read_back(bootstrap, topic, len(values))]
+    assert got[:len(msgs)] == values[:len(msgs)]
+    assert got[-1] == {"bySku": {"k": {"sku": "k", "status": "SHIPPED"}}, "lines": [{"n": 7}],
+                       "id": "5", "big": "18446744073709551615"}
+    stopped_clean(sc)

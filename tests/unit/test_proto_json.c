@@ -2,7 +2,9 @@
  * to JSON (codec/proto_json.c) on bytes protoc --encode wrote, against what Python's
  * json_format.MessageToDict made of the same message: every scalar type, packed and unpacked,
  * nested messages, enums, maps, oneof, json_name, the schema as .proto text and as the base64
- * FileDescriptorProto confluent-kafka registers, message indexes, and corrupt bytes. */
+ * FileDescriptorProto confluent-kafka registers, message indexes, and corrupt bytes; and JSON
+ * to Protobuf binary (codec/proto_enc.c): byte for byte as protoc writes, back through the
+ * decoder, and every way a value can fail to fit, named by its field. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -207,9 +209,9 @@ static void test_corrupt(void **state)
         {"\0\x08\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 13, "field number 1"},
         {"\0\x00", 2, "a corrupt tag"},
         {"\0\x0f", 2, "wire type 7"},
-        {"\0\x4a\x02\xc3\x28", 5, "field s: a string of 2 bytes that is not UTF-8"},
-        {"\0\x9a\x01\x02\x0a\x05", 6, "field inner"},
-        {"\0\x8a\x01\x03\x01\x02\xff", 7, "field packedInts: a packed varint"},
+        {"\0\x4a\x02\xc3\x28", 5, "field \"s\": a string of 2 bytes that is not UTF-8"},
+        {"\0\x9a\x01\x02\x0a\x05", 6, "field \"inner\""},
+        {"\0\x8a\x01\x03\x01\x02\xff", 7, "field \"packedInts\": a packed varint"},
         {"\0\x0c", 2, "field number 1"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++)
@@ -268,12 +270,108 @@ static void test_schema_refused(void **state)
     }
 }
 
+/* The JSON of v encoded, then decoded: equal to want (v when NULL). */
+static void assert_round_trip(const ks_proto_t *p, const char *v, const char *want)
+{
+    json_t *j = json_loads(v, 0, NULL);
+    assert_non_null(j);
+    ks_jbuf_t b;
+    char err[256] = "";
+    ks_jbuf_init(&b, 16);
+    if (ks_proto_encode(p, j, &b, err, sizeof(err)))
+        fail_msg("encode of %s failed: %s", v, err);
+    assert_decodes(p, b.p, b.len, want ? want : v);
+    ks_jbuf_free(&b);
+    json_decref(j);
+}
+
+static void test_encode(void **state)
+{
+    (void)state;
+    ks_proto_t *p = parse(SHOP);
+    /* In field-number order, as protoc --encode wrote (d: 2.5 i32: -7 s: "x" color: RED
+     * packed_ints: [1, 2, 300] loose: [3] inner { sku: "k" } si64: -2 maybe: 0). */
+    static const unsigned char want[] = {0x00, 0x09, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x04, 0x40,
+                                         0x28, 0xf9, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                         0x01, 0x4a, 0x01, 0x78, 0x60, 0x01, 0x80, 0x01, 0x03, 0x8a,
+                                         0x01, 0x04, 0x01, 0x02, 0xac, 0x02, 0x90, 0x01, 0x03, 0x9a,
+                                         0x01, 0x03, 0x0a, 0x01, 0x6b, 0xb8, 0x01, 0x00};
+    json_t *j = json_loads("{\"d\": 2.5, \"i32\": -7, \"s\": \"x\", \"color\": \"RED\", "
+                           "\"u64\": \"0\", \"si64\": -2, \"packed_ints\": [1, 2, 300], "
+                           "\"loose\": [3], \"inner\": {\"sku\": \"k\"}, \"maybe\": 0, "
+                           "\"name\": null}",
+                           0, NULL);
+    ks_jbuf_t b;
+    char err[256] = "";
+    ks_jbuf_init(&b, 16);
+    if (ks_proto_encode(p, j, &b, err, sizeof(err)))
+        fail_msg("encode failed: %s", err);
+    assert_int_equal(b.len, sizeof(want));
+    assert_memory_equal(b.p, want, sizeof(want));
+    json_decref(j);
+    ks_jbuf_free(&b);
+    /* What the decoder writes encodes back to the same JSON. */
+    assert_round_trip(p, ALL_JSON, NULL);
+    /* Original names, 64-bit numbers as numbers, an enum by number, URL-safe base64 without
+     * padding, numbers as strings. */
+    assert_round_trip(p,
+                      "{\"packed_ints\": [\"5\"], \"i64\": -9, \"color\": 1, \"by\": \"_-8\", "
+                      "\"f\": \"Infinity\", \"d\": \"-2.5\", \"u64\": \"18446744073709551615\"}",
+                      "{\"packedInts\": [5], \"i64\": \"-9\", \"color\": \"RED\", "
+                      "\"by\": \"/+8=\", \"f\": \"Infinity\", \"d\": -2.5, "
+                      "\"u64\": \"18446744073709551615\"}");
+    ks_proto_free(p);
+}
+
+static void test_encode_refused(void **state)
+{
+    (void)state;
+    ks_proto_t *p = parse(SHOP);
+    static const struct {
+        const char *json, *words;
+    } bad[] = {
+        {"{\"i32\": \"many\"}", "field \"i32\": \"many\" is not an integer"},
+        {"{\"i32\": 2147483648}", "field \"i32\": 2147483648 is out of range"},
+        {"{\"u32\": -1}", "field \"u32\": -1 is out of range (0 to 4294967295)"},
+        {"{\"u64\": \"18446744073709551616\"}", "field \"u64\""},
+        {"{\"color\": \"BLUE\"}", "\"BLUE\" is not a value of enum shop.v1.Color"},
+        {"{\"inner\": {\"sku\": 5}}", "field \"inner.sku\": not a string"},
+        {"{\"deeps\": [{}, {\"n\": 1.5}]}", "field \"deeps[1].n\": 1.5 is not an integer"},
+        {"{\"counts\": {\"a\": \"x\"}}", "field \"counts.a\": \"x\" is not an integer"},
+        {"{\"counts\": [1]}", "field \"counts\": not an object"},
+        {"{\"nope\": 1}", "field \"nope\": message shop.v1.All has no such field"},
+        {"{\"name\": \"a\", \"num\": 1}", "another field of its oneof"},
+        {"{\"by\": \"a\"}", "not a base64 string"},
+        {"{\"f\": 1e300}", "out of a float's range"},
+        {"{\"b\": 1}", "not true or false"},
+        {"[1]", "not an object (message shop.v1.All)"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        json_t *j = json_loads(bad[i].json, JSON_DECODE_ANY, NULL);
+        ks_jbuf_t b;
+        char err[256] = "";
+        ks_jbuf_init(&b, 16);
+        if (!ks_proto_encode(p, j, &b, err, sizeof(err)))
+            fail_msg("encoded %s", bad[i].json);
+        assert_contains(err, bad[i].words);
+        assert_int_equal(b.len, 0);
+        ks_jbuf_free(&b);
+        json_decref(j);
+    }
+    ks_proto_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_every_type),           cmocka_unit_test(test_messages_by_index),
-        cmocka_unit_test(test_packing_and_presence), cmocka_unit_test(test_corrupt),
-        cmocka_unit_test(test_depth_bounded),        cmocka_unit_test(test_schema_refused),
+        cmocka_unit_test(test_every_type),
+        cmocka_unit_test(test_messages_by_index),
+        cmocka_unit_test(test_packing_and_presence),
+        cmocka_unit_test(test_corrupt),
+        cmocka_unit_test(test_depth_bounded),
+        cmocka_unit_test(test_schema_refused),
+        cmocka_unit_test(test_encode),
+        cmocka_unit_test(test_encode_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
