@@ -256,7 +256,8 @@ static int put_entry(dec_t *d, const ks_pb_field_t *f, const occ_t *o)
     const ks_pb_field_t *kf = ks_pb_field_by_number(m, 1), *vf = ks_pb_field_by_number(m, 2);
     if (!kf || !vf)
         return fail(d, "the map's entry message lacks its key or value");
-    occ_t k = {.wt = ks_pb_wire_type(kf->type)}, v = {.wt = ks_pb_wire_type(vf->type)};
+    occ_t k = {.wt = ks_pb_wire_type(kf->type), .s = s},
+          v = {.wt = ks_pb_wire_type(vf->type), .s = s};
     last_of(kf, s, e, &k);
     last_of(vf, s, e, &v);
     if (put_key(d, kf, &k))

@@ -219,12 +219,16 @@ static int finish_msg(build_t *b, size_t mi)
             return bfail(b, "enum %s has no values", p->enums[r].full_name);
         f->presence |= f->type == KS_PB_MESSAGE;
     }
-    qsort(m->fields, m->nfields, sizeof(*m->fields), cmp_field);
+    if (m->nfields)
+        qsort(m->fields, m->nfields, sizeof(*m->fields), cmp_field);
     for (size_t i = 0; i < m->nfields; i++) {
         const ks_pb_field_t *f = &m->fields[i];
         if (f->number < 1 || f->number > 536870911)
             return bfail(b, "message %s, field %s: number %u is out of range", m->full_name,
                          f->name, (unsigned)f->number);
+        if ((f->type == KS_PB_MESSAGE || f->type == KS_PB_ENUM) && f->ref < 0)
+            return bfail(b, "message %s, field %s: a message or enum type without its name",
+                         m->full_name, f->name);
         if (!f->type || f->type == KS_PB_GROUP || f->type > KS_PB_SINT64)
             return bfail(b, "message %s, field %s: a type not taken (groups are refused)",
                          m->full_name, f->name);
