@@ -361,6 +361,49 @@ static void test_encode_refused(void **state)
     ks_proto_free(p);
 }
 
+/* proto2 text with what the reader skips (options, reserved, extensions, extend, service,
+ * defaults, aggregate and custom options), scoped type names, hex numbers, aliased and
+ * negative enum values: protoc's bytes as MessageToDict shows them (proto2 keeps set zeros). */
+static void test_proto2_text(void **state)
+{
+    (void)state;
+    ks_proto_t *p =
+        parse("// A proto2 file with what the reader skips.\n"
+              "syntax = 'proto2';\n"
+              "package a.b;\n"
+              "option java_package = \"x.y\";\n"
+              "message Top {\n"
+              "  option deprecated = true;\n"
+              "  reserved 8, 9 to 11;\n"
+              "  reserved \"old\";\n"
+              "  extensions 100 to 199;\n"
+              "  enum Kind { option allow_alias = true; NEG = -1; ZERO = 0;\n"
+              "    ONE = 1 [deprecated = true]; UNO = 1; }\n"
+              "  required int32 id = 1 [default = 5, deprecated = true, (my.opt).x = {a: 1}];\n"
+              "  optional Kind kind = 0x2;\n"
+              "  optional Sub sub = 3;\n"
+              "  repeated int64 packed_ones = 4 [packed = true];\n"
+              "  optional string text = 5 [default = \"a;b}\"];\n"
+              "  message Sub { optional .a.b.Top.Kind k = 1; optional b.Other o = 2;\n"
+              "    optional int32 zero = 3; }\n"
+              "}\n"
+              "message Other { optional bool on = 1; }\n"
+              "extend Top { optional int32 ext = 100; }\n"
+              "service S { rpc Get (Top) returns (Other) { option deprecated = true; } }\n");
+    static const unsigned char d[] = {0x00, 0x08, 0x00, 0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0x01, 0x1a, 0x08, 0x08, 0x01, 0x12, 0x02,
+                                      0x08, 0x00, 0x18, 0x00, 0x22, 0x0b, 0x01, 0xfe, 0xff, 0xff,
+                                      0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01, 0x2a, 0x00};
+    assert_decodes(p, d, sizeof(d),
+                   "{\"id\": 0, \"kind\": \"NEG\", \"sub\": {\"k\": \"ONE\", \"o\": {\"on\": "
+                   "false}, \"zero\": 0}, \"packedOnes\": [\"1\", \"-2\"], \"text\": \"\"}");
+    assert_round_trip(p,
+                      "{\"id\": 0, \"kind\": \"NEG\", \"sub\": {\"k\": \"ONE\", \"o\": {\"on\": "
+                      "false}, \"zero\": 0}, \"packedOnes\": [\"1\", \"-2\"], \"text\": \"\"}",
+                      NULL);
+    ks_proto_free(p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -372,6 +415,7 @@ int main(void)
         cmocka_unit_test(test_schema_refused),
         cmocka_unit_test(test_encode),
         cmocka_unit_test(test_encode_refused),
+        cmocka_unit_test(test_proto2_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
