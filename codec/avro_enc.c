@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "field_path.h"
 #include "json_schema.h"
 
 /* Deepest nesting a value may have, as the decoder's bound. */
@@ -18,47 +19,18 @@
 
 typedef struct enc {
     ks_jbuf_t *b;
-    char path[512]; /* the field being written: "customer.tier", "lines[3].sku" */
-    size_t plen;
-    char *err;
-    size_t errsize;
+    ks_field_path_t path; /* the field being written: "customer.tier", "lines[3].sku" */
 } enc_t;
 
 /* Fills err with `field "<path>": <what>` (or `the value: ...` at the top). Returns -1. */
 static int fail(enc_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(enc_t *e, const char *fmt, ...)
 {
-    char what[384];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(what, sizeof(what), fmt, ap);
+    ks_field_path_failv(&e->path, "the value: ", fmt, ap);
     va_end(ap);
-    if (e->plen)
-        snprintf(e->err, e->errsize, "field \"%s\": %s", e->path, what);
-    else
-        snprintf(e->err, e->errsize, "the value: %s", what);
     return -1;
-}
-
-/* Appends seg (fmt) to the path; returns the length to restore. */
-static size_t path_push(enc_t *e, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static size_t path_push(enc_t *e, const char *fmt, ...)
-{
-    size_t old = e->plen;
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(e->path + old, sizeof(e->path) - old, fmt, ap);
-    va_end(ap);
-    e->plen = n < 0                               ? old
-              : old + (size_t)n < sizeof(e->path) ? old + (size_t)n
-                                                  : sizeof(e->path) - 1;
-    return old;
-}
-
-static void path_pop(enc_t *e, size_t old)
-{
-    e->plen = old;
-    e->path[old] = '\0';
 }
 
 static void put_long(ks_jbuf_t *b, int64_t v)
@@ -181,7 +153,7 @@ static int put_union(enc_t *e, avro_schema_t s, json_t *v, int depth)
     }
     /* The value alone: the one branch that is not null (its own error names the field), or
      * the first branch it fits. */
-    size_t start = e->b->len, plen = e->plen, others = 0, other = 0;
+    size_t start = e->b->len, plen = e->path.len, others = 0, other = 0;
     for (size_t i = 0; i < n; i++)
         if (avro_typeof(deref(avro_schema_union_branch(s, (int)i))) != AVRO_NULL) {
             others++;
@@ -197,7 +169,7 @@ static int put_union(enc_t *e, avro_schema_t s, json_t *v, int depth)
         if (put(e, br, v, depth + 1) == 0)
             return 0;
         e->b->len = start;
-        path_pop(e, plen);
+        ks_field_path_pop(&e->path, plen);
     }
     char types[256] = "", sb[64];
     size_t tl = 0;
@@ -222,16 +194,16 @@ static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
     json_object_foreach(v, k, fv)
     {
         if (avro_schema_record_field_get_index(s, k) < 0) {
-            size_t old = path_push(e, "%s%s", e->plen ? "." : "", k);
+            size_t old = ks_field_path_push(&e->path, "%s%s", e->path.len ? "." : "", k);
             int rc = fail(e, "record %s has no such field", avro_schema_name(s));
-            path_pop(e, old);
+            ks_field_path_pop(&e->path, old);
             return rc;
         }
     }
     for (size_t i = 0; i < n; i++) {
         const char *fname = avro_schema_record_field_name(s, (int)i);
         avro_schema_t ft = deref(avro_schema_record_field_get_by_index(s, (int)i));
-        size_t old = path_push(e, "%s%s", e->plen ? "." : "", fname);
+        size_t old = ks_field_path_push(&e->path, "%s%s", e->path.len ? "." : "", fname);
         json_t *x = json_object_get(v, fname);
         int rc;
         if (!x && avro_typeof(ft) != AVRO_NULL && avro_typeof(ft) != AVRO_UNION)
@@ -240,7 +212,7 @@ static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
             rc = put(e, ft, x ? x : json_null(), depth + 1);
         if (rc)
             return rc;
-        path_pop(e, old);
+        ks_field_path_pop(&e->path, old);
     }
     return 0;
 }
@@ -262,19 +234,19 @@ static int put_block(enc_t *e, avro_schema_t items, json_t *v, int depth)
             size_t kl = strlen(k);
             put_long(e->b, (int64_t)kl);
             put_raw(e->b, k, kl);
-            old = path_push(e, "[\"%s\"]", k);
+            old = ks_field_path_push(&e->path, "[\"%s\"]", k);
             it = json_object_iter_next(v, it);
         } else
-            old = path_push(e, "[%zu]", i);
+            old = ks_field_path_push(&e->path, "[%zu]", i);
         if (put(e, items, x, depth + 1))
             return -1;
-        path_pop(e, old);
+        ks_field_path_pop(&e->path, old);
     }
     put_long(e->b, 0);
     return 0;
 }
 
-/* Writes v as a datum of s. Returns 0, or -1 with e->err (e->b then holds a part: the caller
+/* Writes v as a datum of s. Returns 0, or -1 with e->path.err (e->b then holds a part: the caller
  * cuts it). */
 static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
 {
@@ -354,7 +326,7 @@ static int put(enc_t *e, avro_schema_t s, json_t *v, int depth)
 
 int ks_avro_encode(const ks_avro_t *a, json_t *v, ks_jbuf_t *b, char *err, size_t errsize)
 {
-    enc_t e = {.b = b, .err = err, .errsize = errsize};
+    enc_t e = {.b = b, .path = {.err = err, .errsize = errsize}};
     size_t start = b->len;
     if (put(&e, ks_avro_schema(a), v, 0)) {
         b->len = start;

@@ -401,27 +401,6 @@ static int read_len(dec_t *d, const char *what, int64_t *n)
     return 0;
 }
 
-static void put_double(ks_jbuf_t *b, double v)
-{
-    if (isnan(v)) {
-        ks_jbuf_lit(b, "\"NaN\"");
-        return;
-    }
-    if (isinf(v)) {
-        ks_jbuf_lit(b, v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
-        return;
-    }
-    char s[40];
-    int n = snprintf(s, sizeof(s), "%.15g", v);
-    if (strtod(s, NULL) != v)
-        n = snprintf(s, sizeof(s), "%.17g", v);
-    if (!strpbrk(s, ".eE")) { /* stays a JSON real: "3.0", not "3" */
-        s[n++] = '.';
-        s[n++] = '0';
-    }
-    ks_jbuf_raw(b, s, (size_t)n);
-}
-
 /* Bytes as the Avro spec's JSON has them: one code point U+0000-U+00FF per byte. */
 static void put_codepoints(ks_jbuf_t *b, const uint8_t *s, size_t n)
 {
@@ -544,7 +523,7 @@ static int value(dec_t *d, uint32_t node)
         float f;
         memcpy(&f, &u, 4);
         d->p += 4;
-        put_double(d->b, (double)f);
+        ks_jbuf_double(d->b, (double)f);
         return 0;
     }
     case AVRO_DOUBLE: {
@@ -556,7 +535,7 @@ static int value(dec_t *d, uint32_t node)
         double x;
         memcpy(&x, &u, 8);
         d->p += 8;
-        put_double(d->b, x);
+        ks_jbuf_double(d->b, x);
         return 0;
     }
     case AVRO_BYTES:
@@ -678,17 +657,9 @@ const ks_schema_parser_t ks_avro_parser = {parsed_make, parsed_free};
 int ks_avro_wire_json(ks_schema_t *s, const void *data, size_t len, ks_avro_form_t form,
                       ks_jbuf_t *b, char *err, size_t errsize)
 {
-    int32_t id;
     const void *body;
     size_t body_len;
-    if (ks_wire_split(data, len, &id, &body, &body_len, err, errsize))
-        return -1;
-    if (ks_schema_id(s) && id != ks_schema_id(s)) {
-        snprintf(err, errsize, "the value names schema %d, not %d", (int)id, (int)ks_schema_id(s));
-        return -1;
-    }
-    const ks_avro_t *a = ks_schema_parsed(s, &ks_avro_parser, err, errsize);
-    if (!a)
-        return -1;
-    return ks_avro_decode(a, body, body_len, form, b, err, errsize);
+    const ks_avro_t *a =
+        ks_wire_parsed(s, &ks_avro_parser, data, len, &body, &body_len, err, errsize);
+    return a ? ks_avro_decode(a, body, body_len, form, b, err, errsize) : -1;
 }

@@ -13,6 +13,7 @@
 #include "avro_json.h"
 #include "codec.h"
 #include "json_schema.h"
+#include "proto_json.h"
 #include "registry.h"
 
 static _Atomic(ks_registry_t *) codec_registry;
@@ -25,6 +26,22 @@ void ks_codec_set_registry(ks_registry_t *r)
 ks_registry_t *ks_codec_registry(void)
 {
     return atomic_load_explicit(&codec_registry, memory_order_acquire);
+}
+
+/* The schema type format want takes alone, or -1 (auto: any). */
+static int wanted_type(ks_rec_format_t want)
+{
+    switch (want) {
+    case KS_FMT_AVRO:
+    case KS_FMT_AVRO_PLAIN:
+        return KS_SCHEMA_AVRO;
+    case KS_FMT_JSON_SCHEMA:
+        return KS_SCHEMA_JSON;
+    case KS_FMT_PROTOBUF:
+        return KS_SCHEMA_PROTOBUF;
+    default:
+        return -1;
+    }
 }
 
 int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_format_t want,
@@ -59,11 +76,10 @@ int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_fo
     }
     int rc = -1;
     *type = ks_schema_type(s);
-    bool avro = want == KS_FMT_AVRO || want == KS_FMT_AVRO_PLAIN;
-    if ((avro && *type != KS_SCHEMA_AVRO) ||
-        (want == KS_FMT_JSON_SCHEMA && *type != KS_SCHEMA_JSON))
+    int only = wanted_type(want);
+    if (only >= 0 && *type != (ks_schema_type_t)only)
         snprintf(err, errsize, "schema id %" PRId32 " is %s, not %s", *id,
-                 ks_schema_type_str(*type), avro ? "AVRO" : "JSON");
+                 ks_schema_type_str(*type), ks_schema_type_str((ks_schema_type_t)only));
     else if (*type == KS_SCHEMA_AVRO)
         rc = ks_avro_wire_json(s, data, len,
                                want == KS_FMT_AVRO_PLAIN ? KS_AVRO_JSON_PLAIN : KS_AVRO_JSON_AVRO,
@@ -71,7 +87,7 @@ int ks_codec_schema_decode(ks_jbuf_t *b, const void *data, size_t len, ks_rec_fo
     else if (*type == KS_SCHEMA_JSON)
         rc = ks_json_schema_body_json(b, body, body_len, err, errsize);
     else
-        snprintf(err, errsize, "schema id %" PRId32 " is PROTOBUF, which is not decoded yet", *id);
+        rc = ks_proto_wire_json(s, data, len, b, err, errsize);
     ks_schema_unref(s);
     return rc;
 }
@@ -93,7 +109,9 @@ void ks_codec_schema_json(ks_jbuf_t *b, const char *field, const void *data, siz
     if (ks_codec_schema_decode(b, data, len, want, &id, &type, err, sizeof(err)) == 0) {
         field_name(b, field, "_encoding\":\"json\"");
         field_name(b, field, "_format\":");
-        ks_jbuf_lit(b, type == KS_SCHEMA_AVRO ? "\"avro\"" : "\"json_schema\"");
+        ks_jbuf_lit(b, "\"");
+        ks_jbuf_lit(b, ks_schema_format_str(type));
+        ks_jbuf_lit(b, "\"");
         field_name(b, field, "_schema_id\":");
         ks_jbuf_int(b, id);
         return;

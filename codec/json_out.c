@@ -1,7 +1,9 @@
 /* json_out.c: see json_out.h. */
 #include "json_out.h"
 
+#include <math.h>
 #include <openssl/evp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #if defined(__SSE2__)
@@ -251,4 +253,45 @@ unsigned char *ks_b64_decode(const char *s, size_t n, size_t *len)
     }
     *len = (size_t)w - pad;
     return out;
+}
+
+void ks_jbuf_double(ks_jbuf_t *b, double v)
+{
+    if (isnan(v)) {
+        ks_jbuf_lit(b, "\"NaN\"");
+        return;
+    }
+    if (isinf(v)) {
+        ks_jbuf_lit(b, v > 0 ? "\"Infinity\"" : "\"-Infinity\"");
+        return;
+    }
+    char s[40];
+    int n = snprintf(s, sizeof(s), "%.15g", v);
+    if (strtod(s, NULL) != v)
+        n = snprintf(s, sizeof(s), "%.17g", v);
+    if (!strpbrk(s, ".eE")) { /* stays a JSON real: "3.0", not "3" */
+        s[n++] = '.';
+        s[n++] = '0';
+    }
+    ks_jbuf_raw(b, s, (size_t)n);
+}
+
+void ks_jbuf_float(ks_jbuf_t *b, float v)
+{
+    if (isnan(v) || isinf(v)) {
+        ks_jbuf_double(b, v);
+        return;
+    }
+    char s[40];
+    int n = 0;
+    for (int prec = 6; prec <= 9; prec++) {
+        n = snprintf(s, sizeof(s), "%.*g", prec, (double)v);
+        if (strtof(s, NULL) == v)
+            break;
+    }
+    if (!strpbrk(s, ".eE")) {
+        s[n++] = '.';
+        s[n++] = '0';
+    }
+    ks_jbuf_raw(b, s, (size_t)n);
 }

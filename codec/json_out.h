@@ -43,6 +43,12 @@ static inline void ks_jbuf_lit(ks_jbuf_t *b, const char *s)
 
 void ks_jbuf_int(ks_jbuf_t *b, int64_t v);
 
+/* A double as the shortest decimal that reads back to it (always with a '.' or exponent), or
+ * NaN and the infinities, which JSON lacks, as the strings "NaN", "Infinity", "-Infinity". */
+void ks_jbuf_double(ks_jbuf_t *b, double v);
+/* A float the same way, as the shortest decimal that reads back to the same float. */
+void ks_jbuf_float(ks_jbuf_t *b, float v);
+
 /* True if s[0..n) is well-formed UTF-8 (no overlongs, surrogates or code points above
  * U+10FFFF), the same rule jansson applies to strings. */
 bool ks_utf8_valid(const char *s, size_t n);

@@ -37,6 +37,12 @@ const char *ks_schema_type_str(ks_schema_type_t t)
     return (unsigned)t < sizeof(type_names) / sizeof(type_names[0]) ? type_names[t] : "?";
 }
 
+const char *ks_schema_format_str(ks_schema_type_t t)
+{
+    static const char *const names[] = {"avro", "json_schema", "protobuf"};
+    return (unsigned)t < sizeof(names) / sizeof(names[0]) ? names[t] : "?";
+}
+
 int ks_schema_type_from_str(const char *s)
 {
     for (size_t i = 0; i < sizeof(type_names) / sizeof(type_names[0]); i++)
@@ -166,4 +172,18 @@ int ks_wire_split(const void *data, size_t len, int32_t *id, const void **body, 
     *body = p + KS_WIRE_HEADER;
     *body_len = len - KS_WIRE_HEADER;
     return 0;
+}
+
+const void *ks_wire_parsed(ks_schema_t *s, const ks_schema_parser_t *p, const void *data,
+                           size_t len, const void **body, size_t *body_len, char *err,
+                           size_t errsize)
+{
+    int32_t id;
+    if (ks_wire_split(data, len, &id, body, body_len, err, errsize))
+        return NULL;
+    if (ks_schema_id(s) && id != ks_schema_id(s)) {
+        snprintf(err, errsize, "the value names schema %d, not %d", (int)id, (int)ks_schema_id(s));
+        return NULL;
+    }
+    return ks_schema_parsed(s, p, err, errsize);
 }

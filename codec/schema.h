@@ -17,6 +17,8 @@ typedef enum ks_schema_type {
 
 /* "AVRO", "JSON", "PROTOBUF": the registry's names. */
 const char *ks_schema_type_str(ks_schema_type_t t);
+/* "avro", "json_schema", "protobuf": how a decoded value's format is named to clients. */
+const char *ks_schema_format_str(ks_schema_type_t t);
 /* The type named s (the registry's names), or -1. */
 int ks_schema_type_from_str(const char *s);
 
@@ -69,5 +71,12 @@ const void *ks_schema_parsed(ks_schema_t *s, const ks_schema_parser_t *p, char *
  * follow the header, are the body's. */
 int ks_wire_split(const void *data, size_t len, int32_t *id, const void **body, size_t *body_len,
                   char *err, size_t errsize);
+
+/* data[0..len), a value in the wire format, split (as ks_wire_split) and s's parsed form made by
+ * p (as ks_schema_parsed), after checking that the value names s's id (when s has one). Returns
+ * the parsed form, or NULL with err. */
+const void *ks_wire_parsed(ks_schema_t *s, const ks_schema_parser_t *p, const void *data,
+                           size_t len, const void **body, size_t *body_len, char *err,
+                           size_t errsize);
 
 #endif

@@ -1,14 +1,17 @@
 /* schema_enc.c: a produced key or value from JSON to the wire format (schema_enc.h): the
- * schema looked up in the registry's cache, then Avro through avro_enc.c, JSON Schema as the
- * JSON text once json_schema.c finds it fits. */
+ * schema looked up in the registry's cache, then Avro through avro_enc.c, Protobuf through
+ * proto_enc.c, JSON Schema as the JSON text once json_schema.c finds it fits. */
 #include "schema_enc.h"
 
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "avro_enc.h"
+#include "avro_json.h"
+#include "proto_json.h"
 #include "codec.h"
 #include "json_schema.h"
 
@@ -39,21 +42,26 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
     size_t start = b->len;
     char why[400];
     switch (ks_schema_type(s)) {
-    case KS_SCHEMA_AVRO: {
-        const ks_avro_t *a = ks_schema_parsed(s, &ks_avro_parser, why, sizeof(why));
-        if (!a) {
-            snprintf(err, errsize, "schema %" PRId32 " does not compile: %s", id, why);
+    case KS_SCHEMA_AVRO:
+    case KS_SCHEMA_PROTOBUF: {
+        bool avro = ks_schema_type(s) == KS_SCHEMA_AVRO;
+        const void *parsed =
+            ks_schema_parsed(s, avro ? &ks_avro_parser : &ks_proto_parser, why, sizeof(why));
+        if (!parsed) {
+            snprintf(err, errsize, "schema %" PRId32 " does not %s: %s", id,
+                     avro ? "compile" : "parse", why);
             return KS_E_INVALID;
         }
         put_header(b, id);
-        if (ks_avro_encode(a, v, b, why, sizeof(why))) {
+        if (avro ? ks_avro_encode(parsed, v, b, why, sizeof(why))
+                 : ks_proto_encode(parsed, v, b, why, sizeof(why))) {
             b->len = start;
             snprintf(err, errsize, "%s does not fit schema %" PRId32 ": %s", what, id, why);
             return KS_E_INVALID;
         }
         return KS_OK;
     }
-    case KS_SCHEMA_JSON: {
+    default: { /* KS_SCHEMA_JSON */
         /* Checked against the schema (json_schema.h), then the JSON text itself. */
         const ks_json_schema_t *js = ks_schema_parsed(s, &ks_json_schema_parser, why, sizeof(why));
         if (!js) {
@@ -71,12 +79,6 @@ static ks_status_t encode_with(const char *what, ks_schema_t *s, json_t *v, ks_j
         b->len += n;
         return KS_OK;
     }
-    default:
-        snprintf(err, errsize,
-                 "schema %" PRId32 " is PROTOBUF: producing Protobuf from JSON is not built yet; "
-                 "send the encoded bytes as %s instead",
-                 id, what);
-        return KS_E_INVALID;
     }
 }
 

@@ -40,13 +40,12 @@ typedef enum ks_schema_enc_res {
 
 /* v (borrowed) written with the schema pick names, in the wire format, appended to b. DONE
  * with *st: KS_OK; KS_E_INVALID when v does not fit the schema (err names the field: `value
- * does not fit schema 7: field "customer.tier": ...`, what[] being "value" or "key"), the
- * schema is Protobuf (not encoded yet), or pick gives a schema to register while
- * schema_registry.auto_register is off (or the registry refuses it: invalid, incompatible);
- * KS_E_NOT_FOUND when the registry has no such schema, subject or version; KS_E_UNAVAILABLE when
- * the registry cannot be reached (or no schema_registry.url is set). With wake (NULL: none), a wake
- * is also registered for an unreachable registry: the caller that answers at once calls
- * ks_registry_cancel. */
+ * does not fit schema 7: field "customer.tier": ...`, what[] being "value" or "key"), or pick gives
+ * a schema to register while schema_registry.auto_register is off (or the registry refuses it:
+ * invalid, incompatible); KS_E_NOT_FOUND when the registry has no such schema, subject or version;
+ * KS_E_UNAVAILABLE when the registry cannot be reached (or no schema_registry.url is set). With
+ * wake (NULL: none), a wake is also registered for an unreachable registry: the caller that answers
+ * at once calls ks_registry_cancel. */
 ks_schema_enc_res_t ks_schema_encode(const char *what, const ks_schema_pick_t *pick, json_t *v,
                                      const ks_registry_wake_t *wake, ks_jbuf_t *b, ks_status_t *st,
                                      char *err, size_t errsize);

@@ -324,10 +324,11 @@ const key_t_ config_keys[] = {
      G(GD, value_format),
      STR("binary"),
      .ok = rec_format_ok,
-     .hint = "binary, avro, avro_plain, json_schema or auto",
+     .hint = KS_REC_FORMAT_NAMES,
      .help = "how values are shown: binary (text or base64), avro (decoded to Avro's JSON "
              "encoding with the schema registry), avro_plain (the same with unions unwrapped), "
-             "json_schema (the JSON after the schema header, checked), auto (decoded when the "
+             "json_schema (the JSON after the schema header, checked), protobuf (decoded by "
+             "Protobuf's JSON mapping), auto (decoded when the "
              "value is in the schema "
              "wire format with an id the registry knows); needs schema_registry.url but for "
              "binary"},
@@ -335,7 +336,7 @@ const key_t_ config_keys[] = {
      G(GD, key_format),
      STR("binary"),
      .ok = rec_format_ok,
-     .hint = "binary, avro, avro_plain, json_schema or auto",
+     .hint = KS_REC_FORMAT_NAMES,
      .help = "how keys are shown: as group.value_format"},
     {.name = "group.decode_errors",
      G(GD, decode_errors),

@@ -146,7 +146,8 @@ size_t ks_produce_timed_out(const ks_produce_result_t *results, size_t n)
     return c;
 }
 
-static const char *const rec_formats[] = {"binary", "avro", "json_schema", "auto", "avro_plain"};
+static const char *const rec_formats[] = {"binary", "avro",       "json_schema",
+                                          "auto",   "avro_plain", "protobuf"};
 
 int ks_rec_format_from_str(const char *s)
 {

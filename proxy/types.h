@@ -91,9 +91,14 @@ typedef enum ks_rec_format {
     KS_FMT_JSON_SCHEMA,
     KS_FMT_AUTO,       /* decoded when in the schema wire format with an id the registry knows */
     KS_FMT_AVRO_PLAIN, /* avro, with unions as their value rather than {"type": value} */
+    KS_FMT_PROTOBUF,
 } ks_rec_format_t;
 
-/* The format named s ("binary", "avro", "json_schema", "auto", "avro_plain"), or -1. */
+/* The names ks_rec_format_from_str takes, for messages. */
+#define KS_REC_FORMAT_NAMES "binary, avro, avro_plain, json_schema, protobuf or auto"
+
+/* The format named s ("binary", "avro", "json_schema", "auto", "avro_plain", "protobuf"), or
+ * -1. */
 int ks_rec_format_from_str(const char *s);
 /* Its name. */
 const char *ks_rec_format_str(ks_rec_format_t f);

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-TARGETS=(ack_id commit_meta config auth http_body grpc_ack http_url push_answer avro json_schema)
+TARGETS=(ack_id commit_meta config auth http_body grpc_ack http_url push_answer avro json_schema protobuf)
 which="${1:-all}"
 secs="${2:-60}"
 if [ "$which" = all ]; then

@@ -92,13 +92,13 @@ if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("prometheus_
   echo "install-deps: installing prometheus_client $PROMETHEUS_CLIENT_VERSION from PyPI" >&2
   python3 -m pip install -q "prometheus_client==$PROMETHEUS_CLIENT_VERSION"
 fi
-# confluent-kafka's Avro serializer and deserializer, the reference tests/registry/ holds the
-# Avro decoder to, pinned.
+# confluent-kafka's Avro and Protobuf serializers and deserializers, the references
+# tests/registry/ holds the decoders to, pinned.
 CONFLUENT_KAFKA_VERSION=2.16.2
 if [ "$(python3 -c 'import importlib.metadata as m; print(m.version("confluent-kafka"))' 2>/dev/null)" \
-  != "$CONFLUENT_KAFKA_VERSION" ] || ! python3 -c "import fastavro" >/dev/null 2>&1; then
-  echo "install-deps: installing confluent-kafka[avro] $CONFLUENT_KAFKA_VERSION from PyPI" >&2
-  python3 -m pip install -q "confluent-kafka[avro]==$CONFLUENT_KAFKA_VERSION"
+  != "$CONFLUENT_KAFKA_VERSION" ] || ! python3 -c "import fastavro, google.type" >/dev/null 2>&1; then
+  echo "install-deps: installing confluent-kafka[avro,protobuf] $CONFLUENT_KAFKA_VERSION from PyPI" >&2
+  python3 -m pip install -q "confluent-kafka[avro,protobuf]==$CONFLUENT_KAFKA_VERSION"
 fi
 # The status page's browser test (tests/integration/test_status_page.py) drives Debian's
 # chromium through chromium-driver with selenium, pinned: 4.52.0 needs a certifi newer than

@@ -187,7 +187,7 @@ static void decode_into(decoded_t *d, ks_jbuf_t *sb, uint8_t f, const void *data
                                 sizeof(err))) {
         d->json_off = off;
         d->json_len = sb->len - off;
-        d->fmt = type == KS_SCHEMA_AVRO ? "avro" : "json_schema";
+        d->fmt = ks_schema_format_str(type);
     } else if (f - 1 == KS_FMT_AUTO && d->id < 0) {
         return; /* not in the wire format: auto shows bytes alone */
     } else {
@@ -318,9 +318,8 @@ bool grpc_schema_formats(const char *value_format, const char *key_format, ks_co
             continue;
         int f = ks_rec_format_from_str(names[i]);
         if (f < 0) {
-            snprintf(err, errsize,
-                     "%s must be binary, avro, avro_plain, json_schema or auto, got \"%s\"",
-                     fields[i], names[i]);
+            snprintf(err, errsize, "%s must be " KS_REC_FORMAT_NAMES ", got \"%s\"", fields[i],
+                     names[i]);
             return false;
         }
         *outs[i] = (uint8_t)(1 + f);

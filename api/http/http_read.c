@@ -68,9 +68,8 @@ static bool schema_format(req_t *r, const char *name, const char *v, uint8_t *ou
         return true;
     int f = ks_rec_format_from_str(v);
     if (f < 0) {
-        *ret = http_send_error(
-            r, KS_E_INVALID, "%s must be binary, avro, avro_plain, json_schema or auto, got \"%s\"",
-            name, v);
+        *ret = http_send_error(r, KS_E_INVALID, "%s must be " KS_REC_FORMAT_NAMES ", got \"%s\"",
+                               name, v);
         return false;
     }
     *out = (uint8_t)(1 + f);

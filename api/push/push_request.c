@@ -264,7 +264,7 @@ static bool schema_body(pusher_t *p, preq_t *r, const ks_record_t *rec, ks_rec_f
     r->body = ks_jbuf_take(&jb, &r->body_len);
     add_header(&r->hdrs, "Content-Type", "application/json", 16);
     ks_codec_header_num(append_line, &r->hdrs, "ksidecar-value-schema-id", id);
-    const char *fmt = type == KS_SCHEMA_AVRO ? "avro" : "json_schema";
+    const char *fmt = ks_schema_format_str(type);
     ks_codec_header(append_line, &r->hdrs, "ksidecar-value-format", fmt, strlen(fmt));
     if (p->gc->push_cloudevents && p->cfg->schema_registry_url_cnt) {
         char ds[1024];

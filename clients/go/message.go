@@ -118,7 +118,7 @@ type Message struct {
 // schema registry.
 type Decoded struct {
 	JSON     string // the JSON text; "" when it could not be decoded
-	Format   string // "avro" or "json_schema"
+	Format   string // "avro", "json_schema" or "protobuf"
 	SchemaID int32  // its schema id, when in the wire format
 	Error    string // why it could not be decoded (unknown schema id, corrupt bytes)
 }

@@ -49,8 +49,8 @@ type SubscriberConfig struct {
 	// as before.
 	NoAckRanges bool
 
-	// ValueFormat and KeyFormat: "avro", "avro_plain", "json_schema" or "auto" decode values
-	// or keys in the schema wire format with the schema registry (Message.ValueJSON,
+	// ValueFormat and KeyFormat: "avro", "avro_plain", "json_schema", "protobuf" or "auto"
+	// decode values or keys in the schema wire format with the schema registry (Message.ValueJSON,
 	// KeyJSON); "binary" none; "" (default) the group's group.value_format, group.key_format.
 	ValueFormat, KeyFormat string
 

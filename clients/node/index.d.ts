@@ -65,7 +65,7 @@ export interface SubscriberOptions extends ConnectionOptions {
    */
   ackRanges?: boolean;
   /**
-   * "avro", "avro_plain", "json_schema" or "auto": values in the schema wire format are
+   * "avro", "avro_plain", "json_schema", "protobuf" or "auto": values in the schema wire format are
    * decoded with the schema registry (msg.valueJson()); "binary": none; "" (default): the
    * group's group.value_format.
    */
@@ -100,7 +100,7 @@ export interface TopicPartition {
 export interface Decoded {
   /** The JSON text; "" when it could not be decoded. */
   json: string;
-  /** "avro" or "json_schema". */
+  /** "avro", "json_schema" or "protobuf". */
   format: string;
   schemaId: number;
   /** Why it could not be decoded (unknown schema id, corrupt bytes); "" when it was. */

@@ -13,6 +13,7 @@
 
 #include "avro_enc.h"
 #include "avro_json.h"
+#include "fuzz_json.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
@@ -40,21 +41,6 @@ static const char *const schemas[] = {
 
 static ks_avro_t *compiled[NSCHEMAS];
 static ks_schema_t *objects[NSCHEMAS];
-
-static void check(int rc, const ks_jbuf_t *b, size_t before, const char *err)
-{
-    if (rc) {
-        if (b->len != before || !*err)
-            abort();
-        return;
-    }
-    json_error_t je;
-    json_t *j = json_loadb(b->p + before, b->len - before, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
-    /* A map key may hold U+0000: valid JSON that jansson declines (only) in a key. */
-    if (!j && json_error_code(&je) != json_error_null_byte_in_key)
-        abort();
-    json_decref(j);
-}
 
 /* data[0..n) decodes (Avro's JSON encoding) to JSON that encodes back to bytes decoding to
  * the same JSON, as jansson reads it (a map's key written twice is one key to it). A decode
@@ -98,24 +84,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         return 0;
     size_t which = data[0] % NSCHEMAS;
     ks_avro_form_t form = data[0] & 0x80 ? KS_AVRO_JSON_PLAIN : KS_AVRO_JSON_AVRO;
-    /* An exact-size copy: ASan catches any read past it. */
     size_t n = size - 1;
-    uint8_t *copy = malloc(n ? n : 1);
-    if (!copy)
-        abort();
-    memcpy(copy, data + 1, n);
+    uint8_t *copy = fuzz_copy(data + 1, n);
     ks_jbuf_t b;
     ks_jbuf_init(&b, 64);
     ks_jbuf_lit(&b, "[");
     char err[512] = "";
     size_t before = b.len;
     int rc = ks_avro_decode(compiled[which], copy, n, form, &b, err, sizeof(err));
-    check(rc, &b, before, err);
+    fuzz_check_json(rc, &b, before, err);
     /* The same bytes as a value in the wire format, with the schema kept in its object. */
     before = b.len;
     err[0] = '\0';
     rc = ks_avro_wire_json(objects[which], copy, n, form, &b, err, sizeof(err));
-    check(rc, &b, before, err);
+    fuzz_check_json(rc, &b, before, err);
     if (form == KS_AVRO_JSON_AVRO)
         round_trip(compiled[which], copy, n);
     json_t *j = json_loadb((const char *)copy, n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);

@@ -310,7 +310,7 @@ func (x *Record) GetValueDecoded() *Decoded {
 type Decoded struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Json          string                 `protobuf:"bytes,1,opt,name=json,proto3" json:"json,omitempty"`                                  // the JSON text; empty when it could not be decoded
-	Format        string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`                              // "avro" or "json_schema" (with json)
+	Format        string                 `protobuf:"bytes,2,opt,name=format,proto3" json:"format,omitempty"`                              // "avro", "json_schema" or "protobuf" (with json)
 	SchemaId      int32                  `protobuf:"varint,3,opt,name=schema_id,json=schemaId,proto3" json:"schema_id,omitempty"`         // the schema id, when in the wire format
 	DecodeError   string                 `protobuf:"bytes,4,opt,name=decode_error,json=decodeError,proto3" json:"decode_error,omitempty"` // why it could not be decoded (unknown schema id, corrupt bytes)
 	unknownFields protoimpl.UnknownFields
@@ -486,7 +486,7 @@ type Open struct {
 	OrderedBatches bool `protobuf:"varint,6,opt,name=ordered_batches,json=orderedBatches,proto3" json:"ordered_batches,omitempty"`
 	// How values and keys are shown: "" (the group's group.value_format, group.key_format),
 	// "binary", or a schema format decoded to JSON into Record.value_decoded, key_decoded:
-	// "avro" (Avro's JSON encoding), "avro_plain" (unions unwrapped), "json_schema", "auto".
+	// "avro" (Avro's JSON encoding), "avro_plain" (unions unwrapped), "json_schema", "protobuf", "auto".
 	ValueFormat   string `protobuf:"bytes,7,opt,name=value_format,json=valueFormat,proto3" json:"value_format,omitempty"`
 	KeyFormat     string `protobuf:"bytes,8,opt,name=key_format,json=keyFormat,proto3" json:"key_format,omitempty"`
 	unknownFields protoimpl.UnknownFields

@@ -46,7 +46,7 @@ const DEFAULTS = {
   backoffMultiplier: 2,
   subscriber: '',
   ackRanges: true,
-  valueFormat: '', // "avro", "avro_plain", "json_schema", "auto", "binary"; "": the group's
+  valueFormat: '', // "avro", "avro_plain", "json_schema", "protobuf", "auto", "binary"; "": the group's
   keyFormat: '',
 };
 

@@ -41,8 +41,8 @@ class Subscriber:
     channel options; ack_ranges (True): acks of consecutive offsets of a partition go out
     as one ack range, answered by a count and the ids refused; a ksidecar older than ack
     ranges refuses them (INVALID), so False sends every id on its own; value_format /
-    key_format: "avro", "avro_plain", "json_schema" or "auto" decode values or keys in the
-    schema wire format with the schema registry (msg.value_json(), msg.key_json()), ""
+    key_format: "avro", "avro_plain", "json_schema", "protobuf" or "auto" decode values or
+    keys in the schema wire format with the schema registry (msg.value_json(), msg.key_json()), ""
     (default) the group's group.value_format, "binary" none.
 
     A broken stream (UNAVAILABLE, a reset, ksidecar restarting) is reopened by itself;
