@@ -27,7 +27,10 @@ BOOT = os.environ["KSIDECAR_TEST_BOOTSTRAP"]
 COMMANDS = []
 # --only's names for the sections, and each one's label in the table's first column.
 SECTIONS = {"throughput": "1. throughput", "slow": "2. slow consumer", "memory": "3. memory",
-            "latency": "4. latency", "groups": "5. many groups", "partitions": "6. partitions"}
+            "latency": "4. latency", "groups": "5. many groups", "partitions": "6. partitions",
+            "schema": "7. schema-aware"}
+# The schema section needs a registry: tests/registry/registry.sh run sets this.
+REGISTRY = os.environ.get("KSIDECAR_TEST_REGISTRY")
 
 
 def sh(cmd, **kw):
@@ -254,8 +257,15 @@ def main():
                     help="records per topic in the partition-count rows (default 2,000,000)")
     ap.add_argument("--partitions-counts", default="8,64,256",
                     help="the partition counts of those rows, the first the baseline (default 8,64,256)")
+    ap.add_argument("--schema-records", type=int, default=1_000_000,
+                    help="Avro records in the schema-aware row (default 1,000,000)")
     a = ap.parse_args()
     only = set(a.only.split(",")) if a.only else set(SECTIONS)
+    if not REGISTRY and "schema" in only:
+        if a.only:
+            ap.error("--only schema needs a schema registry: run under tests/registry/registry.sh run")
+        print("schema-aware row skipped: no registry (run under tests/registry/registry.sh run)")
+        only.discard("schema")
     if a.throughput_only:
         only = {"throughput"}
     if only - set(SECTIONS):
@@ -413,6 +423,10 @@ def main():
         rows += partitions_rows([int(x) for x in a.partitions_counts.split(",")],
                                 20_000 if s else a.partitions_records, 1 if s else a.rounds,
                                 a.sidecar_arg)
+
+    # 7. Avro values decoded to JSON against the same records as base64, HTTP long-poll.
+    if want("schema"):
+        rows += schema_rows(2_000 if s else a.schema_records, 1 if s else a.rounds)
 
     write_results(rows, s, sorted(only), a)
     print(f"bench: {len({r[0] for r in rows})} passed, 0 failed")
@@ -649,6 +663,89 @@ def partitions_rows(counts, n, rounds, extra=()):
                      f"runs {', '.join(f'{x:,.0f}' for x in rates[c])}; peak RSS {rss[c]:.0f} MB "
                      f"(target <= {PARTS_RSS_MB} MB: {'met' if rss[c] <= PARTS_RSS_MB else 'not met'})"))
     return rows
+
+
+
+# The schema-aware row's records: an order of 10 fields, about 200 bytes in Avro.
+ORDER_SCHEMA = {
+    "type": "record", "name": "Order", "namespace": "bench",
+    "fields": [{"name": "id", "type": "long"}, {"name": "customer", "type": "string"},
+               {"name": "sku", "type": "string"}, {"name": "qty", "type": "int"},
+               {"name": "price", "type": "double"}, {"name": "currency", "type": "string"},
+               {"name": "created", "type": {"type": "long", "logicalType": "timestamp-millis"}},
+               {"name": "status", "type": {"type": "enum", "name": "Status",
+                                           "symbols": ["NEW", "PAID", "SHIPPED", "RETURNED"]}},
+               {"name": "note", "type": ["null", "string"], "default": None},
+               {"name": "tags", "type": {"type": "array", "items": "string"}}]}
+
+
+def avro_topic(n, parts=8):
+    """A topic of n Avro records in the schema wire format, written with confluent-kafka's
+    AvroSerializer against the registry (1,000 distinct values, cycled); returns its name and
+    the mean value size."""
+    import json
+    from confluent_kafka import Producer
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+    from confluent_kafka.schema_registry.avro import AvroSerializer
+    from confluent_kafka.serialization import MessageField, SerializationContext
+    t = uniq("avro")
+    sh([KSTOOL, "create", "-b", BOOT, "-t", t, "-p", str(parts)])
+    reg = SchemaRegistryClient({"url": REGISTRY, "timeout": 20})
+    ser = AvroSerializer(reg, json.dumps(ORDER_SCHEMA))
+    ctx = SerializationContext(t, MessageField.VALUE)
+    values = [ser({"id": 1_000_000 + i, "customer": f"customer-{i % 97:04d}.lastname@example.com",
+                   "sku": f"SKU-{i % 500:05d}-SHIRT-COTTON-BLUE-XL", "qty": 1 + i % 9,
+                   "price": 19.99 + i, "currency": "EUR", "created": 1_796_000_000_000 + i,
+                   "status": "PAID", "note": None if i % 5 == 0 else
+                   f"leave the parcel at the door and ring twice, please ({i % 7} floors up)",
+                   "tags": ["gift", "express", "insured", f"batch-{i % 10}", "eu-west"]}, ctx)
+              for i in range(1000)]
+    p = Producer({"bootstrap.servers": BOOT, "linger.ms": 50, "batch.size": 1_000_000,
+                  "queue.buffering.max.messages": 1_000_000})
+    for i in range(n):
+        while True:
+            try:
+                p.produce(t, values[i % 1000], partition=i % parts)
+                break
+            except BufferError:
+                p.poll(0.05)
+    if p.flush(120):
+        raise SystemExit("FAIL: the Avro records were not all written")
+    COMMANDS.append(f"# bench.py avro_topic: {n} records by confluent-kafka's AvroSerializer "
+                    f"(registry {REGISTRY}) into {t}, {parts} partitions")
+    return t, statistics.mean(len(v) for v in values)
+
+
+def schema_rows(n, rounds):
+    """Avro values decoded to JSON (value_format=avro) against the same records as base64
+    (format=base64), each run on a new group of its own ksidecar, the two alternating."""
+    t, size = avro_topic(n)
+    print(f"preloaded {n} Avro records ({size:.0f} B a value) into {t}", flush=True)
+    rates = {"base64": [], "avro": []}
+    rss = {"base64": 0.0, "avro": 0.0}
+    for _ in range(rounds):
+        for mode, query in (("base64", "format=base64"), ("avro", "value_format=avro")):
+            sc = Sidecar(["--subscriber.max_records=20000", f"--schema_registry.url={REGISTRY}"])
+            g = uniq("schema-" + mode)
+            r = bench(["http", "--addr", f"127.0.0.1:{sc.http}", "--topic", t, "--group", g,
+                       "--count", n, "--fetch-max", "5000", "--query", query])
+            check_committed(g, t, 8)
+            rss[mode] = max(rss[mode], sc.stop())
+            assert int(r["distinct"]) == n and int(r["duplicates"]) == 0, r
+            rates[mode].append(float(r["rate"]))
+        print(f"round: base64 {rates['base64'][-1]:,.0f}, Avro to JSON {rates['avro'][-1]:,.0f} "
+              "rec/s", flush=True)
+    med = {k: statistics.median(v) for k, v in rates.items()}
+    ratio = med["avro"] / med["base64"]
+    return [("7. schema-aware", f"HTTP long-poll, {size:.0f} B Avro values (10 fields) as base64 "
+             "(baseline)", f"{med['base64']:,.0f} rec/s", "1.00x",
+             "runs " + ", ".join(f"{x:,.0f}" for x in rates["base64"]) +
+             f"; peak RSS {rss['base64']:.0f} MB"),
+            ("7. schema-aware", "the same records decoded to JSON (value_format=avro)",
+             f"{med['avro']:,.0f} rec/s",
+             f"{ratio:.3f}x (target >= 0.5x: {'met' if ratio >= 0.5 else 'not met'})",
+             "runs " + ", ".join(f"{x:,.0f}" for x in rates["avro"]) +
+             f"; peak RSS {rss['avro']:.0f} MB")]
 
 
 if __name__ == "__main__":

@@ -37,6 +37,8 @@ int credits = 20000, ack_batch = 1000;
 static int delay_ms = 0, fetch_max = 5000;
 /* http --fetches: long-poll fetches kept in flight, each on its own connection */
 static int http_fetches = 1;
+/* http --query: more of the fetch's query string (e.g. "value_format=avro"), or "" */
+static const char *http_query = "";
 bool latency_mode = false;
 static bool rdk_defaults = false; /* native: librdkafka's default queue limits */
 static int produce_rate = 10000;
@@ -1020,8 +1022,8 @@ void ackbuf_post(ackbuf_t *a, int fd, const char *path)
 static void run_http(void)
 {
     char path[512];
-    snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000", group, topic,
-             fetch_max);
+    snprintf(path, sizeof(path), "/v1/groups/%s/records?topic=%s&max=%d&wait_ms=2000%s%s", group,
+             topic, fetch_max, *http_query ? "&" : "", http_query);
     for (int k = 0; k < http_fetches; k++) { /* every fetch asked for at once */
         http_fetch_fd[k] = http_connect();
         http_send(http_fetch_fd[k], "GET", path, NULL, 0);
@@ -1104,6 +1106,7 @@ int main(int argc, char **argv)
                                    {"conf", 1, 0, 'C'},
                                    {"hold", 0, 0, 'H'},
                                    {"fetches", 1, 0, 'F'},
+                                   {"query", 1, 0, 'Q'},
                                    {0, 0, 0, 0}};
     int o;
     optind = 2;
@@ -1164,6 +1167,9 @@ int main(int argc, char **argv)
             http_fetches = atoi(optarg);
             if (http_fetches < 1 || http_fetches > HTTP_MAX_FETCHES)
                 die("usage", "--fetches must be 1 to 8");
+            break;
+        case 'Q':
+            http_query = optarg;
             break;
         case 'C':
             if (conf_cnt == (int)(sizeof(confs) / sizeof(confs[0])))
