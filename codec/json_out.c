@@ -255,6 +255,43 @@ unsigned char *ks_b64_decode(const char *s, size_t n, size_t *len)
     return out;
 }
 
+/* v written into s as a decimal of at most 4 fraction digits, when one reads back as v (a
+ * price, a quantity, a whole number: most reals in records), without snprintf and strtod; the
+ * same text as ks_jbuf_double's %.15g path gives. Returns its length, or 0 when v is not one
+ * (then the caller prints it). A decimal r / 10^k whose nearest double is v prints as v: r and
+ * 10^k are exact doubles and their quotient is rounded to the nearest, as strtod rounds; at
+ * most 15 significant digits (|v| < 1e11), %.15g gives those digits. */
+static int short_decimal(char s[40], double v)
+{
+    static const double p10[] = {1, 10, 100, 1000, 10000};
+    double a = fabs(v);
+    if (signbit(v) && a == 0) /* -0.0 */
+        return 0;
+    if (!(a < 1e11) || (a != 0 && a < 1e-4)) /* %.15g's exponent form below 1e-4 */
+        return 0;
+    for (int k = 0; k <= 4; k++) {
+        double r = (double)(int64_t)(a * p10[k] + 0.5); /* no libm: the check below decides */
+        if (r / p10[k] != a)
+            continue;
+        char d[24];
+        int nd = 0;
+        for (uint64_t u = (uint64_t)r; u || nd <= k; u /= 10)
+            d[nd++] = (char)('0' + u % 10);
+        int n = 0;
+        if (v < 0)
+            s[n++] = '-';
+        for (int i = nd - 1; i >= k; i--)
+            s[n++] = d[i];
+        s[n++] = '.';
+        if (k == 0)
+            s[n++] = '0';
+        for (int i = k - 1; i >= 0; i--)
+            s[n++] = d[i];
+        return n;
+    }
+    return 0;
+}
+
 void ks_jbuf_double(ks_jbuf_t *b, double v)
 {
     if (isnan(v)) {
@@ -266,7 +303,12 @@ void ks_jbuf_double(ks_jbuf_t *b, double v)
         return;
     }
     char s[40];
-    int n = snprintf(s, sizeof(s), "%.15g", v);
+    int n = short_decimal(s, v);
+    if (n > 0) {
+        ks_jbuf_raw(b, s, (size_t)n);
+        return;
+    }
+    n = snprintf(s, sizeof(s), "%.15g", v);
     if (strtod(s, NULL) != v)
         n = snprintf(s, sizeof(s), "%.17g", v);
     if (!strpbrk(s, ".eE")) { /* stays a JSON real: "3.0", not "3" */

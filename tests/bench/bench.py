@@ -695,7 +695,7 @@ def avro_topic(n, parts=8):
     ctx = SerializationContext(t, MessageField.VALUE)
     values = [ser({"id": 1_000_000 + i, "customer": f"customer-{i % 97:04d}.lastname@example.com",
                    "sku": f"SKU-{i % 500:05d}-SHIRT-COTTON-BLUE-XL", "qty": 1 + i % 9,
-                   "price": 19.99 + i, "currency": "EUR", "created": 1_796_000_000_000 + i,
+                   "price": round(19.99 + i % 200, 2), "currency": "EUR", "created": 1_796_000_000_000 + i,
                    "status": "PAID", "note": None if i % 5 == 0 else
                    f"leave the parcel at the door and ring twice, please ({i % 7} floors up)",
                    "tags": ["gift", "express", "insured", f"batch-{i % 10}", "eu-west"]}, ctx)

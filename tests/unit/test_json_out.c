@@ -226,6 +226,84 @@ static void test_ints_and_base64(void **state)
     free(t);
 }
 
+/* ks_jbuf_double's text for v by snprintf alone: %.15g when it reads back as v, else %.17g,
+ * with ".0" when that leaves an integer (what it wrote before its decimal fast path). */
+static void double_by_printf(char *s, size_t size, double v)
+{
+    int n = snprintf(s, size, "%.15g", v);
+    if (strtod(s, NULL) != v)
+        n = snprintf(s, size, "%.17g", v);
+    if (!strpbrk(s, ".eE"))
+        snprintf(s + n, size - (size_t)n, ".0");
+}
+
+static void expect_double(double v)
+{
+    char want[48];
+    double_by_printf(want, sizeof(want), v);
+    ks_jbuf_t b;
+    ks_jbuf_init(&b, 2);
+    ks_jbuf_double(&b, v);
+    if (strcmp(b.p, want))
+        fail_msg("%.17g: wrote %s, want %s", v, b.p, want);
+    assert_true(strtod(b.p, NULL) == v || (v != v));
+    ks_jbuf_free(&b);
+}
+
+/* Reals: the same text as printf's, with the fast path for short decimals (prices, whole
+ * numbers) and without it (a third, 0.1 + 0.2, exponents, the ends of its range). */
+static void test_doubles(void **state)
+{
+    (void)state;
+    static const double fixed[] = {0.0,
+                                   -0.0,
+                                   1.0,
+                                   -1.0,
+                                   0.5,
+                                   0.1,
+                                   0.2,
+                                   0.1 + 0.2,
+                                   1.0 / 3,
+                                   22.99,
+                                   -22.99,
+                                   19.99 + 3,
+                                   1e-4,
+                                   1.5e-4,
+                                   9.9999e-5,
+                                   1e-5,
+                                   99999999999.9999,
+                                   1e11,
+                                   1e11 - 1,
+                                   1e15,
+                                   1e16,
+                                   1e300,
+                                   5e-324,
+                                   123456.789,
+                                   0.0625,
+                                   4503599627370496.5,
+                                   9007199254740993.0};
+    for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
+        expect_double(fixed[i]);
+    /* Every decimal of up to 4 fraction digits around several magnitudes, and doubles that
+     * are not decimals (sums, products, a pseudo-random walk over bit patterns). */
+    for (int64_t m = -30000; m <= 30000; m += 7)
+        for (int k = 0; k <= 5; k++) {
+            double p = k == 0 ? 1 : k == 1 ? 10 : k == 2 ? 100 : k == 3 ? 1000 : k == 4 ? 1e4 : 1e5;
+            expect_double((double)m / p);
+            expect_double((double)m * 31337.0 / p);
+            expect_double((double)m / p + 0.1);
+        }
+    uint64_t x = 88172645463325252ULL;
+    for (int i = 0; i < 20000; i++) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        double d;
+        memcpy(&d, &x, sizeof(d));
+        if (d == d && d - d == 0) /* finite */
+            expect_double(d);
+        expect_double((double)(x % 100000000000ULL) / 10000);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +313,7 @@ int main(void)
         cmocka_unit_test(test_each_special_byte_at_each_place),
         cmocka_unit_test(test_ints_and_base64),
         cmocka_unit_test(test_base64_decode),
+        cmocka_unit_test(test_doubles),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
