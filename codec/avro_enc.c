@@ -194,7 +194,7 @@ static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
     json_object_foreach(v, k, fv)
     {
         if (avro_schema_record_field_get_index(s, k) < 0) {
-            size_t old = ks_field_path_push(&e->path, "%s%s", e->path.len ? "." : "", k);
+            size_t old = ks_field_path_name(&e->path, k);
             int rc = fail(e, "record %s has no such field", avro_schema_name(s));
             ks_field_path_pop(&e->path, old);
             return rc;
@@ -203,7 +203,7 @@ static int put_record(enc_t *e, avro_schema_t s, json_t *v, int depth)
     for (size_t i = 0; i < n; i++) {
         const char *fname = avro_schema_record_field_name(s, (int)i);
         avro_schema_t ft = deref(avro_schema_record_field_get_by_index(s, (int)i));
-        size_t old = ks_field_path_push(&e->path, "%s%s", e->path.len ? "." : "", fname);
+        size_t old = ks_field_path_name(&e->path, fname);
         json_t *x = json_object_get(v, fname);
         int rc;
         if (!x && avro_typeof(ft) != AVRO_NULL && avro_typeof(ft) != AVRO_UNION)

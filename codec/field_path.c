@@ -15,6 +15,22 @@ size_t ks_field_path_push(ks_field_path_t *p, const char *fmt, ...)
     return old;
 }
 
+size_t ks_field_path_name(ks_field_path_t *p, const char *name)
+{
+    size_t old = p->len, room = sizeof(p->s) - 1 - old, n = strlen(name);
+    char *o = p->s + old;
+    if (old && room) {
+        *o++ = '.';
+        room--;
+    }
+    if (n > room)
+        n = room;
+    memcpy(o, name, n);
+    o[n] = '\0';
+    p->len = (size_t)(o + n - p->s);
+    return old;
+}
+
 void ks_field_path_pop(ks_field_path_t *p, size_t old)
 {
     p->len = old;

@@ -16,6 +16,9 @@ typedef struct ks_field_path {
 /* Appends a segment (fmt) to p; returns the length to go back to with ks_field_path_pop. */
 size_t ks_field_path_push(ks_field_path_t *p, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+/* Appends a field's name (after a '.' unless p is empty): ks_field_path_push's "%s%s" without
+ * printf, for the decoders' and encoders' every field. */
+size_t ks_field_path_name(ks_field_path_t *p, const char *name);
 void ks_field_path_pop(ks_field_path_t *p, size_t old);
 
 /* Fills p->err with `field "<path>": <what>` (a long path keeps its innermost part), or

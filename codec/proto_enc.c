@@ -29,7 +29,7 @@ typedef struct enc {
 /* Appends ".name" (or "name" first) to the path; returns the length to go back to. */
 static size_t path_push(enc_t *e, const char *name)
 {
-    return ks_field_path_push(&e->path, "%s%s", e->path.len ? "." : "", name);
+    return ks_field_path_name(&e->path, name);
 }
 
 static void put_varint(ks_jbuf_t *b, uint64_t v)

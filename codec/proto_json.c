@@ -1,12 +1,14 @@
 /* proto_json.c: Protobuf binary to JSON (proto_json.h). A message is checked whole first (every
- * tag and length within its bytes), then its fields are written in number order, each from its
- * occurrences: the last one for a singular field, all of them for a repeated one, the latest
- * member for a oneof. Nesting is bounded by MAX_DEPTH. */
+ * tag and length within its bytes) in the pass that notes where each of its fields occurs
+ * (first and last), then its fields are written in number order, each from its occurrences:
+ * the last one for a singular field, all of them (walked from its first to its last) for a
+ * repeated one, the latest member for a oneof. Nesting is bounded by MAX_DEPTH. */
 #include "proto_json.h"
 
 #include <inttypes.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "field_path.h"
@@ -54,8 +56,24 @@ static void next_field(const uint8_t **p, const uint8_t *end, uint32_t *num, occ
     }
 }
 
-/* Checks that s[0..e) is a run of well-formed fields. */
-static int check_fields(dec_t *d, const uint8_t *s, const uint8_t *e)
+/* Whether occurrence o (wire type) can be field f's: its own wire type, or packed. */
+static bool fits(const ks_pb_field_t *f, int wt)
+{
+    int own = ks_pb_wire_type(f->type);
+    return wt == own || (f->repeated && own != KS_WT_LEN && wt == KS_WT_LEN);
+}
+
+/* Where one of a message's fields occurs in its bytes: the start of its first and of its last
+ * occurrence (with a wire type it takes), and the last one read. */
+typedef struct seen {
+    const uint8_t *first, *last_at;
+    occ_t last;
+} seen_t;
+
+/* Checks that s[0..e) is a run of well-formed fields and, with m and seen (m->nfields, zeroed),
+ * notes where each of m's fields occurs. */
+static int check_fields(dec_t *d, const uint8_t *s, const uint8_t *e, const ks_pb_msg_t *m,
+                        seen_t *seen)
 {
     const uint8_t *p = s;
     while (p < e) {
@@ -68,46 +86,27 @@ static int check_fields(dec_t *d, const uint8_t *s, const uint8_t *e)
                         "field number %u: wire type %d runs past the end or is not one "
                         "(at byte %zu of the message)",
                         (unsigned)(tag >> 3), (int)(tag & 7), (size_t)(at - s));
+        const ks_pb_field_t *f = m ? ks_pb_field_by_number(m, (uint32_t)(tag >> 3)) : NULL;
+        if (!f || !fits(f, (int)(tag & 7)))
+            continue; /* unknown: skipped */
+        seen_t *w = &seen[f - m->fields];
+        const uint8_t *q = at;
+        uint32_t num;
+        next_field(&q, e, &num, &w->last);
+        w->last_at = at;
+        if (!w->first)
+            w->first = at;
     }
     return 0;
 }
 
-/* Whether occurrence o (wire type) can be field f's: its own wire type, or packed. */
-static bool fits(const ks_pb_field_t *f, int wt)
+/* Whether another member of f's oneof occurs after f's last occurrence. */
+static bool superseded(const ks_pb_msg_t *m, const ks_pb_field_t *f, const seen_t *seen)
 {
-    int own = ks_pb_wire_type(f->type);
-    return wt == own || (f->repeated && own != KS_WT_LEN && wt == KS_WT_LEN);
-}
-
-/* Where in s[0..e) field f last occurs (with a wire type it takes), or NULL. */
-static const uint8_t *last_of(const ks_pb_field_t *f, const uint8_t *s, const uint8_t *e,
-                              occ_t *last)
-{
-    const uint8_t *p = s, *at = NULL;
-    while (p < e) {
-        const uint8_t *here = p;
-        uint32_t num;
-        occ_t o;
-        next_field(&p, e, &num, &o);
-        if (num == f->number && fits(f, o.wt)) {
-            at = here;
-            if (last)
-                *last = o;
-        }
-    }
-    return at;
-}
-
-/* Whether another member of f's oneof occurs after f's last occurrence at. */
-static bool superseded(const ks_pb_msg_t *m, const ks_pb_field_t *f, const uint8_t *at,
-                       const uint8_t *s, const uint8_t *e)
-{
-    for (size_t i = 0; i < m->nfields; i++) {
-        const ks_pb_field_t *g = &m->fields[i];
-        const uint8_t *gat;
-        if (g != f && g->oneof == f->oneof && (gat = last_of(g, s, e, NULL)) && gat > at)
+    const uint8_t *at = seen[f - m->fields].last_at;
+    for (size_t i = 0; i < m->nfields; i++)
+        if (&m->fields[i] != f && m->fields[i].oneof == f->oneof && seen[i].last_at > at)
             return true;
-    }
     return false;
 }
 
@@ -251,15 +250,19 @@ static int put_entry(dec_t *d, const ks_pb_field_t *f, const occ_t *o)
 {
     const ks_pb_msg_t *m = &d->p->msgs[f->ref];
     const uint8_t *s = o->s, *e = o->s + o->n;
-    if (check_fields(d, s, e))
-        return -1;
     const ks_pb_field_t *kf = ks_pb_field_by_number(m, 1), *vf = ks_pb_field_by_number(m, 2);
-    if (!kf || !vf)
-        return fail(d, "the map's entry message lacks its key or value");
+    if (!kf || !vf || m->nfields != 2)
+        return fail(d, "the map's entry message is not a key and a value");
+    seen_t seen[2] = {{0}};
+    if (check_fields(d, s, e, m, seen))
+        return -1;
+    /* Absent: the zero value. */
     occ_t k = {.wt = ks_pb_wire_type(kf->type), .s = s},
           v = {.wt = ks_pb_wire_type(vf->type), .s = s};
-    last_of(kf, s, e, &k);
-    last_of(vf, s, e, &v);
+    if (seen[kf - m->fields].last_at)
+        k = seen[kf - m->fields].last;
+    if (seen[vf - m->fields].last_at)
+        v = seen[vf - m->fields].last;
     if (put_key(d, kf, &k))
         return -1;
     ks_jbuf_lit(d->b, ":");
@@ -267,16 +270,18 @@ static int put_entry(dec_t *d, const ks_pb_field_t *f, const occ_t *o)
 }
 
 /* Repeated field f: [values] or, for a map, {entries}; nothing when it has none. */
-static int put_repeated(dec_t *d, const ks_pb_field_t *f, const uint8_t *s, const uint8_t *e,
+static int put_repeated(dec_t *d, const ks_pb_field_t *f, const seen_t *w, const uint8_t *e,
                         bool *any)
 {
     bool map = f->type == KS_PB_MESSAGE && d->p->msgs[f->ref].map_entry, first = true;
-    const uint8_t *p = s;
+    if (!w->first)
+        return 0;
+    const uint8_t *p = w->first;
     size_t start = d->b->len;
     ks_jbuf_lit(d->b, *any ? ",\"" : "\"");
     ks_jbuf_lit(d->b, f->json_name);
     ks_jbuf_lit(d->b, map ? "\":{" : "\":[");
-    while (p < e) {
+    while (p <= w->last_at) { /* from its first occurrence to its last */
         uint32_t num;
         occ_t o;
         next_field(&p, e, &num, &o);
@@ -310,18 +315,17 @@ static bool is_zero(const ks_pb_field_t *f, const occ_t *o)
 }
 
 /* Singular field f: "name":value from its last occurrence; nothing when absent. */
-static int put_singular(dec_t *d, const ks_pb_msg_t *m, const ks_pb_field_t *f, const uint8_t *s,
-                        const uint8_t *e, bool *any)
+static int put_singular(dec_t *d, const ks_pb_msg_t *m, const ks_pb_field_t *f, const seen_t *seen,
+                        bool *any)
 {
-    occ_t o;
-    const uint8_t *at = last_of(f, s, e, &o);
-    if (!at || is_zero(f, &o) || (f->oneof >= 0 && superseded(m, f, at, s, e)))
+    const seen_t *w = &seen[f - m->fields];
+    if (!w->last_at || is_zero(f, &w->last) || (f->oneof >= 0 && superseded(m, f, seen)))
         return 0;
     ks_jbuf_lit(d->b, *any ? ",\"" : "\"");
     ks_jbuf_lit(d->b, f->json_name);
     ks_jbuf_lit(d->b, "\":");
     *any = true;
-    return put_value(d, f, &o);
+    return put_value(d, f, &w->last);
 }
 
 /* Message mi from s[0..e) as a JSON object. */
@@ -329,21 +333,28 @@ static int message(dec_t *d, int mi, const uint8_t *s, const uint8_t *e)
 {
     if (d->depth >= MAX_DEPTH)
         return fail(d, "messages nest deeper than %d", MAX_DEPTH);
-    if (check_fields(d, s, e))
-        return -1;
     const ks_pb_msg_t *m = &d->p->msgs[mi];
-    ks_jbuf_lit(d->b, "{");
+    seen_t few[16] = {{0}}; /* most messages; a larger one's go on the heap */
+    seen_t *seen = m->nfields <= 16 ? few : calloc(m->nfields, sizeof(*seen));
+    if (!seen)
+        return fail(d, "out of memory");
+    int rc = check_fields(d, s, e, m, seen);
+    if (!rc)
+        ks_jbuf_lit(d->b, "{");
     bool any = false;
-    for (size_t i = 0; i < m->nfields; i++) {
+    for (size_t i = 0; !rc && i < m->nfields; i++) {
         const ks_pb_field_t *f = &m->fields[i];
-        size_t at = ks_field_path_push(&d->path, "%s%s", d->path.len ? "." : "", f->json_name);
+        size_t at = ks_field_path_name(&d->path, f->json_name);
         d->depth++;
-        int rc = f->repeated ? put_repeated(d, f, s, e, &any) : put_singular(d, m, f, s, e, &any);
+        rc =
+            f->repeated ? put_repeated(d, f, &seen[i], e, &any) : put_singular(d, m, f, seen, &any);
         d->depth--;
         ks_field_path_pop(&d->path, at);
-        if (rc)
-            return -1;
     }
+    if (seen != few)
+        free(seen);
+    if (rc)
+        return -1;
     ks_jbuf_lit(d->b, "}");
     return 0;
 }
