@@ -96,6 +96,17 @@ export interface TopicPartition {
   partition: number;
 }
 
+export interface JsonOptions {
+  /** Integers beyond Number.MAX_SAFE_INTEGER as BigInt (default true); false: JSON.parse's numbers. */
+  bigint?: boolean;
+}
+
+/** JSON text parsed, with integers beyond Number.MAX_SAFE_INTEGER as BigInt unless bigint is
+ * false (JSON.parse when no run of 16 digits is in text). */
+export function parseJson(text: string, bigint?: boolean): unknown;
+/** JSON.stringify(value) with each BigInt written as its digits. */
+export function stringifyJson(value: unknown): string | undefined;
+
 /** A key or value in the schema wire format decoded with the schema registry's schema. */
 export interface Decoded {
   /** The JSON text; "" when it could not be decoded. */
@@ -112,9 +123,11 @@ export class Message {
   readonly keyDecoded: Decoded | null;
   readonly valueDecoded: Decoded | null;
   /** The decoded value parsed; undefined when not shown in a schema format; throws
-   * KsidecarDecodeError when ksidecar could not decode it. */
-  valueJson(): unknown;
-  keyJson(): unknown;
+   * KsidecarDecodeError when ksidecar could not decode it. Integers beyond
+   * Number.MAX_SAFE_INTEGER (Avro longs) are BigInt, exact; with { bigint: false }, numbers
+   * as JSON.parse rounds them. */
+  valueJson(options?: JsonOptions): unknown;
+  keyJson(options?: JsonOptions): unknown;
   readonly topic: string;
   readonly partition: number;
   readonly offset: number;
@@ -189,7 +202,7 @@ export interface PublishOptions {
   /** By key when left out. */
   partition?: number;
   /** A schema of the schema registry: the value is then any JSON-serializable value
-   * (JSON.stringify), written by ksidecar in Confluent's wire format (Avro or JSON Schema). */
+   * (JSON.stringify; a BigInt is written with its exact digits), written by ksidecar in Confluent's wire format (Avro or JSON Schema). */
   valueSchemaId?: number;
   /** Or the subject's version valueSchemaVersion (a number or "latest", the default). */
   valueSubject?: string;

@@ -4,6 +4,7 @@ const { Subscriber, Message } = require('./lib/subscriber');
 const { Publisher } = require('./lib/publisher');
 const errors = require('./lib/errors');
 const { protoDir, services } = require('./lib/connect');
+const json = require('./lib/json');
 
 module.exports = {
   Subscriber,
@@ -11,6 +12,8 @@ module.exports = {
   Publisher,
   protoDir,
   services,
+  parseJson: json.parse,
+  stringifyJson: json.stringify,
   ...errors,
 };
 delete module.exports.fromGrpc;

@@ -2,11 +2,11 @@
 //   npm run typecheck   (tsc --noEmit -p tsconfig.json; tests/clients/node.sh runs it)
 import * as ksidecar from '..';
 import {
-  AckOptions, AckStatus, CommitResult, CommitStatus, ConnectionOptions, Decoded, Header, KsidecarAuthError,
+  AckOptions, AckStatus, CommitResult, CommitStatus, ConnectionOptions, Decoded, Header, JsonOptions, KsidecarAuthError,
   KsidecarClosedError, KsidecarConfigError, KsidecarDecodeError, KsidecarConnectError, KsidecarError, KsidecarPermissionError,
   KsidecarProduceError, KsidecarRequestError, KsidecarTimeoutError, Message, PublishOptions,
   Publisher, PublisherOptions, Subscriber, SubscriberOptions, SubscriberStats, TlsOptions,
-  TopicPartition, protoDir, services,
+  TopicPartition, parseJson, protoDir, services, stringifyJson,
 } from '..';
 
 // One row per value index.d.ts exports: a name added to index.d.ts without a row here, or a
@@ -14,8 +14,16 @@ import {
 const exported: { [K in keyof typeof ksidecar]: unknown } = {
   Subscriber, Message, Publisher, protoDir, services, KsidecarError, KsidecarConfigError,
   KsidecarConnectError, KsidecarAuthError, KsidecarPermissionError, KsidecarRequestError,
-  KsidecarTimeoutError, KsidecarClosedError, KsidecarProduceError, KsidecarDecodeError,
+  KsidecarTimeoutError, KsidecarClosedError, KsidecarProduceError, KsidecarDecodeError, parseJson, stringifyJson,
 };
+
+// A key decoded with its schema, integers as JSON.parse has them; a long id kept exact.
+function decodedKey(m: Message): unknown {
+  const o: JsonOptions = { bigint: false };
+  return m.keyJson(o);
+}
+const longId: unknown = parseJson('{"id":9007199254740993}');
+const longText: string | undefined = stringifyJson({ id: 2n ** 63n - 1n });
 
 // A value decoded with its schema: parsed JSON, or why it was not decoded.
 function decodedValue(m: Message): unknown {
@@ -81,3 +89,6 @@ void consume;
 void produce;
 void unary;
 void decodedValue;
+void decodedKey;
+void longId;
+void longText;

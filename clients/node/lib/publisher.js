@@ -7,6 +7,7 @@
 const grpc = require('@grpc/grpc-js');
 const conn = require('./connect');
 const E = require('./errors');
+const json = require('./json');
 
 const DEFAULTS = { flushMs: 1, maxBatch: 500, timeoutMs: 30000 };
 
@@ -42,7 +43,8 @@ class Publisher {
    * [{key, value}], partition}. Resolves with {topic, partition, offset}; rejects with
    * KsidecarProduceError (this record failed) or another KsidecarError (the request did).
    * With valueSchemaId, or valueSubject (and valueSchemaVersion, a number or "latest", the
-   * default), value is any JSON-serializable value, which ksidecar writes with that schema
+   * default), value is any JSON-serializable value (a BigInt is written with its digits, for
+   * longs beyond Number.MAX_SAFE_INTEGER), which ksidecar writes with that schema
    * of the schema registry in Confluent's wire format; one that does not fit is refused.
    */
   publish(topic, value, { key = null, headers = null, partition = undefined,
@@ -65,7 +67,7 @@ class Publisher {
         keyNull: kb == null,
         value: vb || Buffer.alloc(0),
         valueNull: !schema && vb == null,
-        valueJson: schema ? JSON.stringify(value) : '',
+        valueJson: schema ? json.stringify(value) : '',
         valueSchemaId,
         valueSubject,
         valueSchemaVersion: String(valueSchemaVersion),

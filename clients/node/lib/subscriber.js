@@ -30,6 +30,7 @@ const codec = require('./codec');
 const { Dispatcher } = require('./dispatch');
 const conn = require('./connect');
 const E = require('./errors');
+const json = require('./json');
 
 const DEFAULTS = {
   maxMessages: 4000,
@@ -65,10 +66,10 @@ const ACK = 1;
 const NACK = 2;
 const identity = (b) => b;
 
-function parseDecoded(d) {
+function parseDecoded(d, { bigint = true } = {}) {
   if (!d) return undefined;
   if (d.error) throw new E.KsidecarDecodeError(`not decoded: ${d.error}`);
-  return d.json ? JSON.parse(d.json) : undefined;
+  return d.json ? json.parse(d.json, bigint) : undefined;
 }
 
 /** One delivered record. key/value are Buffers (views of the received message) or null. */
@@ -98,15 +99,17 @@ class Message {
     this.valueDecoded = valueDecoded;
   }
 
-  /** The value decoded with its schema, parsed (JSON.parse); undefined when it was not shown
-   * in a schema format. Throws KsidecarDecodeError when ksidecar could not decode it. */
-  valueJson() {
-    return parseDecoded(this.valueDecoded);
+  /** The value decoded with its schema, parsed; undefined when it was not shown in a schema
+   * format. Integers beyond Number.MAX_SAFE_INTEGER (Avro longs) are BigInt, exact; with
+   * { bigint: false }, numbers as JSON.parse rounds them. Throws KsidecarDecodeError when
+   * ksidecar could not decode it. */
+  valueJson(options) {
+    return parseDecoded(this.valueDecoded, options);
   }
 
   /** The key, as valueJson() has the value. */
-  keyJson() {
-    return parseDecoded(this.keyDecoded);
+  keyJson(options) {
+    return parseDecoded(this.keyDecoded, options);
   }
 
   get _buf() {
