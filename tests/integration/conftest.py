@@ -1,11 +1,13 @@
 """Fixtures for integration tests: a real Kafka broker (started by tests/kafka/kafka.sh),
 the real ksidecar binary, and helpers that check commits from outside ksidecar."""
+import http.server
 import json
 import os
 import pathlib
 import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
@@ -219,3 +221,43 @@ def drain(sc, group, topic, quiet_ms=3000, timeout=60, max=1000):
             break
         got += recs
     return got
+
+
+class Recorder:
+    """An HTTP server on a free loopback port that keeps each POST as (path, headers, body) in
+    .bodies and answers .status with reply (an app a push goes to, an OTLP endpoint)."""
+
+    def __init__(self, status=200, reply=b""):
+        self.lock = threading.Lock()
+        self.bodies = []
+        self.status = status
+        rec = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            protocol_version = "HTTP/1.1"  # keep-alive
+
+            def log_message(self, *a):
+                pass
+
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                with rec.lock:
+                    rec.bodies.append((self.path, dict(self.headers.items()), body))
+                self.send_response(rec.status)
+                self.send_header("Content-Length", str(len(reply)))
+                self.end_headers()
+                self.wfile.write(reply)
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def requests(self, path):
+        """(headers, body) of each POST to path so far, in order."""
+        with self.lock:
+            return [(h, b) for p, h, b in self.bodies if p == path]
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()

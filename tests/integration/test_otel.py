@@ -7,15 +7,13 @@ record's trace when it went alone (the lease's span links it) and links each rec
 when it went in a batch; a dead letter's traceparent names the lease's span; with the endpoint
 down, records still flow and the spans are dropped and counted."""
 import base64
-import http.server
 import json
-import threading
 
 import pytest
 from google.protobuf.json_format import MessageToDict
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
-from conftest import create_topic, free_port, unique, wait_for
+from conftest import Recorder, create_topic, free_port, unique, wait_for
 from test_metrics import scrape, val
 from test_redrive import headers, redrive
 
@@ -27,33 +25,11 @@ CTX4 = [{"key": "traceparent", "value": f"00-{TRACE4}-{PARENT4}-01"},
         {"key": "tracestate", "value": STATE4}, {"key": "baggage", "value": BAGGAGE4}]
 
 
-class Receiver:
+class Receiver(Recorder):
     """An OTLP/HTTP endpoint: keeps every span POSTed to /v1/traces; answers status."""
 
     def __init__(self, status=200):
-        self.lock = threading.Lock()
-        self.bodies = []
-        self.status = status
-        rcv = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"
-
-            def log_message(self, *a):
-                pass
-
-            def do_POST(self):
-                body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
-                with rcv.lock:
-                    rcv.bodies.append((self.path, dict(self.headers.items()), body))
-                self.send_response(rcv.status)
-                self.send_header("Content-Length", "2")
-                self.end_headers()
-                self.wfile.write(b"{}")
-
-        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+        super().__init__(status, b"{}")
 
     def spans(self):
         out = []
@@ -85,9 +61,6 @@ class Receiver:
                         out.append(s)
         return out
 
-    def close(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def otel_env(url, **more):
