@@ -353,11 +353,27 @@ void http_produce_completed(req_t *r)
 
 void http_produce_stop_waits(ks_http_t *h)
 {
+    /* Disarmed under the list's lock, woken outside it (resuming takes libmicrohttpd's lock):
+     * the reference each pass took keeps its request until its wake drops it. */
+    req_t **todo = NULL;
+    size_t n = 0;
     pthread_mutex_lock(&h->schema_lock);
     h->schema_stopping = true;
-    for (req_t *r = h->schema_waits; r; r = r->u.produce.wait_next)
-        on_schema(r); /* the reference its pass took goes with the wake */
+    for (req_t *r = h->schema_waits; r; r = r->u.produce.wait_next) {
+        pthread_mutex_lock(&r->io.lock);
+        bool armed = r->u.produce.schema_armed;
+        r->u.produce.schema_armed = false;
+        pthread_mutex_unlock(&r->io.lock);
+        if (!armed)
+            continue;
+        if (!(todo = realloc(todo, (n + 1) * sizeof(*todo))))
+            abort();
+        todo[n++] = r;
+    }
     pthread_mutex_unlock(&h->schema_lock);
+    for (size_t i = 0; i < n; i++)
+        http_wake(&todo[i]->io);
+    free(todo);
 }
 
 /* A produce that waited for the registry while the server stops: 503, its wakes forgotten. */
