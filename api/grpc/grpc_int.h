@@ -300,6 +300,12 @@ bool grpc_settle(call_t *c, const char *group, ks_settle_op_t op, int64_t ms, co
  * fetched: the request again). @locality a completion-queue thread */
 void grpc_produce_decode(call_t *c, ProtobufCMessage *m);
 void grpc_produce_encode(call_t *c, const reply_t *r);
+/* Whether c is a Produce waiting for the registry, no pass running. Locked by caller. */
+bool grpc_produce_waits_locked(const call_t *c);
+/* c's client left or the server stops: a Produce waiting for the registry is answered
+ * UNAVAILABLE on a completion-queue thread and its wakes forgotten (one in a pass ends so
+ * when the pass does). @locality any thread but the registry's */
+void grpc_produce_stop_wait(call_t *c);
 
 /* ---- grpc_wire.c: encoders and decoders by hand ---- */
 

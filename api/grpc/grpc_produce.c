@@ -28,6 +28,7 @@ struct gprod {
     grec_t *rec;
     ProtobufCBinaryData held; /* the request, packed, while the registry fetches */
     bool armed;               /* a registry answer posts a reply (under c->lock) */
+    bool waiting;             /* its last pass ended waiting for the registry (under c->lock) */
 };
 
 /* What the registry's wake posts: not an engine result. */
@@ -63,8 +64,8 @@ static void on_schema(void *ctx)
 }
 
 /* Ends a pass that does not wait: forgets c's wakes in the registry and drops the pass's
- * reference unless a wake took it. */
-static void disarm(call_t *c)
+ * reference unless a wake took it. Returns whether it dropped it. */
+static bool disarm(call_t *c)
 {
     ks_registry_t *reg = ks_codec_registry();
     if (reg)
@@ -75,6 +76,43 @@ static void disarm(call_t *c)
     pthread_mutex_unlock(&c->lock);
     if (armed)
         call_unref(c); /* not the last: the decode runs under another */
+    return armed;
+}
+
+/* Whether c, closed or its server stopping, is answered without another pass. Locked by
+ * caller. */
+static bool gone_locked(const call_t *c)
+{
+    return c->closed || atomic_load(&c->s->stopping);
+}
+
+/* The answer of a produce that waited for the registry when its client left or the server
+ * stopped; g is no longer c->prod. */
+static void abandon(call_t *c, gprod_t *g)
+{
+    ks_registry_t *reg = ks_codec_registry();
+    if (reg)
+        ks_registry_cancel(reg, c);
+    call_finish(c, GRPC_STATUS_UNAVAILABLE,
+                "ksidecar is shutting down: a schema this produce names was still being fetched "
+                "from the schema registry; no record was sent");
+    gprod_free(g);
+}
+
+bool grpc_produce_waits_locked(const call_t *c)
+{
+    return c->prod && c->prod->armed && c->prod->waiting;
+}
+
+void grpc_produce_stop_wait(call_t *c)
+{
+    pthread_mutex_lock(&c->lock);
+    bool post = grpc_produce_waits_locked(c);
+    if (post)
+        c->prod->armed = c->prod->waiting = false;
+    pthread_mutex_unlock(&c->lock);
+    if (post) /* with the pass's reference, as a wake; the encoder answers */
+        call_reply(c, NULL, 0, &schema_ready);
 }
 
 /* Reads what JSON and pick give for record i's key or value (field) into *data, *len (a buffer
@@ -191,6 +229,7 @@ static void produce_pass(call_t *c, Ksidecar__V1__ProduceRequest *r)
         call_ref(c); /* the pass's: a wake takes it to its reply */
         pthread_mutex_lock(&c->lock);
         g->armed = true;
+        g->waiting = false;
         pthread_mutex_unlock(&c->lock);
     }
     bool ok = true;
@@ -233,6 +272,16 @@ static void produce_pass(call_t *c, Ksidecar__V1__ProduceRequest *r)
             if (!(g->held.data = malloc(g->held.len + 1)))
                 abort();
             protobuf_c_message_pack(&r->base, g->held.data);
+        }
+        pthread_mutex_lock(&c->lock);
+        bool gone = gone_locked(c);
+        g->waiting = !gone;
+        pthread_mutex_unlock(&c->lock);
+        if (gone && disarm(c)) { /* else a wake's reply is on its way: its encoder answers */
+            pthread_mutex_lock(&c->lock);
+            c->prod = NULL;
+            pthread_mutex_unlock(&c->lock);
+            abandon(c, g);
         }
     } else
         submit(c, r, g, recs);
@@ -308,9 +357,15 @@ void grpc_produce_encode(call_t *c, const reply_t *r)
 {
     pthread_mutex_lock(&c->lock);
     gprod_t *g = c->prod;
-    if (r->ctx != &schema_ready)
-        c->prod = NULL; /* the engine's answer: the last use */
+    bool gone = r->ctx == &schema_ready && gone_locked(c);
+    if (r->ctx != &schema_ready || gone)
+        c->prod = NULL; /* the engine's answer, or no more passes: the last use */
     pthread_mutex_unlock(&c->lock);
+    if (gone) {
+        abandon(c, g);
+        call_unref(c); /* the wake's */
+        return;
+    }
     if (r->ctx != &schema_ready) {
         answer(c, g, r->res, r->n);
         return;

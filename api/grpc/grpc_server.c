@@ -86,6 +86,8 @@ static void on_close(void *ctx, bool ok)
         ks_substream_close(&c->ss);
         uncount_stream(c);
     }
+    if (c->method == M_PRODUCE)
+        grpc_produce_stop_wait(c); /* its client left: nothing waits for the registry */
     list_remove(c->s, c);
     call_unref(c); /* the list's reference */
     call_unref(c); /* this batch's */
@@ -282,6 +284,35 @@ int ks_grpc_port(const ks_grpc_t *g)
     return g->port;
 }
 
+static bool pick_produce_wait(call_t *c, const void *arg)
+{
+    return grpc_produce_waits_locked(c) || (arg && c->prod);
+}
+
+/* Produces waiting for the registry are answered UNAVAILABLE, before every call is cancelled;
+ * up to a second for their answers to go. */
+static void stop_produce_waits(ks_grpc_t *s)
+{
+    call_t *todo[64];
+    size_t n;
+    do {
+        n = pick_calls(s, pick_produce_wait, NULL, todo, 64);
+        for (size_t i = 0; i < n; i++) {
+            grpc_produce_stop_wait(todo[i]);
+            call_unref(todo[i]);
+        }
+    } while (n == 64);
+    for (int i = 0; i < 100; i++) {
+        n = pick_calls(s, pick_produce_wait, s, todo, 64);
+        for (size_t k = 0; k < n; k++)
+            call_unref(todo[k]);
+        if (!n)
+            break;
+        struct timespec ts = {0, 10 * 1000000};
+        nanosleep(&ts, NULL);
+    }
+}
+
 static void on_shutdown_done(void *ctx, bool ok)
 {
     atomic_store((atomic_bool *)ctx, true);
@@ -293,6 +324,7 @@ void ks_grpc_stop(ks_grpc_t *s)
         return;
     atomic_store(&s->stopping, true);
     pthread_join(s->health_thread, NULL);
+    stop_produce_waits(s);
     atomic_bool done;
     atomic_init(&done, false);
     ev_t ev = {on_shutdown_done, &done};

@@ -170,6 +170,7 @@ bad:
 static void http_free(ks_http_t *h)
 {
     pthread_mutex_destroy(&h->streams_lock);
+    pthread_mutex_destroy(&h->schema_lock);
     http_tls_free(h->tls);
     free(h);
 }
@@ -204,6 +205,7 @@ ks_http_t *ks_http_start(ks_engine_t *eng, const ks_config_t *cfg, const ks_auth
     h->routes = http_route_table(&h->route_cnt);
     h->started_wall_ms = http_page_wall_ms();
     pthread_mutex_init(&h->streams_lock, NULL);
+    pthread_mutex_init(&h->schema_lock, NULL);
     atomic_init(&h->streams_stopping, false);
     if (tls)
         h->tls = o.tls = http_tls_new(tls);
@@ -229,6 +231,7 @@ int ks_http_port(const ks_http_t *h)
 void ks_http_quiesce(ks_http_t *h)
 {
     http_srv_quiesce(h->srv);
+    http_produce_stop_waits(h); /* answered while the other edges stop */
 }
 
 void ks_http_stop(ks_http_t *h)
@@ -236,6 +239,7 @@ void ks_http_stop(ks_http_t *h)
     if (!h)
         return;
     http_stream_stop_all(h); /* the server must find no stream paused */
+    http_produce_stop_waits(h);
     http_srv_stop(h->srv);
     http_free(h);
 }

@@ -47,6 +47,9 @@ struct ks_http {
     struct hstream *streams;      /* open record streams (http_stream.c) */
     int stream_cnt;               /* bound: http.max_streams */
     atomic_bool streams_stopping; /* the server stops: no stream pauses again */
+    pthread_mutex_t schema_lock;  /* guards schema_waits, schema_stopping */
+    struct req *schema_waits;     /* produces parked until the registry answers */
+    bool schema_stopping;         /* the server stops: none parks for the registry again */
     int64_t started_wall_ms;      /* when the edge started (unix ms), the status page's uptime */
 };
 
@@ -112,6 +115,8 @@ typedef struct req {
             ks_produce_result_t *res; /* the engine's answer: one per record sent */
             bool schema_wait;         /* parked until the registry answers (http_produce.c) */
             bool schema_armed;        /* a registry answer wakes the request (under io.lock) */
+            bool listed;              /* in h->schema_waits (under h->schema_lock) */
+            struct req *wait_prev, *wait_next;
         } produce;
         struct { /* KS_CMD_SEEK */
             ks_seek_result_t *res;
@@ -305,6 +310,9 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r);
 http_ret_t http_produce_reply(req_t *r);
 /* The request completed: forgets a wait for the registry. */
 void http_produce_completed(req_t *r);
+/* The server stops: every produce parked for the registry is woken and answered 503, and none
+ * parks for it again (the server must find no request suspended). */
+void http_produce_stop_waits(ks_http_t *h);
 
 /* http_push.c: /v1/groups/{group}/push (a push set by API call). */
 http_ret_t http_push_get(ks_http_t *h, req_t *r);

@@ -311,10 +311,79 @@ static void schema_disarm(req_t *r, bool cancel)
         http_req_unref(&r->io); /* not the last: the server holds one */
 }
 
+/* Lists r among the produces parked for the registry, unless the server stops. */
+static bool wait_list(ks_http_t *h, req_t *r)
+{
+    pthread_mutex_lock(&h->schema_lock);
+    bool ok = !h->schema_stopping;
+    if (ok && !r->u.produce.listed) {
+        r->u.produce.listed = true;
+        r->u.produce.wait_prev = NULL;
+        r->u.produce.wait_next = h->schema_waits;
+        if (h->schema_waits)
+            h->schema_waits->u.produce.wait_prev = r;
+        h->schema_waits = r;
+    }
+    pthread_mutex_unlock(&h->schema_lock);
+    return ok;
+}
+
+static void wait_unlist(ks_http_t *h, req_t *r)
+{
+    pthread_mutex_lock(&h->schema_lock);
+    if (r->u.produce.listed) {
+        req_t *p = r->u.produce.wait_prev, *n = r->u.produce.wait_next;
+        if (p)
+            p->u.produce.wait_next = n;
+        else
+            h->schema_waits = n;
+        if (n)
+            n->u.produce.wait_prev = p;
+        r->u.produce.listed = false;
+    }
+    pthread_mutex_unlock(&h->schema_lock);
+}
+
 void http_produce_completed(req_t *r)
 {
+    wait_unlist(r->h, r);
     if (r->u.produce.schema_wait)
         schema_disarm(r, true);
+}
+
+void http_produce_stop_waits(ks_http_t *h)
+{
+    /* Disarmed under the list's lock, woken outside it (resuming takes libmicrohttpd's lock):
+     * the reference each pass took keeps its request until its wake drops it. */
+    req_t **todo = NULL;
+    size_t n = 0;
+    pthread_mutex_lock(&h->schema_lock);
+    h->schema_stopping = true;
+    for (req_t *r = h->schema_waits; r; r = r->u.produce.wait_next) {
+        pthread_mutex_lock(&r->io.lock);
+        bool armed = r->u.produce.schema_armed;
+        r->u.produce.schema_armed = false;
+        pthread_mutex_unlock(&r->io.lock);
+        if (!armed)
+            continue;
+        if (!(todo = realloc(todo, (n + 1) * sizeof(*todo))))
+            abort();
+        todo[n++] = r;
+    }
+    pthread_mutex_unlock(&h->schema_lock);
+    for (size_t i = 0; i < n; i++)
+        http_wake(&todo[i]->io);
+    free(todo);
+}
+
+/* A produce that waited for the registry while the server stops: 503, its wakes forgotten. */
+static http_ret_t stop_answer(req_t *r)
+{
+    schema_disarm(r, true);
+    r->u.produce.schema_wait = false;
+    return http_send_error(r, KS_E_UNAVAILABLE,
+                           "ksidecar is shutting down: a schema this produce names was still being "
+                           "fetched from the schema registry; no record was sent");
 }
 
 /* One pass over the body: answered (a 400, every record refused), submitted and parked, or,
@@ -414,15 +483,24 @@ http_ret_t http_produce_decode(ks_http_t *h, req_t *r)
     bool wait;
     http_ret_t ret;
     /* A pass waits only while a schema is being fetched; each wake is a fetch settled. */
-    while ((ret = decode_pass(h, r, &wait)) == HTTP_RET_OK && wait)
+    while ((ret = decode_pass(h, r, &wait)) == HTTP_RET_OK && wait) {
+        if (!wait_list(h, r))
+            return stop_answer(r);
         if (!http_park(&r->io))
             return HTTP_RET_OK; /* resumed by on_schema: http_produce_reply */
+        wait_unlist(h, r);
+    }
     return ret;
 }
 
 http_ret_t http_produce_reply(req_t *r)
 {
-    if (r->u.produce.schema_wait)
-        return http_produce_decode(r->h, r);
+    wait_unlist(r->h, r);
+    if (r->u.produce.schema_wait) {
+        pthread_mutex_lock(&r->h->schema_lock);
+        bool stopping = r->h->schema_stopping;
+        pthread_mutex_unlock(&r->h->schema_lock);
+        return stopping ? stop_answer(r) : http_produce_decode(r->h, r);
+    }
     return http_reply_produce(r);
 }
