@@ -29,6 +29,7 @@ struct gprod {
     ProtobufCBinaryData held; /* the request, packed, while the registry fetches */
     bool armed;               /* a registry answer posts a reply (under c->lock) */
     bool waiting;             /* its last pass ended waiting for the registry (under c->lock) */
+    bool again; /* an answer came while a pass ran: that pass, if it must wait, goes again */
 };
 
 /* What the registry's wake posts: not an engine result. */
@@ -50,16 +51,20 @@ static void on_produced(ks_produce_result_t *res, size_t n, void *opaque)
 }
 
 /* The registry's answer for one of c's schemas (the registry's thread): posts a reply once
- * per armed pass, with the pass's reference on c. */
+ * per armed pass that ended waiting, with the pass's reference on c. While a pass runs it only
+ * marks it (again): two passes never run at once, and an answer that came after the pass
+ * looked at its schema is not lost. */
 static void on_schema(void *ctx)
 {
     call_t *c = ctx;
     pthread_mutex_lock(&c->lock);
-    bool armed = c->prod && c->prod->armed;
-    if (armed)
-        c->prod->armed = false;
+    bool post = c->prod && c->prod->armed && c->prod->waiting;
+    if (post)
+        c->prod->armed = c->prod->waiting = false;
+    else if (c->prod && c->prod->armed)
+        c->prod->again = true;
     pthread_mutex_unlock(&c->lock);
-    if (armed)
+    if (post)
         call_reply(c, NULL, 0, &schema_ready);
 }
 
@@ -229,7 +234,7 @@ static void produce_pass(call_t *c, Ksidecar__V1__ProduceRequest *r)
         call_ref(c); /* the pass's: a wake takes it to its reply */
         pthread_mutex_lock(&c->lock);
         g->armed = true;
-        g->waiting = false;
+        g->waiting = g->again = false;
         pthread_mutex_unlock(&c->lock);
     }
     bool ok = true;
@@ -274,10 +279,15 @@ static void produce_pass(call_t *c, Ksidecar__V1__ProduceRequest *r)
             protobuf_c_message_pack(&r->base, g->held.data);
         }
         pthread_mutex_lock(&c->lock);
-        bool gone = gone_locked(c);
-        g->waiting = !gone;
+        bool gone = gone_locked(c), again = !gone && g->again && g->armed;
+        if (again) /* a schema came during the pass: another, with the pass's reference */
+            g->armed = g->again = false;
+        else
+            g->waiting = !gone;
         pthread_mutex_unlock(&c->lock);
-        if (gone && disarm(c)) { /* else a wake's reply is on its way: its encoder answers */
+        if (again)
+            call_reply(c, NULL, 0, &schema_ready);
+        else if (gone && disarm(c)) { /* else a wake's reply is on its way: its encoder answers */
             pthread_mutex_lock(&c->lock);
             c->prod = NULL;
             pthread_mutex_unlock(&c->lock);

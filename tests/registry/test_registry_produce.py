@@ -16,7 +16,7 @@ import struct
 import sys
 
 import pytest
-from confluent_kafka import Consumer
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.schema_registry import Schema, SchemaRegistryClient
 from confluent_kafka.schema_registry.avro import AvroDeserializer
 from confluent_kafka.schema_registry.json_schema import JSONDeserializer
@@ -347,3 +347,44 @@ def test_auto_register(bootstrap, sidecars, client):
         assert as_json_value(de(m.value(), SerializationContext(topic, MessageField.VALUE))) == \
             as_json_value(want)
     stopped_clean(sc)
+
+
+def test_grpc_many_schemas_fetched_apart_write_each_record_once(bootstrap, sidecars, client):
+    """A Produce naming schemas the cache lacks waits while the registry client fetches them, one
+    request each; their answers come apart, some while a pass over the request runs. Each round
+    (a new ksidecar, so a cold cache) must write every record once: no pass lost (the call would
+    hang to its deadline) and none run twice (records written twice)."""
+    from grpc_support import producer_pb2 as P, start_grpc  # noqa: E402
+    topic = unique("pmany")
+    create_topic(bootstrap, topic, 1)
+    ids = [register(client, f"{topic}-s{i}-value",
+                    {"type": "record", "name": f"R{i}", "fields": [{"name": "n", "type": "int"}]})
+           for i in range(12)]
+    rounds, written = 4, 0
+    for r in range(rounds):
+        sc = start_grpc(sidecars, args=(f"--schema_registry.url={REGISTRY}",))
+        recs = [P.ProduceRecord(topic=topic, partition=0, has_partition=True,
+                                value_json=json.dumps({"n": r * 100 + i}), value_schema_id=sid)
+                for i, sid in enumerate(ids)]
+        resp = sc.producer.Produce(P.ProduceRequest(records=recs), timeout=30)
+        assert [x.error for x in resp.results] == [""] * len(ids), resp
+        written += len(ids)
+        stopped_clean(sc)
+    msgs = read_back(bootstrap, topic, written)
+    c = Consumer({"bootstrap.servers": bootstrap, "group.id": unique("end")})
+    lo, hi = c.get_watermark_offsets(TopicPartition(topic, 0), timeout=10)
+    c.close()
+    assert hi - lo == written, f"{hi - lo} records in the topic for {written} produced"
+    got = sorted(zz(m.value()[5:]) for m in msgs)
+    assert got == sorted(r * 100 + i for r in range(rounds) for i in range(len(ids)))
+
+
+def zz(b):
+    """An Avro int (a zigzag varint) from b."""
+    v, shift = 0, 0
+    for byte in b:
+        v |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    return (v >> 1) ^ -(v & 1)
