@@ -640,11 +640,9 @@ int ks_avro_decode(const ks_avro_t *a, const void *data, size_t len, ks_avro_for
 
 /* ---- with a registry's schema ---- */
 
-static void *parsed_make(const ks_schema_t *s, char *err, size_t errsize)
+static void *parsed_make(const char *text, size_t len, char *err, size_t errsize)
 {
-    size_t len;
-    const char *text = ks_schema_text_as(s, KS_SCHEMA_AVRO, &len, err, errsize);
-    return text ? ks_avro_new(text, len, err, errsize) : NULL;
+    return ks_avro_new(text, len, err, errsize);
 }
 
 static void parsed_free(void *p)
@@ -652,7 +650,7 @@ static void parsed_free(void *p)
     ks_avro_free(p);
 }
 
-const ks_schema_parser_t ks_avro_parser = {parsed_make, parsed_free};
+const ks_schema_parser_t ks_avro_parser = {KS_SCHEMA_AVRO, parsed_make, parsed_free};
 
 int ks_avro_wire_json(ks_schema_t *s, const void *data, size_t len, ks_avro_form_t form,
                       ks_jbuf_t *b, char *err, size_t errsize)

@@ -914,11 +914,9 @@ int ks_json_schema_check(const ks_json_schema_t *js, json_t *v, char *err, size_
 
 /* ---- with a registry's schema ---- */
 
-static void *parsed_make(const ks_schema_t *s, char *err, size_t errsize)
+static void *parsed_make(const char *text, size_t len, char *err, size_t errsize)
 {
-    size_t len;
-    const char *text = ks_schema_text_as(s, KS_SCHEMA_JSON, &len, err, errsize);
-    return text ? ks_json_schema_new(text, len, err, errsize) : NULL;
+    return ks_json_schema_new(text, len, err, errsize);
 }
 
 static void parsed_free(void *p)
@@ -926,7 +924,7 @@ static void parsed_free(void *p)
     ks_json_schema_free(p);
 }
 
-const ks_schema_parser_t ks_json_schema_parser = {parsed_make, parsed_free};
+const ks_schema_parser_t ks_json_schema_parser = {KS_SCHEMA_JSON, parsed_make, parsed_free};
 
 int ks_json_schema_body_json(ks_jbuf_t *b, const void *body, size_t n, char *err, size_t errsize)
 {

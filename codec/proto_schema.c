@@ -1026,10 +1026,8 @@ const char *ks_pb_enum_name(const ks_pb_enum_t *e, int32_t n)
     return NULL;
 }
 
-static void *parsed_make(const ks_schema_t *s, char *err, size_t errsize)
+static void *parsed_make(const char *text, size_t len, char *err, size_t errsize)
 {
-    size_t len;
-    const char *text = ks_schema_text(s, &len);
     return ks_proto_new(text, len, err, errsize);
 }
 
@@ -1038,4 +1036,4 @@ static void parsed_free(void *p)
     ks_proto_free(p);
 }
 
-const ks_schema_parser_t ks_proto_parser = {parsed_make, parsed_free};
+const ks_schema_parser_t ks_proto_parser = {KS_SCHEMA_PROTOBUF, parsed_make, parsed_free};

@@ -109,17 +109,6 @@ const char *ks_schema_text(const ks_schema_t *s, size_t *len)
     return s->text;
 }
 
-const char *ks_schema_text_as(const ks_schema_t *s, ks_schema_type_t want, size_t *len, char *err,
-                              size_t errsize)
-{
-    if (s->type != want) {
-        snprintf(err, errsize, "schema %d is %s, not %s", (int)s->id, ks_schema_type_str(s->type),
-                 ks_schema_type_str(want));
-        return NULL;
-    }
-    return ks_schema_text(s, len);
-}
-
 const char *ks_schema_references(const ks_schema_t *s)
 {
     return s->references;
@@ -140,7 +129,11 @@ const void *ks_schema_parsed(ks_schema_t *s, const ks_schema_parser_t *p, char *
         snprintf(err, errsize, "%s", s->parse_err);
     } else if (!v) {
         char e[512] = "";
-        v = p->parse(s, e, sizeof(e));
+        if (s->type != p->type)
+            snprintf(e, sizeof(e), "schema %d is %s, not %s", (int)s->id,
+                     ks_schema_type_str(s->type), ks_schema_type_str(p->type));
+        else
+            v = p->parse(s->text, s->len, e, sizeof(e));
         s->parser = p;
         if (v) {
             atomic_store_explicit(&s->parsed, v, memory_order_release);

@@ -38,17 +38,16 @@ int32_t ks_schema_id(const ks_schema_t *s);
 ks_schema_type_t ks_schema_type(const ks_schema_t *s);
 /* The schema's text (NUL-terminated; *len its length if len is not NULL). */
 const char *ks_schema_text(const ks_schema_t *s, size_t *len);
-/* s's text as ks_schema_text when s is written in want, else NULL with err ("schema 8 is
- * AVRO, not JSON"): for a parser's parse. */
-const char *ks_schema_text_as(const ks_schema_t *s, ks_schema_type_t want, size_t *len, char *err,
-                              size_t errsize);
 /* The registry's "references" array as JSON text, or NULL when it gave none. */
 const char *ks_schema_references(const ks_schema_t *s);
 
-/* How a decoder makes its parsed form of a schema (avro_json.c's compiled Avro schema). */
+/* How a decoder makes its parsed form of a schema of its type (avro_json.c's compiled Avro
+ * schema). */
 typedef struct ks_schema_parser {
-    /* Returns the parsed form, or NULL with err filled. Runs on the caller's thread. */
-    void *(*parse)(const ks_schema_t *s, char *err, size_t errsize);
+    ks_schema_type_t type; /* a schema of another type fails: "schema 7 is JSON, not AVRO" */
+    /* Returns the parsed form of text[0..len), or NULL with err filled. Runs on the caller's
+     * thread. */
+    void *(*parse)(const char *text, size_t len, char *err, size_t errsize);
     void (*free)(void *parsed);
 } ks_schema_parser_t;
 
