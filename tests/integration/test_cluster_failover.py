@@ -14,7 +14,7 @@ Every record the broker acknowledged is counted from its produce to its commit:
 - after it, /readyz is 200 and the group's status shows every partition committed to the
   end, nothing stalled or held back;
 - the dead-letter producer (acks=all) keeps every record it was given through the death of
-  its topic's leader."""
+  its topic's leader, and the redrive (idempotent, acks=all) every record it moves back."""
 import http.client
 import json
 import os
@@ -26,7 +26,8 @@ import time
 import grpc
 import pytest
 
-from conftest import KAFKA_SH, Sidecar, describe_group, started_processes, unique, wait_for
+from conftest import (KAFKA_SH, Sidecar, describe_group, kstool, started_processes, unique,
+                      wait_for, watermarks)
 from grpc_support import consumer_pb2, consumer_pb2_grpc, SubscribeStream, StreamClosed
 
 NODES = int(os.environ.get("KSIDECAR_TEST_KAFKA_NODES", "1"))
@@ -473,3 +474,113 @@ def test_dead_letters_through_a_killed_leader(cluster, sidecar):
     assert len(rejected) >= RECORDS // 20, len(rejected)
     assert not missing, sorted(missing)[:10]
     assert sc.stop() == 0
+
+
+REDRIVE_RECORDS = 60000
+
+
+def test_redrive_through_a_killed_leader(cluster, sidecar):
+    """REDRIVE_RECORDS records dead-lettered (replication factor 3) are redriven back to
+    their topic while the leader of the topic's partition 0 is killed (-9) mid-redrive, then
+    restarted: each comes back, the duplicates counted and bounded, and the redrive (calls
+    again where one stopped on an error) reports nothing left."""
+    from confluent_kafka import Consumer, Producer as P, TopicPartition
+    topic, dlq, g = unique("tredrive"), unique("tredrivedl"), unique("gredrive")
+    create_topic_rf3(cluster, topic)
+    create_topic_rf3(cluster, dlq)
+    sc = sidecar(["--group.dead_letter_topic=" + dlq])
+    p = P({"bootstrap.servers": cluster, "acks": "all", "enable.idempotence": True,
+           "linger.ms": 20})
+    for i in range(REDRIVE_RECORDS):
+        p.produce(topic, key=b"k%d" % i, value=b"v%d" % i, partition=i % PARTS)
+        if i % 1000 == 999:
+            p.poll(0)
+    assert p.flush(60) == 0
+    assert sum(watermarks(cluster, topic).values()) == REDRIVE_RECORDS
+
+    # Every record dead-lettered through the group's nacks.
+    t_dl, nacked = time.time(), 0
+    while nacked < REDRIVE_RECORDS and time.time() - t_dl < 120:
+        recs = sc.fetch(g, topic, max=1000, wait_ms=1000)
+        if not recs:
+            continue
+        st, body = sc.post(f"/v1/groups/{g}/nacks", {
+            "ack_ids": [r["ack_id"] for r in recs], "dead_letter": True, "reason": "poison"})
+        assert st == 200 and all(x["status"] == "OK" for x in body["results"]), (st, body)
+        nacked += len(recs)
+    assert nacked == REDRIVE_RECORDS, nacked
+    wait_for(lambda: sum(watermarks(cluster, dlq).values()) == REDRIVE_RECORDS, 60, 0.5,
+             "every dead letter in its topic")
+    print(f"\n{REDRIVE_RECORDS} records dead-lettered in {time.time() - t_dl:.1f} s")
+
+    # The redrive on a thread; the leader killed once it wrote a tenth back.
+    reports, calls = [], []
+
+    def redrive():
+        while True:
+            st, rep = sc.request("POST", f"/v1/groups/{g}/redrive",
+                                 {"max": REDRIVE_RECORDS}, timeout=180)
+            calls.append(time.time())
+            reports.append((st, rep))
+            if st != 200 or rep["remaining"] == 0 or len(reports) >= 5:
+                return
+
+    t0 = time.time()
+    th = threading.Thread(target=redrive, daemon=True)
+    th.start()
+    wait_for(lambda: sum(watermarks(cluster, topic).values()) >= REDRIVE_RECORDS * 11 // 10,
+             60, 0.2, "the redrive writing back")
+    victim = leaders(cluster, topic)[0]
+    written = sum(watermarks(cluster, topic).values()) - REDRIVE_RECORDS
+    t_kill = time.time()
+    kafka("node", "kill", str(victim))
+    assert not calls, f"the redrive ended before the kill: {reports}"
+    print(f"killed node {victim}, the leader of partition 0, {t_kill - t0:.1f} s into the "
+          f"redrive, {written} records written back")
+    time.sleep(5)
+    kafka("node", "start", str(victim))
+    th.join(240)
+    assert not th.is_alive(), "the redrive did not end"
+    for st, rep in reports:
+        print(f"redrive call: {st}, moved {rep.get('moved')}, remaining {rep.get('remaining')}, "
+              f"error {rep.get('error')!r}")
+    st, rep = reports[-1]
+    assert st == 200 and rep["remaining"] == 0, reports
+    moved = sum(r["moved"] for s, r in reports if s == 200)
+    print(f"redrive: {len(reports)} call(s), {moved} moved in {calls[-1] - t0:.1f} s "
+          f"(the kill at +{t_kill - t0:.1f} s)")
+
+    # Back in the topic past its first end, each key counted.
+    c = Consumer({"bootstrap.servers": cluster, "group.id": unique("redriveread"),
+                  "enable.auto.commit": False})
+    c.assign([TopicPartition(topic, q, REDRIVE_RECORDS // PARTS) for q in range(PARTS)])
+    seen, ends = {}, watermarks(cluster, topic)
+    want = sum(ends.values()) - REDRIVE_RECORDS
+    got, deadline = 0, time.time() + 60
+    while got < want and time.time() < deadline:
+        for m in c.consume(1000, timeout=1.0):
+            if m.error():
+                continue
+            i = int(m.key()[1:])
+            assert m.value() == b"v%d" % i and m.partition() == i % PARTS, (m.key(), m.value())
+            h = dict(m.headers() or [])
+            assert h.get("ksidecar.redriven") == b"1", h
+            seen[i] = seen.get(i, 0) + 1
+            got += 1
+    c.close()
+    missing = REDRIVE_RECORDS - len(seen)
+    twice = sum(n - 1 for n in seen.values())
+    print(f"redriven: {len(seen)} of {REDRIVE_RECORDS} back, {missing} missing, "
+          f"{twice} written twice, {moved} reported moved")
+    assert got == want, (got, want)
+    assert missing == 0, sorted(set(range(REDRIVE_RECORDS)) - seen.keys())[:10]
+    # A redrive call stopped by an error commits up to what it wrote; what it wrote after its
+    # last commit (one chunk of 1,000 at most) moves again in the next call.
+    assert twice <= 1000 * (len(reports) - 1), twice
+    assert moved == REDRIVE_RECORDS + twice, (moved, twice)
+    # Its place, the group "<group>.redrive", committed at the dead-letter topic's end.
+    out = kstool("committed", "-b", cluster, "-t", dlq, "-g", f"{g}.redrive", "-p", str(PARTS))
+    place = {int(x.split()[0]): int(x.split()[1]) for x in out.splitlines() if x}
+    assert place == watermarks(cluster, dlq), place
+    assert sc.stop() == 0
+
