@@ -11,16 +11,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "kconf.h"
 #include "log.h"
 #include "util.h"
 
-#define LOGC          "redrive"
-#define CHUNK         1000  /* records produced before their delivery is waited for */
-#define KAFKA_WAIT_MS 10000 /* one metadata, watermark or committed-offsets request */
-#define IDLE_MAX_MS   30000 /* nothing read this long below the watermarks: give up */
-#define STOP_WAIT_MS  5000  /* on shutdown, the most a redrive waits for delivery reports */
+#define LOGC            "redrive"
+#define CHUNK           1000  /* records produced before their delivery is waited for */
+#define KAFKA_WAIT_MS   10000 /* one metadata, watermark or committed-offsets request */
+#define IDLE_MAX_MS     30000 /* nothing read this long below the watermarks: give up */
+#define STOP_WAIT_MS    5000  /* on shutdown, the most a redrive waits for delivery reports */
+#define COMMIT_WAIT_MS  30000 /* committing the place through a coordinator's move */
+#define COMMIT_RETRY_MS 500
 
 int32_t ks_redrive_parse_count(const void *v, size_t len)
 {
@@ -426,6 +429,48 @@ static void take(run_t *r, const rd_kafka_message_t *m)
     free(hs);
 }
 
+/* The commit errors of a coordinator that is moving or loading the group: the commit is
+ * sent again, not failed. */
+static bool commit_retriable(rd_kafka_resp_err_t e)
+{
+    switch (e) {
+    case RD_KAFKA_RESP_ERR_COORDINATOR_LOAD_IN_PROGRESS:
+    case RD_KAFKA_RESP_ERR_COORDINATOR_NOT_AVAILABLE:
+    case RD_KAFKA_RESP_ERR_NOT_COORDINATOR:
+    case RD_KAFKA_RESP_ERR_REQUEST_TIMED_OUT:
+    case RD_KAFKA_RESP_ERR__WAIT_COORD:
+    case RD_KAFKA_RESP_ERR__TRANSPORT:
+    case RD_KAFKA_RESP_ERR__TIMED_OUT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Commits the place: commit_to in every partition. A coordinator's move (its broker died)
+ * answers "Coordinator load in progress" and the like for about 10 s: the commit is sent
+ * again for up to COMMIT_WAIT_MS, else the redrive stopped there and the chunk it had
+ * written moved again on the next call. Returns 0 or the error. */
+static rd_kafka_resp_err_t commit_place(run_t *r)
+{
+    int64_t give_up = ks_now_ms() + COMMIT_WAIT_MS;
+    for (;;) {
+        rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(r->nparts);
+        for (int32_t p = 0; p < r->nparts; p++)
+            rd_kafka_topic_partition_list_add(tl, r->res->dead_letter_topic, p)->offset =
+                r->commit_to[p];
+        rd_kafka_resp_err_t e = rd_kafka_commit(r->cons, tl, 0);
+        for (int i = 0; !e && i < tl->cnt; i++)
+            e = tl->elems[i].err;
+        rd_kafka_topic_partition_list_destroy(tl);
+        if (!e || !commit_retriable(e) || atomic_load(&r->rd->stop) || ks_now_ms() > give_up)
+            return e;
+        ks_info(LOGC, "group %s: committing the place in %s: %s; again in %d ms", r->group,
+                r->res->dead_letter_topic, rd_kafka_err2str(e), COMMIT_RETRY_MS);
+        nanosleep(&(struct timespec){.tv_nsec = COMMIT_RETRY_MS * 1000000L}, NULL);
+    }
+}
+
 /* Waits for every pending delivery, counts what moved and commits the place: in each
  * partition, up to the first record that failed, else up to what was read. Returns 0, or -1
  * when a delivery or the commit failed (the result's error says which). */
@@ -471,14 +516,7 @@ static int settle_chunk(run_t *r)
     r->pend_cnt = 0;
     if (r->dry_run)
         return rc;
-    rd_kafka_topic_partition_list_t *tl = rd_kafka_topic_partition_list_new(r->nparts);
-    for (int32_t p = 0; p < r->nparts; p++)
-        rd_kafka_topic_partition_list_add(tl, r->res->dead_letter_topic, p)->offset =
-            r->commit_to[p];
-    rd_kafka_resp_err_t e = rd_kafka_commit(r->cons, tl, 0);
-    for (int i = 0; !e && i < tl->cnt; i++)
-        e = tl->elems[i].err;
-    rd_kafka_topic_partition_list_destroy(tl);
+    rd_kafka_resp_err_t e = commit_place(r);
     if (e) {
         note_error(r,
                    "committing the place in %s as group \"%s.redrive\" failed: %s; what moved "

@@ -88,6 +88,7 @@ static void test_consumer_defaults_and_fixed(void **state)
         {KS_KCONF_CONSUMER, "orders", "queued.max.messages.kbytes", kb},
         {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "30000"},
         {KS_KCONF_CONSUMER, "orders", "heartbeat.interval.ms", "1000"},
+        {KS_KCONF_CONSUMER, "orders", "socket.timeout.ms", "10000"},
         {KS_KCONF_CONSUMER, "orders", "fetch.wait.max.ms", "100"},
         {KS_KCONF_CONSUMER, "orders", "fetch.max.bytes", "2097152"},
         {KS_KCONF_CONSUMER, "orders", "fetch.message.max.bytes", "1048576"},
@@ -97,6 +98,7 @@ static void test_consumer_defaults_and_fixed(void **state)
         {KS_KCONF_CONSUMER, "orders", "debug", "cgrp"},
         /* The pass-through alone: none of the consumer's own. */
         {KS_KCONF_CHECK, NULL, "session.timeout.ms", "45000"},
+        {KS_KCONF_CHECK, NULL, "socket.timeout.ms", "60000"},
         {KS_KCONF_CHECK, NULL, "debug", ""},
     };
     EXPECT_ALL(&cfg, plain);
@@ -105,6 +107,8 @@ static void test_consumer_defaults_and_fixed(void **state)
     /* kafka.* changes the defaults, not what the guarantees rest on. */
     const char *kv[] = {"session.timeout.ms",
                         "20000",
+                        "socket.timeout.ms",
+                        "30000",
                         "partition.assignment.strategy",
                         "range",
                         "enable.auto.commit",
@@ -121,6 +125,7 @@ static void test_consumer_defaults_and_fixed(void **state)
     cfg_with(&cfg, kv);
     const expect_t set[] = {
         {KS_KCONF_CONSUMER, "orders", "session.timeout.ms", "20000"},
+        {KS_KCONF_CONSUMER, "orders", "socket.timeout.ms", "30000"},
         {KS_KCONF_CONSUMER, "orders", "partition.assignment.strategy", "range"},
         {KS_KCONF_CONSUMER, "orders", "enable.auto.commit", "false"},
         {KS_KCONF_CONSUMER, "orders", "enable.auto.offset.store", "false"},
@@ -146,15 +151,18 @@ static void test_producers(void **state)
         {KS_KCONF_PRODUCER, NULL, "log_level", "3"},
         {KS_KCONF_PRODUCER, NULL, "enable.idempotence", "false"},
         {KS_KCONF_PRODUCER, NULL, "acks", "1"},
+        {KS_KCONF_PRODUCER, NULL, "socket.timeout.ms", "60000"},
         /* The dead-letter producer is idempotent whatever kafka.* says. */
         {KS_KCONF_DEAD_LETTER, NULL, "enable.idempotence", "true"},
         {KS_KCONF_DEAD_LETTER, NULL, "linger.ms", "5"},
         {KS_KCONF_DEAD_LETTER, NULL, "log_level", "3"},
+        {KS_KCONF_DEAD_LETTER, NULL, "socket.timeout.ms", "10000"},
         /* The redrive's producer: idempotent, every replica, a minute to deliver. */
         {KS_KCONF_REDRIVE_PRODUCER, NULL, "enable.idempotence", "true"},
         {KS_KCONF_REDRIVE_PRODUCER, NULL, "acks", "-1"},
         {KS_KCONF_REDRIVE_PRODUCER, NULL, "linger.ms", "5"},
         {KS_KCONF_REDRIVE_PRODUCER, NULL, "message.timeout.ms", "60000"},
+        {KS_KCONF_REDRIVE_PRODUCER, NULL, "socket.timeout.ms", "10000"},
         /* The redrive's consumer reads committed records from the start, to the end it
          * found. */
         {KS_KCONF_REDRIVE_CONSUMER, "orders.redrive", "group.id", "orders.redrive"},
@@ -163,6 +171,7 @@ static void test_producers(void **state)
         {KS_KCONF_REDRIVE_CONSUMER, "x", "enable.partition.eof", "true"},
         {KS_KCONF_REDRIVE_CONSUMER, "x", "enable.auto.commit", "false"},
         {KS_KCONF_REDRIVE_CONSUMER, "x", "log_level", "3"},
+        {KS_KCONF_REDRIVE_CONSUMER, "x", "socket.timeout.ms", "10000"},
         /* Dev mode's mock cluster takes none of kafka.*. */
         {KS_KCONF_DEV, NULL, "test.mock.num.brokers", "1"},
         {KS_KCONF_DEV, NULL, "linger.ms", "5"},
