@@ -31,6 +31,22 @@ typedef struct {
     const kprop_t *after;  /* set last: kafka.* cannot change them */
 } role_t;
 
+/* How long a request waits for a broker's answer. A paused or cut-off broker (its TCP
+ * still open) answers nothing, and the consumer waits on it: at librdkafka's 60 s its
+ * commits, fetches and the coordinator lookup all hung past the controller's moves (it
+ * fences the broker after broker.session.timeout.ms, 9 s): a coordinator paused 40 s
+ * stopped deliveries for 32-33 s, to after its resume, the assignment lost and
+ * 2,252-3,453 acks delivered again (tests/integration/test_cluster_failover.py). At
+ * 10 s the request times out, the connection is dropped, and the consumer finds the new
+ * coordinator and leaders while the broker is still paused: deliveries moved again
+ * 8.1-14.2 s after the pause, the assignment kept (docs/design.md, "Failover and
+ * restarts"). Nothing the consumer sends legitimately waits on the broker that long: a
+ * Fetch waits fetch.wait.max.ms (100) on top of this; JoinGroup, SyncGroup and
+ * Heartbeat carry their own timeouts from max.poll.interval.ms and session.timeout.ms. */
+/* clang-format off */
+#define SOCKET_TIMEOUT_ROW {"socket.timeout.ms", "10000", V_TEXT}
+/* clang-format on */
+
 /* Defaults a proxy's consumer needs; the user's kafka.* may override them. */
 static const kprop_t consumer_before[] = {
     {"auto.offset.reset", "earliest", V_TEXT},
@@ -63,19 +79,7 @@ static const kprop_t consumer_before[] = {
      * partitions back at once with kafka.group.instance.id. */
     {"session.timeout.ms", "30000", V_TEXT},
     {"heartbeat.interval.ms", "1000", V_TEXT},
-    /* How long a request waits for a broker's answer. A paused or cut-off broker (its TCP
-     * still open) answers nothing, and the consumer waits on it: at librdkafka's 60 s its
-     * commits, fetches and the coordinator lookup all hung past the controller's moves (it
-     * fences the broker after broker.session.timeout.ms, 9 s): a coordinator paused 40 s
-     * stopped deliveries for 32-33 s, to after its resume, the assignment lost and
-     * 2,252-3,453 acks delivered again (tests/integration/test_cluster_failover.py). At
-     * 10 s the request times out, the connection is dropped, and the consumer finds the new
-     * coordinator and leaders while the broker is still paused: deliveries moved again
-     * 8.1-14.2 s after the pause, the assignment kept (docs/design.md, "Failover and
-     * restarts"). Nothing the consumer sends legitimately waits on the broker that long: a
-     * Fetch waits fetch.wait.max.ms (100) on top of this; JoinGroup, SyncGroup and
-     * Heartbeat carry their own timeouts from max.poll.interval.ms and session.timeout.ms. */
-    {"socket.timeout.ms", "10000", V_TEXT},
+    SOCKET_TIMEOUT_ROW,
     {NULL, NULL, V_TEXT},
 };
 
@@ -84,7 +88,7 @@ static const kprop_t consumer_before[] = {
  * to the partition's new leader without being written twice; a produce to a healthy leader
  * waits on the broker for the in-sync replicas, which drop a dead one after about 9 s. */
 static const kprop_t failover_before[] = {
-    {"socket.timeout.ms", "10000", V_TEXT},
+    SOCKET_TIMEOUT_ROW,
     {NULL, NULL, V_TEXT},
 };
 
